@@ -1,0 +1,75 @@
+"""The one shape every backend has.
+
+A backend receives an OpenAI request body (a ``dict`` already validated by the gateway,
+with ``model`` replaced by the backend's own model id) and answers with OpenAI response
+objects as ``dict``: a ``chat.completion`` / ``text_completion`` for :meth:`Backend.send`,
+or an async iterator of ``chat.completion.chunk`` / ``text_completion`` chunk dicts for
+:meth:`Backend.stream`. Every failure is raised as a :class:`backends.errors.BackendError`
+subclass (translated at the edge, never a raw httpx/litellm exception).
+
+Usage is reported in the usual OpenAI ``usage`` object (``prompt_tokens``,
+``completion_tokens``, ``prompt_tokens_details.cached_tokens``). A backend that knows the
+real cost of a call (the replay backend's recorded cost) may add the non-standard key
+``"x_mixroute_cost_usd"`` to the response or the final chunk; the gateway strips it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from router.policy.models import BackendConfig
+
+Endpoint = Literal["chat", "completions"]
+
+COST_KEY = "x_mixroute_cost_usd"
+
+
+class Backend(ABC):
+    """Base class of all backends.
+
+    Args:
+        config: the backend's resolved policy entry.
+    """
+
+    def __init__(self, config: "BackendConfig"):
+        self.config = config
+        self.name = config.name
+
+    @property
+    def model(self) -> str:
+        """The model id this backend asks its upstream for."""
+        return self.config.model
+
+    @abstractmethod
+    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+        """Send a non-streaming request.
+
+        Args:
+            endpoint: ``"chat"`` (``/v1/chat/completions``) or ``"completions"``.
+            body: the OpenAI request body; ``body["model"]`` is already this backend's model.
+
+        Returns:
+            The OpenAI response object as a dict, including ``usage``.
+
+        Raises:
+            backends.errors.BackendError: any upstream failure.
+        """
+
+    @abstractmethod
+    def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+        """Send a streaming request; yield OpenAI chunk dicts.
+
+        The body always has ``stream_options.include_usage = true`` so the last chunk
+        carries ``usage``. Errors before the first chunk raise a retryable
+        :class:`BackendError`; errors after it raise :class:`BackendStreamError`.
+        Closing the iterator (client disconnect) must cancel the upstream request.
+        """
+
+    async def start(self) -> None:
+        """Open pooled clients. Called once when the policy is loaded."""
+
+    async def aclose(self) -> None:
+        """Close pooled clients. Called when the policy is replaced or on shutdown."""

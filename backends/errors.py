@@ -1,0 +1,79 @@
+"""Backend errors: every transport or provider failure is translated at the backend
+edge into one of these, so the dispatcher decides on fallback from the class alone.
+
+Tree::
+
+    BackendError                 502 api_error        upstream_error   (retryable)
+    ├── BackendConnectError      502                  upstream_connect_error   (retryable)
+    ├── BackendTimeout           504                  upstream_timeout         (retryable)
+    ├── BackendRateLimited       429 rate_limit_error upstream_rate_limited    (retryable)
+    ├── BackendServerError       502                  upstream_server_error    (retryable)
+    ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
+    │                                                 the same request fails everywhere)
+    └── BackendStreamError       502                  upstream_stream_error    (after first byte;
+                                                      ends the stream with an error event)
+"""
+
+from __future__ import annotations
+
+from router.errors import MixrouteError
+
+
+class BackendError(MixrouteError):
+    """A backend failed. ``retryable`` tells the dispatcher to try the next candidate.
+
+    Attributes:
+        backend: the backend name from the policy.
+        upstream_status: the HTTP status the upstream returned, if any.
+    """
+
+    status = 502
+    type = "api_error"
+    code = "upstream_error"
+    retryable = True
+
+    def __init__(self, message: str, *, backend: str = "", upstream_status: int | None = None, **kw):
+        super().__init__(message, **kw)
+        self.backend = backend
+        self.upstream_status = upstream_status
+
+
+class BackendConnectError(BackendError):
+    code = "upstream_connect_error"
+
+
+class BackendTimeout(BackendError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class BackendRateLimited(BackendError):
+    status = 429
+    type = "rate_limit_error"
+    code = "upstream_rate_limited"
+
+
+class BackendServerError(BackendError):
+    code = "upstream_server_error"
+
+
+class BackendRejected(BackendError):
+    status = 400
+    type = "invalid_request_error"
+    code = "upstream_rejected"
+    retryable = False
+
+
+class BackendStreamError(BackendError):
+    code = "upstream_stream_error"
+
+
+def from_status(status: int, message: str, *, backend: str) -> BackendError:
+    """Map an upstream HTTP status to the most specific :class:`BackendError`."""
+    if status == 429:
+        return BackendRateLimited(message, backend=backend, upstream_status=status)
+    if status in (408, 504):
+        return BackendTimeout(message, backend=backend, upstream_status=status)
+    if status >= 500:
+        return BackendServerError(message, backend=backend, upstream_status=status)
+    return BackendRejected(message, backend=backend, upstream_status=status)

@@ -1,0 +1,1 @@
+"""Deterministic fake backend for tests and the offline demo."""

@@ -1,0 +1,108 @@
+"""Base for backends that synthesize their answers in process (``fake``, ``replay``).
+
+A subclass implements :meth:`SyntheticBackend.answer`; this class turns the answer into
+OpenAI response objects and SSE chunks (one chunk per word), with usage from the token
+estimate of :func:`backends.openai_shapes.estimate_tokens`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from abc import abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from backends import openai_shapes as shapes
+from backends.base import COST_KEY, Backend, Endpoint
+from backends.errors import BackendStreamError
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+@dataclass
+class Answer:
+    """What a synthetic backend answers.
+
+    Attributes:
+        text: the completion text.
+        tool_calls: OpenAI ``tool_calls`` list (chat only); finish_reason becomes ``tool_calls``.
+        cost_usd: the real cost of this call when known (recorded data), else ``None``.
+        first_token_delay_s: simulated TTFT (seconds); token_delay_s: simulated ITL.
+        fail_after_chunks: end the stream with :class:`BackendStreamError` after this many chunks.
+    """
+
+    text: str
+    tool_calls: list[dict] = field(default_factory=list)
+    cost_usd: float | None = None
+    first_token_delay_s: float = 0.0
+    token_delay_s: float = 0.0
+    fail_after_chunks: int | None = None
+
+
+class SyntheticBackend(Backend):
+    """Backend answering from :meth:`answer`; see module docstring."""
+
+    @abstractmethod
+    async def answer(self, endpoint: Endpoint, body: dict) -> Answer:
+        """Produce the answer for ``body``; may raise :class:`backends.errors.BackendError`."""
+
+    def _usage(self, endpoint: Endpoint, body: dict, answer: Answer) -> dict:
+        completion = shapes.estimate_tokens(answer.text) + sum(
+            shapes.estimate_tokens(c["function"]["arguments"]) + 4 for c in answer.tool_calls
+        )
+        n = int(body.get("n") or 1)
+        return shapes.usage(shapes.estimate_tokens(shapes.prompt_text(endpoint, body)), completion * n)
+
+    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+        answer = await self.answer(endpoint, body)
+        if answer.fail_after_chunks is not None:
+            from backends.errors import BackendServerError
+
+            raise BackendServerError(f"{self.name}: upstream closed the connection", backend=self.name)
+        await asyncio.sleep(answer.first_token_delay_s)
+        use = self._usage(endpoint, body, answer)
+        n = int(body.get("n") or 1)
+        if endpoint == "chat":
+            message: dict = {"role": "assistant", "content": answer.text or None, "refusal": None}
+            if answer.tool_calls:
+                message["tool_calls"] = answer.tool_calls
+            finish = "tool_calls" if answer.tool_calls else "stop"
+            out = shapes.chat_completion(self.model, message, finish, use, n)
+        else:
+            out = shapes.text_completion(self.model, answer.text, "stop", use, n)
+        if answer.cost_usd is not None:
+            out[COST_KEY] = answer.cost_usd
+        return out
+
+    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+        answer = await self.answer(endpoint, body)
+        await asyncio.sleep(answer.first_token_delay_s)
+        cid = shapes.new_id("chatcmpl" if endpoint == "chat" else "cmpl")
+        sent = 0
+        for chunk in self._chunks(endpoint, cid, answer):
+            if answer.fail_after_chunks is not None and sent >= answer.fail_after_chunks:
+                raise BackendStreamError(f"{self.name}: upstream dropped the stream", backend=self.name)
+            if sent and answer.token_delay_s:
+                await asyncio.sleep(answer.token_delay_s)
+            sent += 1
+            yield chunk
+        obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
+        last = shapes.usage_chunk(cid, self.model, obj, self._usage(endpoint, body, answer))
+        if answer.cost_usd is not None:
+            last[COST_KEY] = answer.cost_usd
+        yield last
+
+    def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer):
+        words = _WORDS.findall(answer.text)
+        if endpoint == "chat":
+            yield shapes.chat_chunk(cid, self.model, {"role": "assistant", "content": ""})
+            for w in words:
+                yield shapes.chat_chunk(cid, self.model, {"content": w})
+            for i, call in enumerate(answer.tool_calls):
+                yield shapes.chat_chunk(cid, self.model, {"tool_calls": [{"index": i, **call}]})
+            yield shapes.chat_chunk(cid, self.model, {}, "tool_calls" if answer.tool_calls else "stop")
+        else:
+            for w in words:
+                yield shapes.text_chunk(cid, self.model, w)
+            yield shapes.text_chunk(cid, self.model, "", "stop")

@@ -1,0 +1,46 @@
+"""Process settings: one typed model read from ``MIXROUTE_*`` environment variables.
+
+Everything a process needs that is not part of the routing policy lives here. The
+routing policy (backends, routes, rules) is a separate YAML file, see
+:mod:`router.policy`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Settings of one gateway process.
+
+    Attributes:
+        policy_path: routing policy YAML; ``None`` loads the bundled demo policy.
+        database_url: SQLAlchemy URL of the decision/outcome store. SQLite file in the
+            working directory by default; ``postgresql+psycopg://...`` in production.
+        redis_url: shared state for many replicas (``None``: in-process state).
+        host, port: where ``mixroute serve`` listens.
+        max_body_bytes: request bodies larger than this get HTTP 413 (bytes).
+        store_queue_size: bound of the in-memory write queue of the store (rows).
+        store_batch_size: rows per batched insert.
+        store_flush_interval_s: longest time a row waits in the queue (seconds).
+        policy_watch: hot-reload the policy file when it changes.
+        admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
+
+    policy_path: Path | None = None
+    database_url: str = "sqlite:///mixroute.db"
+    redis_url: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    store_queue_size: int = Field(default=10_000, gt=0)
+    store_batch_size: int = Field(default=200, gt=0)
+    store_flush_interval_s: float = Field(default=0.2, gt=0)
+    policy_watch: bool = True
+    admin_key: str | None = None
+    log_level: str = "info"

@@ -1,0 +1,75 @@
+"""Errors of the routing layer, each mapped to one HTTP status and OpenAI error type.
+
+Tree::
+
+    MixrouteError                       500 api_error          internal_error
+    ├── InvalidRequest                  400 invalid_request_error  invalid_request
+    │   ├── ContextTooLarge             413 invalid_request_error  request_too_large
+    │   └── UnknownModel                404 invalid_request_error  model_not_found
+    ├── NoCandidate                     503 api_error          no_candidate
+    ├── RequestRejected                 429 rate_limit_error   route_saturated
+    └── BackendError (backends.errors)  502 api_error          upstream_error
+        └── ...                         see :mod:`backends.errors`
+
+The gateway renders every one of them as the OpenAI envelope
+``{"error": {"message", "type", "param", "code"}}`` and never shows a stack trace.
+"""
+
+from __future__ import annotations
+
+
+class MixrouteError(Exception):
+    """Base error. Subclasses set ``status``, ``type`` and ``code``.
+
+    Args:
+        message: human-readable message, safe to show to the client (no secrets).
+        param: the request field at fault, if any.
+        code: overrides the class's stable ``code``.
+    """
+
+    status: int = 500
+    type: str = "api_error"
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def to_envelope(self) -> dict:
+        """The OpenAI error envelope for this error."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequest(MixrouteError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class ContextTooLarge(InvalidRequest):
+    status = 413
+    code = "request_too_large"
+
+
+class UnknownModel(InvalidRequest):
+    status = 404
+    code = "model_not_found"
+
+
+class NoCandidate(MixrouteError):
+    status = 503
+    type = "api_error"
+    code = "no_candidate"
+
+
+class RequestRejected(MixrouteError):
+    status = 429
+    type = "rate_limit_error"
+    code = "route_saturated"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0, **kw):
+        super().__init__(message, **kw)
+        self.retry_after_s = retry_after_s

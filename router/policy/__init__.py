@@ -1,0 +1,11 @@
+"""Routing policy: typed models and a YAML loader with ``FILE:LINE path: problem`` errors."""
+
+from router.policy.loader import LoadedPolicy, PolicyError, PolicyProblem, load_policy, parse_policy
+from router.policy.models import BackendConfig, Policy, Pricing, QualityBar, RouteConfig, RuleConfig
+
+DEMO_POLICY = __path__[0] + "/demo.yaml"
+
+__all__ = [
+    "BackendConfig", "DEMO_POLICY", "LoadedPolicy", "Policy", "PolicyError", "PolicyProblem", "Pricing",
+    "QualityBar", "RouteConfig", "RuleConfig", "load_policy", "parse_policy",
+]

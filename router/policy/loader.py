@@ -1,0 +1,200 @@
+"""Load a policy YAML into a :class:`~router.policy.models.Policy`, with errors that
+point at the line: ``policy.yaml:42 routes[3].backends[1]: unknown backend 'gpt5'``.
+
+Steps: parse to a YAML node tree (keeps line marks) -> substitute ``${VAR}`` /
+``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import yaml
+from pydantic import ValidationError
+
+from router.policy.models import Policy
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+@dataclass(frozen=True)
+class PolicyProblem:
+    """One problem: ``line`` is 1-based (0 when unknown), ``path`` like ``routes[3].backends[1]``."""
+
+    line: int
+    path: str
+    message: str
+
+
+class PolicyError(Exception):
+    """The policy file is invalid. ``str()`` gives one ``FILE:LINE path: problem`` per line."""
+
+    def __init__(self, source: str, problems: list[PolicyProblem]):
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(self.lines()))
+
+    def lines(self) -> list[str]:
+        out = []
+        for p in self.problems:
+            where = f"{self.source}:{p.line}" if p.line else self.source
+            out.append(f"{where} {p.path}: {p.message}" if p.path else f"{where}: {p.message}")
+        return out
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A validated policy with its source text and hash (16 hex chars of SHA-256 over
+    the canonical JSON of the resolved policy, secrets excluded)."""
+
+    policy: Policy
+    text: str
+    hash: str
+    source: str
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Read and validate a policy file.
+
+    Raises:
+        PolicyError: unreadable file, bad YAML, schema or cross-reference problems.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyError(str(path), [PolicyProblem(0, "", f"cannot read file: {exc}")]) from None
+    return parse_policy(text, source=str(path), base_dir=path.parent)
+
+
+def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None = None) -> LoadedPolicy:
+    """Validate policy text. ``base_dir`` resolves relative replay ``data`` paths.
+
+    Raises:
+        PolicyError: see :func:`load_policy`.
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise PolicyError(source, [PolicyProblem(line, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+    if root is None:
+        raise PolicyError(source, [PolicyProblem(1, "", "the file is empty")])
+    problems: list[PolicyProblem] = []
+    _substitute_env(root, (), problems)
+    if problems:
+        raise PolicyError(source, problems)
+    data = yaml.SafeLoader(text).construct_document(root)
+    if not isinstance(data, dict):
+        raise PolicyError(source, [PolicyProblem(root.start_mark.line + 1, "", "the top level must be a mapping")])
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key '{loc[-1]}'"
+            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
+        raise PolicyError(source, problems) from None
+    problems = _cross_references(policy, root)
+    if problems:
+        raise PolicyError(source, problems)
+    if base_dir is not None:
+        policy = _resolve_paths(policy, base_dir)
+    return LoadedPolicy(policy=policy, text=text, hash=policy_hash(policy), source=source)
+
+
+def policy_hash(policy: Policy) -> str:
+    """16 hex chars of SHA-256 over the canonical JSON of ``policy`` (secrets excluded)."""
+    dumped = policy.model_dump(mode="json", exclude={"backends": {"__all__": {"api_key"}}})
+    return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) -> None:
+    if isinstance(node, yaml.ScalarNode):
+        if "${" not in node.value:
+            return
+
+        def repl(m: re.Match) -> str:
+            value = os.environ.get(m.group(1), m.group(2))
+            if value is None:
+                problems.append(PolicyProblem(node.start_mark.line + 1, _fmt(path),
+                                              f"environment variable {m.group(1)} is not set"))
+                return ""
+            return value
+
+        node.value = _ENV.sub(repl, node.value)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _substitute_env(value, path + (key.value,), problems)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _substitute_env(item, path + (i,), problems)
+
+
+def _line_of(root: yaml.Node, loc: tuple) -> int:
+    """1-based line of the deepest node of ``loc`` present in the YAML tree."""
+    node = root
+    for part in loc:
+        child = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            child = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+    return node.start_mark.line + 1
+
+
+def _fmt(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
+    problems: list[PolicyProblem] = []
+
+    def add(loc: tuple, msg: str) -> None:
+        problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
+
+    seen: set[str] = set()
+    for i, b in enumerate(policy.backends):
+        if b.name in seen:
+            add(("backends", i, "name"), f"duplicate backend name '{b.name}'")
+        seen.add(b.name)
+    known = ", ".join(b.name for b in policy.backends)
+    routes: set[str] = set()
+    for i, r in enumerate(policy.routes):
+        if r.name in routes:
+            add(("routes", i, "name"), f"duplicate route name '{r.name}'")
+        if r.name in seen:
+            add(("routes", i, "name"), f"route name '{r.name}' is also a backend name")
+        routes.add(r.name)
+        for j, name in enumerate(r.backends):
+            if name not in seen:
+                add(("routes", i, "backends", j), f"unknown backend '{name}' (known: {known})")
+    if policy.default_route not in routes:
+        add(("default_route",), f"unknown route '{policy.default_route}' (known: {', '.join(sorted(routes))})")
+    for i, rule in enumerate(policy.rules):
+        for j, name in enumerate(rule.routes):
+            if name not in routes:
+                add(("rules", i, "routes", j), f"unknown route '{name}'")
+    return problems
+
+
+def _resolve_paths(policy: Policy, base_dir: Path) -> Policy:
+    backends = [
+        b.model_copy(update={"data": [p if p.is_absolute() else (base_dir / p) for p in b.data]}) if b.data else b
+        for b in policy.backends
+    ]
+    return policy.model_copy(update={"backends": backends})

@@ -1,0 +1,166 @@
+"""The routing policy as typed models (``extra="forbid"`` everywhere).
+
+A policy YAML has ``version``, ``backends``, ``routes`` and optional ``rules`` and
+``default_route``; see ``router/policy/demo.yaml`` for an annotated example. Prices are
+USD per one million tokens (``per_request`` is USD per call). Cross-references (route ->
+backend names, unique names) are checked by :func:`router.policy.loader.load_policy`,
+which reports ``FILE:LINE path: problem``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Pricing(_Strict):
+    """Prices in USD.
+
+    Attributes:
+        input_per_1m: USD per 1M prompt tokens.
+        output_per_1m: USD per 1M completion tokens.
+        cached_input_per_1m: USD per 1M prompt tokens served from a prefix cache
+            (defaults to ``input_per_1m``: no discount).
+        per_request: flat USD per call (used by replay backends whose data records
+            a per-call cost rather than token prices).
+    """
+
+    input_per_1m: float = Field(default=0.0, ge=0)
+    output_per_1m: float = Field(default=0.0, ge=0)
+    cached_input_per_1m: float | None = Field(default=None, ge=0)
+    per_request: float = Field(default=0.0, ge=0)
+
+
+class BackendConfig(_Strict):
+    """One backend: a model behind a transport.
+
+    Attributes:
+        name: unique name; clients may pin it as ``model``.
+        kind: ``vllm`` (OpenAI-compatible replica pool), ``hosted`` (any litellm
+            provider), ``fake`` (deterministic; behaviour from the model name:
+            ``*-slow``, ``*-error-429``, ``*-error-500``, ``*-drop-mid-stream``) or
+            ``replay`` (recorded answers from outcome data files).
+        model: the model id sent upstream (litellm form ``provider/model`` for hosted).
+        endpoints: replica base URLs ending in ``/v1`` (vllm).
+        api_base, api_key: hosted provider overrides (use ``${ENV_VAR}``).
+        pricing: USD prices; ``None`` takes litellm's bundled price map (hosted) or zero.
+        quality: prior probability of a good answer in [0, 1], used by the baseline
+            quality predictor until the classifier's ``quality`` head knows this model.
+        tags: free labels used by rules, e.g. ``self_hosted``.
+        timeout_s: whole-request timeout (seconds); connect_timeout_s for the connect.
+        data: outcome data files (replay).
+        options: extra keyword arguments passed to the provider call (hosted).
+        demo: marks a backend of the bundled demo policy in ``/v1/models``.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: Literal["vllm", "hosted", "fake", "replay"]
+    model: str = Field(min_length=1)
+    endpoints: list[str] = Field(default_factory=list)
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    pricing: Pricing | None = None
+    quality: float | None = Field(default=None, ge=0, le=1)
+    tags: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(default=600.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    data: list[Path] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+    demo: bool = False
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> "BackendConfig":
+        if self.kind == "vllm" and not self.endpoints:
+            raise ValueError("a vllm backend needs at least one entry in 'endpoints'")
+        if self.kind == "replay" and not self.data:
+            raise ValueError("a replay backend needs at least one file in 'data'")
+        for url in self.endpoints:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+        return self
+
+
+class QualityBar(_Strict):
+    """The quality a route requires. Exactly one of:
+
+    Attributes:
+        min_quality: absolute bar, a calibrated probability of a good answer in [0, 1].
+        target: relative bar, a share of the strongest allowed candidate's predicted
+            quality (``0.95`` = at least 95% of the best).
+    """
+
+    min_quality: float | None = Field(default=None, ge=0, le=1)
+    target: float | None = Field(default=None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "QualityBar":
+        if (self.min_quality is None) == (self.target is None):
+            raise ValueError("set exactly one of 'min_quality' or 'target'")
+        return self
+
+
+class RouteConfig(_Strict):
+    """A route: what a client names as ``model`` to get routed.
+
+    Attributes:
+        name: the route name (``auto`` is the default route).
+        backends: candidate backend names, in preference order for ties.
+        quality_bar: see :class:`QualityBar`.
+        on_no_candidate: when no candidate clears the bar: ``best_quality`` (send to
+            the candidate with the highest predicted quality), ``cheapest`` or
+            ``reject`` (HTTP 503).
+        max_attempts: candidates tried in order on retryable failures (>= 1).
+        ttft_slo_s: time-to-first-token SLO in seconds (used with live state).
+        description: shown in ``/v1/models``.
+    """
+
+    name: str = Field(pattern=NAME_PATTERN)
+    backends: list[str] = Field(min_length=1)
+    quality_bar: QualityBar = QualityBar(target=0.95)
+    on_no_candidate: Literal["best_quality", "cheapest", "reject"] = "best_quality"
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    ttft_slo_s: float | None = Field(default=None, gt=0)
+    description: str = ""
+
+
+class RuleConfig(_Strict):
+    """A rule evaluated before scoring.
+
+    Attributes:
+        name: shown in the decision's reason.
+        when_header: the rule applies when this request header is present
+            (``x-mixroute-...``); ``None`` applies to every request of its routes.
+        routes: routes it applies to (empty: all).
+        require_tags: only backends with all these tags stay candidates.
+        max_cost_usd: candidates whose expected cost exceeds this (USD) are dropped.
+    """
+
+    name: str = Field(min_length=1)
+    when_header: str | None = None
+    routes: list[str] = Field(default_factory=list)
+    require_tags: list[str] = Field(default_factory=list)
+    max_cost_usd: float | None = Field(default=None, ge=0)
+
+
+class Policy(_Strict):
+    """A whole routing policy (``version: 1``)."""
+
+    version: Literal[1]
+    default_route: str = "auto"
+    backends: list[BackendConfig] = Field(min_length=1)
+    routes: list[RouteConfig] = Field(min_length=1)
+    rules: list[RuleConfig] = Field(default_factory=list)
+
+    def backend(self, name: str) -> BackendConfig | None:
+        return next((b for b in self.backends if b.name == name), None)
+
+    def route(self, name: str) -> RouteConfig | None:
+        return next((r for r in self.routes if r.name == name), None)

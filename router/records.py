@@ -1,0 +1,98 @@
+"""The two records mixroute keeps per request, written separately (see ARCHITECTURE.md):
+a :class:`DecisionRecord` before dispatch and an :class:`OutcomeRecord` after the last
+byte. Both are keyed by ``request_id``; feedback joins on it later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass
+class DecisionRecord:
+    """What the router decided, and why.
+
+    Attributes:
+        request_id: ``x-mixroute-request-id`` of the request.
+        route: the route name, or the backend name when pinned.
+        policy_hash: hash of the policy that decided (see ``router.policy.loader.policy_hash``).
+        chosen: backend name chosen first.
+        reason: stable reason code (``cheapest_above_bar``, ``pinned``, ...).
+        candidates: one dict per candidate: ``backend``, ``model``, ``predicted_quality``
+            (probability), ``expected_cost_usd`` (USD), ``expected_output_tokens``
+            (tokens), ``eligible`` (bool), ``note``.
+        fallbacks: ranked backend names to try after ``chosen``.
+        probability: selection probability of ``chosen`` (1.0 for a deterministic policy).
+        signals: classifier signals (domain, difficulty, pii, ...), JSON-serialisable.
+        tenant: tenant name, ``None`` when auth is off.
+        endpoint: ``chat`` or ``completions``.
+        pinned: the client named a backend directly.
+        prefix_hash: hash of the rewritten request's stable prefix.
+        created_at: UTC time of the decision.
+    """
+
+    request_id: str
+    route: str
+    policy_hash: str
+    chosen: str
+    reason: str
+    candidates: list[dict[str, Any]]
+    fallbacks: list[str] = field(default_factory=list)
+    probability: float = 1.0
+    signals: dict[str, Any] = field(default_factory=dict)
+    tenant: str | None = None
+    endpoint: str = "chat"
+    pinned: bool = False
+    prefix_hash: str | None = None
+    created_at: datetime = field(default_factory=utcnow)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class OutcomeRecord:
+    """What actually happened.
+
+    Attributes:
+        request_id: joins the decision.
+        backend: backend that produced the answer (or the last one tried on failure).
+        model: model id that answered.
+        fallbacks_taken: backends tried and failed before ``backend``, in order.
+        status: ``ok``, ``error`` or ``client_disconnected``.
+        http_status: status sent to the client (200 for streams that broke mid-way).
+        error_code: stable error code, ``None`` on success.
+        ttft_s: time to first token (seconds; for non-streaming, time to the full answer).
+        itl_s: mean inter-token latency over stream chunks (seconds), ``None`` if not streamed.
+        latency_s: total time from request to last byte (seconds).
+        tokens_in, tokens_out, tokens_cached: prompt, completion and prefix-cached prompt tokens.
+        cost_usd: cost of the call in USD.
+        streamed: whether the response was streamed.
+        created_at: UTC time the outcome was recorded.
+    """
+
+    request_id: str
+    backend: str | None
+    model: str | None
+    status: str
+    http_status: int
+    fallbacks_taken: list[str] = field(default_factory=list)
+    error_code: str | None = None
+    ttft_s: float | None = None
+    itl_s: float | None = None
+    latency_s: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    tokens_cached: int = 0
+    cost_usd: float = 0.0
+    streamed: bool = False
+    created_at: datetime = field(default_factory=utcnow)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
