@@ -54,6 +54,8 @@ class BackendConfig(_Strict):
         pricing: USD prices; ``None`` takes litellm's bundled price map (hosted) or zero.
         quality: prior probability of a good answer in [0, 1], used by the baseline
             quality predictor until the classifier's ``quality`` head knows this model.
+        quality_model: the model name the classifier's ``quality`` head was trained on
+            that stands for this backend (defaults to ``model``).
         tags: free labels used by rules, e.g. ``self_hosted``.
         timeout_s: whole-request timeout (seconds); connect_timeout_s for the connect.
         data: outcome data files (replay).
@@ -69,6 +71,7 @@ class BackendConfig(_Strict):
     api_key: SecretStr | None = None
     pricing: Pricing | None = None
     quality: float | None = Field(default=None, ge=0, le=1)
+    quality_model: str | None = None
     tags: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=600.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
