@@ -1,0 +1,53 @@
+"""The ``mixroute`` command line. Each command imports what it needs inside its body so
+``mixroute --help`` stays fast (no torch, litellm or FastAPI at import)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(name="mixroute", help="mixroute: a model-routing, OpenAI-compatible LLM gateway.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+policy_app = typer.Typer(help="Validate and inspect routing policies.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+
+
+@app.command()
+def serve(
+    policy: Annotated[Optional[Path], typer.Option(help="Routing policy YAML (default: the bundled demo policy).")] = None,
+    host: Annotated[Optional[str], typer.Option(help="Bind address (default 127.0.0.1 or MIXROUTE_HOST).")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port (default 8000 or MIXROUTE_PORT).")] = None,
+    database_url: Annotated[Optional[str], typer.Option(help="Store URL (default sqlite:///mixroute.db).")] = None,
+) -> None:
+    """Start the gateway (OpenAI-compatible API under /v1)."""
+    from gateway.serve import run
+
+    run(policy=policy, host=host, port=port, database_url=database_url)
+
+
+@policy_app.command("validate")
+def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.")]) -> None:
+    """Validate FILE; print `FILE:LINE path: problem` per problem and exit 1 on error."""
+    from router.policy import PolicyError, load_policy
+
+    try:
+        loaded = load_policy(file)
+    except PolicyError as exc:
+        for line in exc.lines():
+            typer.echo(line, err=True)
+        raise typer.Exit(1)
+    p = loaded.policy
+    typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
+
+
+# --- commands registered by other modules (one line each) ---------------------------
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
