@@ -8,6 +8,7 @@ routing policy (backends, routes, rules) is a separate YAML file, see
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -28,6 +29,11 @@ class Settings(BaseSettings):
         store_flush_interval_s: longest time a row waits in the queue (seconds).
         policy_watch: hot-reload the policy file when it changes.
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
+        classifier: ``auto`` loads the shipped classifier heads when torch and peft are
+            installed and falls back to the policy's quality priors otherwise; ``on``
+            fails start-up without them; ``off`` always uses the priors.
+        classifier_max_batch: largest micro-batch of prompts per encoder pass.
+        classifier_max_wait_ms: longest a prompt waits for a micro-batch to fill (ms).
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -44,3 +50,6 @@ class Settings(BaseSettings):
     policy_watch: bool = True
     admin_key: str | None = None
     log_level: str = "info"
+    classifier: Literal["auto", "on", "off"] = "auto"
+    classifier_max_batch: int = Field(default=32, gt=0)
+    classifier_max_wait_ms: float = Field(default=2.0, ge=0)

@@ -1,0 +1,1 @@
+"""HTTP endpoint modules, one per endpoint family."""

@@ -1,0 +1,152 @@
+"""``POST /v1/chat/completions``, ``POST /v1/completions`` and ``POST /v1/route``.
+
+Each completion request: parse -> decide (decision row queued) -> dispatch with fallback
+-> response with ``x-mixroute-*`` headers -> outcome row queued after the last byte.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from starlette.responses import StreamingResponse
+
+from backends.base import COST_KEY
+from backends.errors import BackendError
+from gateway import dispatch
+from gateway.api.deps import RuntimeDep, SettingsDep
+from gateway.responses import FastJSONResponse
+from gateway.runtime import Runtime
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
+from router.engine import Decision, RoutingRequest, candidate_dict
+
+router = APIRouter()
+
+_SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
+
+
+async def _decide(request: Request, runtime: Runtime, settings, endpoint: str) -> tuple[Decision, dict]:
+    body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
+    body.setdefault("model", runtime.loaded.policy.default_route)
+    headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
+    req = RoutingRequest(endpoint=endpoint, body=body, tenant=None, headers=headers)
+    return await runtime.router.decide(req), body
+
+
+def _headers(decision: Decision, backend: str | None) -> dict[str, str]:
+    rec = decision.record
+    return {"x-mixroute-request-id": rec.request_id, "x-mixroute-route": rec.route,
+            "x-mixroute-backend": backend or "", "x-mixroute-reason": rec.reason}
+
+
+@router.post("/v1/chat/completions")
+async def chat_completions(request: Request, runtime: RuntimeDep, settings: SettingsDep):
+    return await _complete(request, runtime, settings, "chat")
+
+
+@router.post("/v1/completions")
+async def completions(request: Request, runtime: RuntimeDep, settings: SettingsDep):
+    return await _complete(request, runtime, settings, "completions")
+
+
+@router.post("/v1/route")
+async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep):
+    """Dry run: the decision and the rewritten request, without dispatching or storing."""
+    decision, _ = await _decide(request, runtime, settings, "chat")
+    rec = decision.record
+    return FastJSONResponse({
+        "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,
+        "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
+        "quality_bar": decision.bar, "probability": rec.probability,
+        "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
+        "prefix_hash": rec.prefix_hash, "rewritten_request": decision.body,
+    })
+
+
+async def _complete(request: Request, runtime: Runtime, settings, endpoint: str):
+    store = request.app.state.store
+    decision, body = await _decide(request, runtime, settings, endpoint)
+    store.record_decision(decision.record)
+    attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
+    if body.get("stream"):
+        return await _stream(runtime, store, attempt, decision.body)
+    try:
+        resp = await dispatch.send(runtime, attempt, decision.body)
+    except BackendError as exc:
+        store.record_outcome(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
+        return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
+                                headers=_headers(decision, attempt.backend.name if attempt.backend else None))
+    recorded = resp.pop(COST_KEY, None)
+    resp.setdefault("model", attempt.backend.model)
+    elapsed = time.perf_counter() - attempt.started
+    outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
+                              recorded_cost=recorded, ttft=elapsed)
+    store.record_outcome(outcome)
+    headers = _headers(decision, attempt.backend.name)
+    headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
+    return FastJSONResponse(resp, headers=headers)
+
+
+async def _stream(runtime: Runtime, store, attempt: dispatch.Attempt, body: dict):
+    decision = attempt.decision
+    try:
+        first, chunks = await dispatch.open_stream(runtime, attempt, body)
+    except BackendError as exc:
+        store.record_outcome(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc,
+                                             streamed=True))
+        return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
+                                headers=_headers(decision, attempt.backend.name if attempt.backend else None))
+    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    gen = _relay(runtime, store, attempt, first, chunks, wants_usage)
+    return StreamingResponse(gen, media_type="text/event-stream",
+                             headers={**_headers(decision, attempt.backend.name), "cache-control": "no-cache"})
+
+
+async def _relay(runtime: Runtime, store, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],
+                 wants_usage: bool) -> AsyncIterator[bytes]:
+    """Relay chunks as SSE; record the outcome when the stream ends, breaks or is cancelled."""
+    ttft = (attempt.first_at or time.perf_counter()) - attempt.started
+    last_at, gaps, usage, recorded, text = time.perf_counter(), [], None, None, []
+    status, error = "client_disconnected", None
+    try:
+        chunk = first
+        while True:
+            recorded = chunk.pop(COST_KEY, recorded)
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                piece = (choice.get("delta") or {}).get("content") or choice.get("text")
+                if piece:
+                    text.append(piece)
+            if chunk.get("choices"):
+                yield dispatch.sse(_strip_usage(chunk) if not wants_usage else chunk)
+            elif wants_usage and usage is not None:
+                cost = dispatch.call_cost(runtime, attempt.backend.name, usage, recorded)
+                yield dispatch.sse({**chunk, "usage": {**usage, "cost_usd": cost}})
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                break
+            now = time.perf_counter()
+            gaps.append(now - last_at)
+            last_at = now
+        status = "ok"
+        yield dispatch.DONE
+    except BackendError as exc:
+        status, error = "error", exc
+        yield dispatch.error_event(exc)
+        yield dispatch.DONE
+    finally:
+        await chunks.aclose()
+        itl = sum(gaps) / len(gaps) if gaps else None
+        store.record_outcome(attempt.outcome(
+            runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error, ttft=ttft,
+            itl=itl, streamed=True, fallback_text="".join(text)))
+
+
+def _strip_usage(chunk: dict) -> dict:
+    if "usage" in chunk:
+        chunk = {k: v for k, v in chunk.items() if k != "usage"}
+    return chunk
+

@@ -1,0 +1,31 @@
+"""Shared FastAPI dependencies (``Annotated`` aliases)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from gateway.runtime import Runtime
+from gateway.settings import Settings
+from router.errors import MixrouteError
+
+
+class NotReady(MixrouteError):
+    status = 503
+    code = "not_ready"
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime = request.app.state.policies.current
+    if runtime is None:
+        raise NotReady("The gateway is starting: the policy and router are not loaded yet")
+    return runtime
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
+SettingsDep = Annotated[Settings, Depends(_settings)]

@@ -1,0 +1,24 @@
+"""``GET /healthz`` (the process is up) and ``GET /readyz`` (200 only once the policy and
+router are loaded; 503 before)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from gateway.responses import FastJSONResponse
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz():
+    return FastJSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(request: Request):
+    runtime = request.app.state.policies.current
+    if runtime is None or not request.app.state.ready:
+        return FastJSONResponse({"status": "starting"}, status_code=503)
+    return FastJSONResponse({"status": "ready", "policy_hash": runtime.loaded.hash,
+                             "predictor": type(runtime.router.predictor).__name__})

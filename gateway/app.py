@@ -1,0 +1,78 @@
+"""The FastAPI application factory: ``create_app(settings)``.
+
+Lifespan: start the store -> load the predictor -> load the policy (runtime) -> watch the
+policy file -> ready. On shutdown: stop watching, close backends, drain the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from gateway import errors
+from gateway.api import completions, health, models
+from gateway.runtime import PolicyHolder
+from gateway.settings import Settings
+
+log = logging.getLogger("mixroute.gateway")
+
+
+def load_predictor(settings: Settings):
+    """The classifier predictor per ``settings.classifier``, or ``None`` for the prior baseline.
+
+    Raises:
+        RuntimeError: ``classifier="on"`` and the classifier cannot be loaded.
+    """
+    if settings.classifier == "off":
+        return None
+    try:
+        from router.classify import load_predictor as load_classifier
+
+        return load_classifier(max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms)
+    except Exception as exc:  # ImportError (no torch/peft) or missing artifacts
+        if settings.classifier == "on":
+            raise RuntimeError(f"classifier=on but it cannot be loaded: {exc}") from exc
+        log.warning("classifier not loaded (%s); routing on the policy's quality priors", exc)
+        return None
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the gateway app. Nothing is loaded until the lifespan starts.
+
+    Args:
+        settings: process settings; read from the environment when ``None``.
+    """
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        from gateway.store.writer import Store
+
+        store = Store(settings)
+        await store.start()
+        app.state.store = store
+        predictor = load_predictor(settings)
+        holder = PolicyHolder(settings.policy_path, predictor,
+                              on_loaded=lambda lp: store.record_policy(lp.hash, lp.text))
+        app.state.policies = holder
+        await holder.load()
+        if settings.policy_watch:
+            holder.watch()
+        app.state.ready = True
+        try:
+            yield
+        finally:
+            app.state.ready = False
+            await holder.aclose()
+            await store.stop()
+
+    app = FastAPI(title="mixroute", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app.state.settings = settings
+    app.state.ready = False
+    app.state.policies = PolicyHolder(settings.policy_path, None)
+    errors.install(app)
+    for module in (completions, models, health):
+        app.include_router(module.router)
+    return app

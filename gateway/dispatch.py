@@ -1,0 +1,149 @@
+"""Dispatch a decision to its backends, with fallback, and account for the outcome.
+
+Fallback rule: on a retryable :class:`~backends.errors.BackendError` (connect error,
+timeout, 429, 5xx) *before the first byte reached the client*, the next backend of the
+decision's order is tried. For streams the gateway waits for the first chunk before it
+sends the response head, so a failure before it still falls back; after it, the stream
+ends with an OpenAI-style error event ``data: {"error": {...}}`` and ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import orjson
+
+from backends.base import COST_KEY, Backend
+from backends.errors import BackendError
+from backends.openai_shapes import estimate_tokens
+from gateway.runtime import Runtime
+from router.cost import cost_usd
+from router.engine import Decision
+from router.records import OutcomeRecord
+
+log = logging.getLogger("mixroute.dispatch")
+
+
+@dataclass
+class Attempt:
+    """Bookkeeping of one request's dispatch (times in seconds from ``perf_counter``)."""
+
+    decision: Decision
+    endpoint: str
+    started: float = field(default_factory=time.perf_counter)
+    tried: list[str] = field(default_factory=list)
+    backend: Backend | None = None
+    first_at: float | None = None
+
+    def outcome(self, runtime: Runtime, *, status: str, http_status: int, usage: dict | None = None,
+                recorded_cost: float | None = None, error: BackendError | None = None, ttft: float | None = None,
+                itl: float | None = None, streamed: bool = False, fallback_text: str = "") -> OutcomeRecord:
+        usage = usage or {}
+        tokens_in = int(usage.get("prompt_tokens") or 0)
+        tokens_out = int(usage.get("completion_tokens") or 0)
+        if not usage and fallback_text:
+            # The upstream sent no usage: count with the documented chars/4 estimate.
+            tokens_out = estimate_tokens(fallback_text)
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        name = self.backend.name if self.backend else None
+        cost = 0.0
+        if name and status != "error":
+            cost = call_cost(runtime, name, {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                                             "prompt_tokens_details": {"cached_tokens": cached}}, recorded_cost)
+        failed = [n for n in self.tried if n != name or status == "error"]
+        return OutcomeRecord(
+            request_id=self.decision.record.request_id, backend=name,
+            model=self.backend.model if self.backend else None, status=status, http_status=http_status,
+            fallbacks_taken=failed, error_code=error.code if error else None, ttft_s=ttft, itl_s=itl,
+            latency_s=time.perf_counter() - self.started, tokens_in=tokens_in, tokens_out=tokens_out,
+            tokens_cached=cached, cost_usd=cost, streamed=streamed,
+        )
+
+
+def call_cost(runtime: Runtime, backend: str, usage: dict, recorded: float | None) -> float:
+    """USD cost of one call: the backend's recorded cost when it gave one, else priced from
+    ``usage`` (OpenAI usage object) with the backend's prices (:func:`router.cost.cost_usd`)."""
+    if recorded is not None:
+        return float(recorded)
+    details = usage.get("prompt_tokens_details") or {}
+    return cost_usd(runtime.router.pricing[backend], int(usage.get("prompt_tokens") or 0),
+                    int(usage.get("completion_tokens") or 0), int(details.get("cached_tokens") or 0))
+
+
+def _body_for(backend: Backend, body: dict, stream: bool) -> dict:
+    out = {**body, "model": backend.model}
+    if stream:
+        out["stream"] = True
+        out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    else:
+        out.pop("stream", None)
+        out.pop("stream_options", None)
+    return out
+
+
+async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
+    """Non-streaming dispatch with fallback.
+
+    Returns:
+        The backend's response dict (``COST_KEY`` still present if the backend set it).
+
+    Raises:
+        BackendError: the last failure when every backend failed (or a non-retryable one).
+    """
+    last: BackendError | None = None
+    for name in attempt.decision.order:
+        backend = runtime.backends[name]
+        attempt.backend = backend
+        attempt.tried.append(name)
+        try:
+            return await backend.send(attempt.endpoint, _body_for(backend, body, stream=False))
+        except BackendError as exc:
+            last = exc
+            log.warning("backend %s failed (%s); %s", name, exc.code, "falling back" if exc.retryable else "giving up")
+            if not exc.retryable:
+                break
+    assert last is not None
+    raise last
+
+
+async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[dict, AsyncIterator[dict]]:
+    """Start a stream with fallback: returns the first chunk and the live iterator.
+
+    Raises:
+        BackendError: every backend failed before its first chunk.
+    """
+    last: BackendError | None = None
+    for name in attempt.decision.order:
+        backend = runtime.backends[name]
+        attempt.backend = backend
+        attempt.tried.append(name)
+        chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
+        try:
+            first = await chunks.__anext__()
+            attempt.first_at = time.perf_counter()
+            return first, chunks
+        except StopAsyncIteration:
+            last = BackendError(f"{name}: the upstream sent an empty stream", backend=name)
+        except BackendError as exc:
+            last = exc
+        await chunks.aclose()
+        log.warning("backend %s failed before the first chunk (%s)", name, last.code)
+        if not last.retryable:
+            break
+    assert last is not None
+    raise last
+
+
+def sse(data: dict) -> bytes:
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def error_event(exc: BackendError) -> bytes:
+    return sse({"error": {"message": exc.message, "type": exc.type, "param": None, "code": exc.code}})
+

@@ -1,0 +1,64 @@
+"""HTTP rendering of errors: every error leaves the gateway as the OpenAI envelope
+``{"error": {"message", "type", "param", "code"}}`` with the status its class declares
+(see :mod:`router.errors` and :mod:`backends.errors` for the tree). Unexpected exceptions
+become a 500 ``internal_error``; their stack trace goes to the server log only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from gateway.responses import FastJSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from router.errors import MixrouteError, RequestRejected
+
+log = logging.getLogger("mixroute.gateway")
+
+_HTTP_TYPES = {401: ("authentication_error", "invalid_api_key"), 403: ("permission_error", "forbidden"),
+               404: ("invalid_request_error", "not_found"), 405: ("invalid_request_error", "method_not_allowed"),
+               413: ("invalid_request_error", "request_too_large"), 429: ("rate_limit_error", "rate_limit_exceeded")}
+
+
+def envelope(status: int, message: str, type_: str, code: str | None, param: str | None = None,
+             headers: dict[str, str] | None = None) -> FastJSONResponse:
+    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+    return FastJSONResponse(body, status_code=status, headers=headers)
+
+
+async def _mixroute_error(request: Request, exc: MixrouteError) -> FastJSONResponse:
+    headers = {}
+    if isinstance(exc, RequestRejected):
+        headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
+    return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> FastJSONResponse:
+    type_, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error" if exc.status_code < 500 else "api_error",
+                                                    None))
+    msg = exc.detail if isinstance(exc.detail, str) else "Request failed"
+    if exc.status_code == 404:
+        msg = f"Unknown path {request.url.path}"
+    return envelope(exc.status_code, msg, type_, code, headers=getattr(exc, "headers", None))
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> FastJSONResponse:
+    err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+    param = ".".join(str(p) for p in err["loc"] if p != "body") or None
+    return envelope(400, f"{param}: {err['msg']}" if param else err["msg"], "invalid_request_error",
+                    "invalid_value", param)
+
+
+async def _unexpected(request: Request, exc: Exception) -> FastJSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return envelope(500, "The gateway hit an internal error; it has been logged.", "api_error", "internal_error")
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers on ``app``."""
+    app.add_exception_handler(MixrouteError, _mixroute_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected)

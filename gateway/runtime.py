@@ -1,0 +1,119 @@
+"""The live routing runtime: policy -> router + started backends, swapped atomically on
+hot reload. A request takes one :class:`Runtime` reference at its start and uses it to
+the end, so a reload never changes the policy under an in-flight request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from backends.base import Backend
+from backends.registry import build_backend
+from router.engine import Router
+from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
+from router.predict import Predictor
+
+log = logging.getLogger("mixroute.policy")
+
+#: Seconds an old runtime's backends stay open after a reload, for in-flight requests.
+DRAIN_GRACE_S = 30.0
+
+
+@dataclass
+class Runtime:
+    """One policy's router and backends."""
+
+    loaded: LoadedPolicy
+    router: Router
+    backends: dict[str, Backend]
+
+    @classmethod
+    async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None) -> "Runtime":
+        backends = {b.name: build_backend(b) for b in loaded.policy.backends}
+        for backend in backends.values():
+            await backend.start()
+        return cls(loaded=loaded, router=Router(loaded, predictor), backends=backends)
+
+    async def aclose(self) -> None:
+        for backend in self.backends.values():
+            try:
+                await backend.aclose()
+            except Exception:  # closing must not stop the others
+                log.exception("closing backend %s failed", backend.name)
+
+
+class PolicyHolder:
+    """Holds the current runtime; loads, hot-reloads and closes it.
+
+    Args:
+        path: policy file (``None``: the bundled demo policy, not watched).
+        predictor: shared by every runtime (the classifier is loaded once).
+        on_loaded: called with each newly applied :class:`LoadedPolicy` (store it).
+    """
+
+    def __init__(self, path: Path | None, predictor: Predictor | None, on_loaded=None):
+        self.path = Path(path) if path else Path(DEMO_POLICY)
+        self.is_demo = path is None
+        self.predictor = predictor
+        self.on_loaded = on_loaded
+        self.current: Runtime | None = None
+        self._watch_task: asyncio.Task | None = None
+        self._closing: set[asyncio.Task] = set()
+
+    async def load(self) -> Runtime:
+        """Load the policy file and make it current.
+
+        Raises:
+            router.policy.PolicyError: the file is invalid (the current runtime stays).
+        """
+        loaded = await asyncio.to_thread(load_policy, self.path)
+        if self.current is not None and loaded.hash == self.current.loaded.hash:
+            return self.current
+        runtime = await Runtime.build(loaded, self.predictor)
+        old, self.current = self.current, runtime
+        if self.on_loaded:
+            self.on_loaded(loaded)
+        if old is not None:
+            task = asyncio.create_task(self._close_later(old))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        log.info("policy %s applied (hash %s)", self.path, loaded.hash)
+        return runtime
+
+    async def reload(self) -> bool:
+        """Try to apply the file again; on error log it and keep the old policy. Returns success."""
+        try:
+            await self.load()
+            return True
+        except PolicyError as exc:
+            log.error("policy reload rejected, keeping hash %s:\n%s",
+                      self.current.loaded.hash if self.current else None, exc)
+            return False
+
+    def watch(self) -> None:
+        """Start watching the policy file for changes (no-op for the demo policy)."""
+        if not self.is_demo and self._watch_task is None:
+            self._watch_task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        from watchfiles import awatch
+
+        # Watch the folder: editors replace files by rename, which a file watch misses.
+        async for changes in awatch(self.path.parent, debounce=200, step=50):
+            if any(Path(p).name == self.path.name for _, p in changes):
+                await self.reload()
+
+    async def _close_later(self, runtime: Runtime) -> None:
+        await asyncio.sleep(DRAIN_GRACE_S)
+        await runtime.aclose()
+
+    async def aclose(self) -> None:
+        if self._watch_task:
+            self._watch_task.cancel()
+        for task in list(self._closing):
+            task.cancel()
+        if self.current:
+            await self.current.aclose()

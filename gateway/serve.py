@@ -1,0 +1,34 @@
+"""``mixroute serve``: run the gateway under uvicorn (uvloop and httptools when installed)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from router.policy import PolicyError, load_policy
+
+
+def run(*, policy: Path | None, host: str | None, port: int | None, database_url: str | None) -> None:
+    """Validate the policy, then serve until interrupted. Exits with status 1 and
+    ``FILE:LINE path: problem`` lines when the policy is invalid."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import Settings
+
+    overrides = {k: v for k, v in {"policy_path": policy, "host": host, "port": port,
+                                   "database_url": database_url}.items() if v is not None}
+    settings = Settings(**overrides)
+    if settings.policy_path is not None:
+        try:
+            load_policy(settings.policy_path)
+        except PolicyError as exc:
+            print("\n".join(exc.lines()), file=sys.stderr)
+            raise SystemExit(1)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
+    print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
+          f"(store {settings.database_url})", file=sys.stderr)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
+                access_log=False)
