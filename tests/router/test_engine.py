@@ -1,0 +1,98 @@
+"""The decision engine: cheapest candidate above the bar, fallbacks, rules."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.engine import Router, RoutingRequest
+from router.errors import NoCandidate, UnknownModel
+from router.policy import parse_policy
+
+POLICY = """version: 1
+backends:
+  - {name: strong, kind: fake, model: strong, quality: 0.90, pricing: {input_per_1m: 10, output_per_1m: 30}}
+  - {name: mid, kind: fake, model: mid, quality: 0.86, pricing: {input_per_1m: 1, output_per_1m: 3}}
+  - {name: weak, kind: fake, model: weak, quality: 0.60, tags: [self_hosted], pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+routes:
+  - {name: auto, backends: [strong, mid, weak], quality_bar: {target: 0.95}}
+  - {name: strict, backends: [strong, mid, weak], quality_bar: {min_quality: 0.95}, on_no_candidate: reject}
+  - {name: cheap-fallback, backends: [strong, mid, weak], quality_bar: {min_quality: 0.95}, on_no_candidate: cheapest}
+  - {name: best-effort, backends: [strong, mid, weak], quality_bar: {min_quality: 0.95}}
+  - {name: any, backends: [strong, mid, weak], quality_bar: {min_quality: 0.0}, max_attempts: 2}
+rules:
+  - {name: private, when_header: x-mixroute-private, require_tags: [self_hosted]}
+  - {name: budget, routes: [any], max_cost_usd: 0.001}
+"""
+
+
+def _req(model: str, content: str = "hello", **extra) -> RoutingRequest:
+    headers = extra.pop("headers", {})
+    return RoutingRequest("chat", {"model": model, "messages": [{"role": "user", "content": content}], **extra},
+                          headers=headers)
+
+
+@pytest.fixture
+def router() -> Router:
+    return Router(parse_policy(POLICY))
+
+
+async def test_relative_bar_picks_cheapest_above(router):
+    d = await router.decide(_req("auto"))
+    assert d.record.chosen == "mid" and d.record.reason == "cheapest_above_bar"
+    assert d.bar == pytest.approx(0.95 * 0.90)
+    assert d.record.fallbacks == ["strong", "weak"]  # eligible by cost, then the rest by quality
+    costs = {c.backend: c.expected_cost_usd for c in d.candidates}
+    assert costs["weak"] < costs["mid"] < costs["strong"]
+
+
+async def test_absolute_bar_reject_and_cheapest(router):
+    with pytest.raises(NoCandidate):
+        await router.decide(_req("strict"))
+    d = await router.decide(_req("cheap-fallback"))
+    assert d.record.chosen == "weak" and d.record.reason == "below_bar_cheapest"
+
+
+async def test_best_quality_when_nothing_clears(router):
+    d = await router.decide(_req("best-effort"))  # default on_no_candidate: best_quality
+    assert d.record.chosen == "strong" and d.record.reason == "below_bar_best_quality"
+    assert d.record.fallbacks == ["mid", "weak"]
+
+
+async def test_rules(router):
+    d = await router.decide(_req("auto", headers={"x-mixroute-private": "1"}))
+    assert d.record.chosen == "weak" and [c.backend for c in d.candidates] == ["weak"]
+    d = await router.decide(_req("any", content="word " * 200))
+    assert {c.backend for c in d.candidates} <= {"mid", "weak"}
+    assert len(d.record.fallbacks) <= 1
+
+
+async def test_max_tokens_caps_expected_output(router):
+    d = await router.decide(_req("auto", max_tokens=10))
+    assert all(c.expected_output_tokens == 10 for c in d.candidates)
+
+
+async def test_pinned_and_unknown(router):
+    d = await router.decide(_req("weak"))
+    assert d.record.pinned and d.record.reason == "pinned" and d.record.chosen == "weak"
+    with pytest.raises(UnknownModel):
+        await router.decide(_req("gpt-5"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(qualities=st.lists(st.floats(0, 1), min_size=3, max_size=3),
+       bars=st.lists(st.floats(0, 1), min_size=2, max_size=2))
+async def test_raising_the_bar_never_lowers_predicted_quality(qualities, bars):
+    """Threshold monotonicity: a higher absolute bar never picks a candidate with lower
+    predicted quality when the choice clears the bar (cheaper models have lower quality here)."""
+    lo, hi = sorted(bars)
+    out = []
+    for bar in (lo, hi):
+        text = POLICY.replace("0.90", repr(qualities[0])).replace("0.86", repr(qualities[1])).replace(
+            "0.60", repr(qualities[2])).replace("{min_quality: 0.0}", f"{{min_quality: {bar!r}}}")
+        d = await Router(parse_policy(text)).decide(_req("any", content="x"))
+        out.append((d.record.reason, {c.backend: c for c in d.candidates}[d.record.chosen]))
+    (r_lo, c_lo), (r_hi, c_hi) = out
+    if r_lo == r_hi == "cheapest_above_bar":
+        assert c_hi.expected_cost_usd >= c_lo.expected_cost_usd

@@ -1,0 +1,116 @@
+"""Policy loading: typed validation, FILE:LINE errors, env substitution, hashing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from router.policy import DEMO_POLICY, PolicyError, load_policy, parse_policy
+
+GOOD = """version: 1
+backends:
+  - name: big
+    kind: fake
+    model: big-model
+    quality: 0.9
+  - name: small
+    kind: fake
+    model: small-model
+    quality: 0.7
+routes:
+  - name: auto
+    backends: [big, small]
+"""
+
+
+def _problem(text: str) -> str:
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text, source="policy.yaml")
+    return str(info.value)
+
+
+def test_demo_policy_loads():
+    loaded = load_policy(DEMO_POLICY)
+    assert {b.name for b in loaded.policy.backends} >= {"gpt-4o", "gpt-4o-mini"}
+    assert len(loaded.hash) == 16
+
+
+def test_unknown_backend_in_route_points_at_its_line():
+    text = GOOD.replace("backends: [big, small]", "backends:\n      - big\n      - gpt5")
+    msg = _problem(text)
+    assert msg == "policy.yaml:15 routes[0].backends[1]: unknown backend 'gpt5' (known: big, small)"
+
+
+def test_unknown_key_points_at_its_line():
+    msg = _problem(GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    colour: red\n"))
+    assert msg == "policy.yaml:11 backends[1].colour: unknown key 'colour'"
+
+
+def test_wrong_type_and_range():
+    msg = _problem(GOOD.replace("quality: 0.9", "quality: 1.5"))
+    assert msg.startswith("policy.yaml:6 backends[0].quality: ")
+
+
+def test_bad_yaml_reports_line():
+    msg = _problem(GOOD.replace("  - name: small", "  - name: [small"))
+    assert msg.startswith("policy.yaml:") and "invalid YAML" in msg
+
+
+def test_missing_required_field_and_version():
+    assert "version" in _problem(GOOD.replace("version: 1\n", ""))
+    assert "backends[0].model" in _problem(GOOD.replace("    model: big-model\n", ""))
+
+
+def test_vllm_needs_endpoints_and_bar_exactly_one():
+    assert "endpoints" in _problem(GOOD.replace("kind: fake\n    model: big-model", "kind: vllm\n    model: big-model"))
+    text = GOOD + "    quality_bar: {target: 0.9, min_quality: 0.5}\n"
+    assert "exactly one" in _problem(text)
+
+
+def test_duplicate_names_and_default_route():
+    assert "duplicate backend name 'big'" in _problem(GOOD.replace("name: small", "name: big"))
+    assert "default_route: unknown route 'nope'" in _problem(GOOD + "default_route: nope\n")
+
+
+def test_env_substitution(monkeypatch):
+    monkeypatch.setenv("MR_TEST_MODEL", "from-env")
+    loaded = parse_policy(GOOD.replace("model: big-model", "model: ${MR_TEST_MODEL}"))
+    assert loaded.policy.backend("big").model == "from-env"
+    loaded = parse_policy(GOOD.replace("model: big-model", "model: ${MR_UNSET_X:-fallback}"))
+    assert loaded.policy.backend("big").model == "fallback"
+    msg = _problem(GOOD.replace("model: big-model", "model: ${MR_UNSET_Y}"))
+    assert msg == "policy.yaml:5 backends[0].model: environment variable MR_UNSET_Y is not set"
+
+
+def test_hash_ignores_secrets_and_formatting(monkeypatch):
+    a = parse_policy(GOOD)
+    b = parse_policy("# comment\n" + GOOD.replace("quality: 0.7", "quality:   0.7"))
+    c = parse_policy(GOOD.replace("quality: 0.7", "quality: 0.71"))
+    assert a.hash == b.hash != c.hash
+
+
+@settings(max_examples=40, deadline=None)
+@given(q=st.floats(min_value=0, max_value=1), target=st.floats(min_value=0.01, max_value=1))
+def test_round_trip_through_yaml(q, target):
+    import yaml
+
+    loaded = parse_policy(GOOD.replace("quality: 0.9", f"quality: {q!r}") + f"    quality_bar: {{target: {target!r}}}\n")
+    dumped = yaml.safe_dump(loaded.policy.model_dump(mode="json", exclude_none=True))
+    again = parse_policy(dumped)
+    assert again.policy == loaded.policy and again.hash == loaded.hash
+
+
+def test_cli_validate(tmp_path):
+    runner = CliRunner()
+    good = tmp_path / "good.yaml"
+    good.write_text(GOOD)
+    result = runner.invoke(app, ["policy", "validate", str(good)])
+    assert result.exit_code == 0 and "ok" in result.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("backends: [big, small]", "backends: [big, nope]"))
+    result = runner.invoke(app, ["policy", "validate", str(bad)])
+    assert result.exit_code == 1
+    assert f"{bad}:13 routes[0].backends[1]: unknown backend 'nope'" in result.output
