@@ -43,6 +43,8 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
 
 
 # --- commands registered by other modules (one line each) ---------------------------
+from gateway.commands import db as _db  # noqa: E402
+app.add_typer(_db.app, name="db")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""CLI sub-commands registered in :mod:`gateway.cli` (one module per command group)."""

@@ -1,0 +1,153 @@
+"""Engines and migrations of the store.
+
+Alembic is configured in code (no ``alembic.ini``): ``script_location`` is the directory
+of the installed :mod:`migrations` package, so ``mixroute db upgrade`` and the automatic
+upgrade in :meth:`gateway.store.Store.start` work from a wheel as well as a checkout.
+
+URLs: ``postgresql://`` and ``postgres://`` are mapped to the psycopg 3 driver
+(``postgresql+psycopg://``); anything else is passed to SQLAlchemy unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+
+_PG_ALIASES = {"postgresql", "postgres"}
+_PG_CONNECT_TIMEOUT_S = 5
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url`` and pick the psycopg 3 driver for bare PostgreSQL URLs.
+
+    Args:
+        url: SQLAlchemy URL, e.g. ``sqlite:///mixroute.db`` or ``postgresql://u@h/db``.
+
+    Returns:
+        The parsed URL, ``postgresql+psycopg://...`` for ``postgresql://``/``postgres://``.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: ``url`` is not a URL.
+    """
+    parsed = make_url(url)
+    if parsed.drivername in _PG_ALIASES:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def safe_url(url: str | URL) -> str:
+    """``url`` as text with the password masked, for logs and CLI output."""
+    return normalize_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_path(url: str | URL) -> Path | None:
+    """The database file of a SQLite URL; ``None`` for in-memory or non-SQLite URLs."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _json_dumps(value: Any) -> str:
+    # default=str: a stray non-JSON value (a datetime in signals) must not make a row
+    # unwritable; the journal uses the same rule.
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL: readers (dashboard, what-if) do not block the writer and vice versa.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.close()
+
+
+def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+    """Create an engine for the store (no connection is opened here).
+
+    Args:
+        url: database URL (normalised with :func:`normalize_url`).
+        **kwargs: passed to :func:`sqlalchemy.create_engine`.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL or driver.
+    """
+    parsed = normalize_url(url)
+    connect_args: dict[str, Any] = dict(kwargs.pop("connect_args", {}))
+    if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
+        # Bounded, so a down database turns into a journal spill, not a hung writer.
+        connect_args.setdefault("connect_timeout", _PG_CONNECT_TIMEOUT_S)
+    engine = create_engine(parsed, json_serializer=_json_dumps, connect_args=connect_args,
+                           pool_pre_ping=True, **kwargs)
+    if parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is not None:
+        event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def alembic_config(url: str | URL | None = None, connection: Any = None) -> Any:
+    """An :class:`alembic.config.Config` for the bundled migrations, built in code.
+
+    Args:
+        url: database URL; used when no ``connection`` is given.
+        connection: an open SQLAlchemy connection to migrate on.
+    """
+    import migrations
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__path__[0])))
+    if url is not None:
+        cfg.attributes["url"] = normalize_url(url)
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head() -> str:
+    """The head revision id of the bundled migrations."""
+    from alembic.script import ScriptDirectory
+
+    rev = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert rev is not None, "migrations package has no revisions"
+    return rev
+
+
+def upgrade(target: str | URL | Engine, revision: str = "head") -> None:
+    """Migrate the database to ``revision`` (blocking; run in a thread from async code).
+
+    Args:
+        target: database URL, or an engine (the store's own) to migrate with.
+        revision: Alembic revision, ``head`` by default.
+
+    Raises:
+        sqlalchemy.exc.OperationalError: the database is unreachable.
+    """
+    from alembic import command
+
+    engine = target if isinstance(target, Engine) else make_engine(target)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(connection=conn), revision)
+    finally:
+        if engine is not target:
+            engine.dispose()
+
+
+def current(target: str | URL | Engine) -> str | None:
+    """The revision the database is at; ``None`` for a database never migrated.
+
+    Raises:
+        sqlalchemy.exc.OperationalError: the database is unreachable.
+    """
+    from alembic.runtime.migration import MigrationContext
+
+    engine = target if isinstance(target, Engine) else make_engine(target)
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    finally:
+        if engine is not target:
+            engine.dispose()

@@ -1,0 +1,118 @@
+"""SQLAlchemy 2 models of the decision/outcome store.
+
+Three tables, all keyed so that a replayed row never doubles:
+
+- ``decisions`` -- one row per request, written before dispatch (:class:`router.records.DecisionRecord`).
+- ``outcomes`` -- one row per request, written after the last byte (:class:`router.records.OutcomeRecord`).
+- ``policies`` -- the text of every policy that decided, keyed by its hash.
+
+Column names equal the record dataclasses' field names, so a record's ``as_dict()`` is a
+row. ``JSON`` columns work on SQLite (TEXT) and PostgreSQL (JSON). The schema itself is
+created by the Alembic migrations in :mod:`migrations`, never by ``create_all`` at runtime.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Dialect, Index, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so values are stored as
+    naive UTC text (fixed width, so they compare correctly as strings) and come back
+    tagged UTC. Naive input is taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    """Declarative base; ``Base.metadata`` is the migrations' target metadata."""
+
+
+class Decision(Base):
+    """A routing decision (see :class:`router.records.DecisionRecord` for field meanings)."""
+
+    __tablename__ = "decisions"
+
+    request_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    tenant: Mapped[str | None] = mapped_column(String)
+    route: Mapped[str] = mapped_column(String)
+    endpoint: Mapped[str] = mapped_column(String)
+    policy_hash: Mapped[str] = mapped_column(String)
+    pinned: Mapped[bool]
+    chosen: Mapped[str] = mapped_column(String)
+    reason: Mapped[str] = mapped_column(String)
+    probability: Mapped[float]
+    prefix_hash: Mapped[str | None] = mapped_column(String)
+    candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    fallbacks: Mapped[list[str]] = mapped_column(JSON)
+    signals: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_decisions_created_at", "created_at"),)
+
+
+class Outcome(Base):
+    """What happened to a request (see :class:`router.records.OutcomeRecord`).
+
+    Units: ``ttft_s``, ``itl_s``, ``latency_s`` in seconds; ``tokens_*`` in tokens;
+    ``cost_usd`` in USD.
+    """
+
+    __tablename__ = "outcomes"
+
+    request_id: Mapped[str] = mapped_column(String, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    backend: Mapped[str | None] = mapped_column(String)
+    model: Mapped[str | None] = mapped_column(String)
+    status: Mapped[str] = mapped_column(String)
+    http_status: Mapped[int]
+    error_code: Mapped[str | None] = mapped_column(String)
+    fallbacks_taken: Mapped[list[str]] = mapped_column(JSON)
+    ttft_s: Mapped[float | None]
+    itl_s: Mapped[float | None]
+    latency_s: Mapped[float | None]
+    tokens_in: Mapped[int]
+    tokens_out: Mapped[int]
+    tokens_cached: Mapped[int]
+    cost_usd: Mapped[float]
+    streamed: Mapped[bool]
+
+    __table_args__ = (Index("ix_outcomes_created_at", "created_at"),)
+
+
+class Policy(Base):
+    """A policy text by hash; ``first_seen`` is when this store first recorded it (UTC)."""
+
+    __tablename__ = "policies"
+
+    hash: Mapped[str] = mapped_column(String, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+TABLES = {t.name: t for t in Base.metadata.sorted_tables}
+"""Table name -> :class:`sqlalchemy.Table`, for the writer and the journal."""

@@ -1,0 +1,342 @@
+"""The store writer: batched, asynchronous, and lossless.
+
+``record_*`` never block and never raise: they put a row on a bounded
+:class:`asyncio.Queue` (or, when it is full, append it to the journal). One background
+task drains the queue in batches of ``store_batch_size`` rows or every
+``store_flush_interval_s`` seconds and upserts them in a worker thread.
+
+Where a row can end up::
+
+    record_*() -> queue ----------------------> database (upsert, idempotent)
+              \\-> journal (queue full)        ^
+    batch fails, database down -> journal ----/ replayed in order at the next
+                                                successful flush, start or retry
+    database refuses a row (bad data) -> <journal>.rejected (kept, never retried)
+
+Logs carry counts, table names and error classes only: never row contents, never prompts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, exc
+
+from gateway.settings import Settings
+from gateway.store.db import make_engine, normalize_url, safe_url, sqlite_path, upgrade
+from gateway.store.journal import Item, Journal
+from gateway.store.upsert import write_items
+from router.records import DecisionRecord, OutcomeRecord
+
+log = logging.getLogger("mixroute.store")
+
+JOURNAL_NAME = "mixroute-journal.jsonl"
+_DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError)
+"""Errors that mean "database unreachable / not ready": spill and retry, never reject."""
+
+
+@dataclass
+class StoreStats:
+    """Row counters since the store was created (rows).
+
+    Attributes:
+        written: rows committed to the database from the queue.
+        overflowed: rows journaled because the queue was full (or the store stopped).
+        spilled: rows journaled because their batch could not be written.
+        replayed: journaled rows later committed.
+        rejected: rows the database refused, kept in ``<journal>.rejected``.
+        lost: rows that could be written neither to the database nor to the journal.
+    """
+
+    written: int = 0
+    overflowed: int = 0
+    spilled: int = 0
+    replayed: int = 0
+    rejected: int = 0
+    lost: int = 0
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _why(err: BaseException) -> str:
+    # The driver's message, not str(err): SQLAlchemy's text includes the bound parameters.
+    orig = getattr(err, "orig", None)
+    lines = str(orig if orig is not None else err).splitlines()
+    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"
+
+
+def default_journal_path(url: str) -> Path:
+    """``mixroute-journal.jsonl`` next to a SQLite file, else in the working directory."""
+    db_file = sqlite_path(url)
+    return (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME
+
+
+class Store:
+    """Batched asynchronous writer of decisions, outcomes and policies.
+
+    Use from one event loop: ``await start()``, then ``record_*`` from request handlers,
+    ``await stop()`` at shutdown (or ``async with Store(settings) as store:``).
+
+    Args:
+        settings: uses ``database_url``, ``store_queue_size`` (rows),
+            ``store_batch_size`` (rows) and ``store_flush_interval_s`` (seconds).
+        journal_path: spill file; default :func:`default_journal_path`.
+        retry_interval_s: while the database is down or the journal is not empty, how
+            often the writer retries without new rows (seconds).
+    """
+
+    def __init__(self, settings: Settings, journal_path: str | Path | None = None,
+                 *, retry_interval_s: float = 1.0) -> None:
+        self.settings = settings
+        self.url = normalize_url(settings.database_url).render_as_string(hide_password=False)
+        self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url))
+        self.stats = StoreStats()
+        self.retry_interval_s = retry_interval_s
+        self._queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=settings.store_queue_size)
+        self._batch: list[Item] = []
+        self._engine: Engine | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._io = threading.Lock()
+        self._migrated = False
+        self._down = False
+        self._closed = False
+        self._policies_seen: set[str] = set()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the engine, migrate to head, replay the journal, start the writer task.
+
+        A database that is down does not fail start: rows are journaled and migration
+        and replay are retried every ``retry_interval_s``.
+
+        Raises:
+            sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL/driver.
+            alembic.util.CommandError: the database is at a revision this build lacks.
+        """
+        if self._task is not None:
+            return
+        self._engine = make_engine(self.url)
+        await asyncio.to_thread(self._cycle, [], True)
+        self._task = asyncio.create_task(self._run(), name="mixroute-store-writer")
+
+    async def flush(self) -> None:
+        """Wait until every row recorded so far is committed or journaled, then retry
+        the journal once. Raises ``RuntimeError`` before :meth:`start`."""
+        if self._task is None:
+            raise RuntimeError("Store.flush() before start()")
+        await self._queue.join()
+        await asyncio.to_thread(self._cycle, [])
+
+    async def stop(self) -> None:
+        """Drain the queue, make a last replay attempt, and dispose of the engine.
+
+        Rows recorded after ``stop()`` began go straight to the journal.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            await self._queue.join()
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        leftover = self._batch + self._drain_nowait()
+        self._batch = []
+        if self._engine is None:
+            await asyncio.to_thread(self._spill, leftover)
+            return
+        await asyncio.to_thread(self._cycle, leftover)
+        self._engine.dispose()
+        log.info("store stopped: %s", self.stats)
+
+    async def __aenter__(self) -> Store:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        await self.stop()
+
+    # -- recording (event-loop thread, non-blocking) -----------------------------------
+
+    def record_decision(self, rec: DecisionRecord) -> None:
+        """Queue a decision row (upserted on ``request_id``)."""
+        row = rec.as_dict()
+        row["created_at"] = _utc(row["created_at"])
+        self._put(("decisions", row))
+
+    def record_outcome(self, rec: OutcomeRecord) -> None:
+        """Queue an outcome row (upserted on ``request_id``)."""
+        row = rec.as_dict()
+        row["created_at"] = _utc(row["created_at"])
+        self._put(("outcomes", row))
+
+    def record_policy(self, hash: str, text: str) -> None:
+        """Queue a policy text once per hash per process; the first ``first_seen`` wins."""
+        if hash in self._policies_seen:
+            return
+        self._policies_seen.add(hash)
+        self._put(("policies", {"hash": hash, "text": text, "first_seen": datetime.now(timezone.utc)}))
+
+    @property
+    def queued(self) -> int:
+        """Rows waiting in the in-memory queue (rows)."""
+        return self._queue.qsize()
+
+    def _put(self, item: Item) -> None:
+        if not self._closed:
+            try:
+                self._queue.put_nowait(item)
+                return
+            except asyncio.QueueFull:
+                pass
+        try:
+            # fsync deferred to the writer thread: the loop must not wait for the disk.
+            self.journal.append([item], fsync=self._closed)
+        except OSError as err:
+            self.stats.lost += 1
+            log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], _why(err))
+            return
+        self.stats.overflowed += 1
+        if self.stats.overflowed & (self.stats.overflowed - 1) == 0:  # 1, 2, 4, 8, ...
+            log.warning("store: queue full (%d rows); %d row(s) journaled to %s so far",
+                        self._queue.maxsize, self.stats.overflowed, self.journal.path)
+
+    def _drain_nowait(self) -> list[Item]:
+        items = []
+        while not self._queue.empty():
+            items.append(self._queue.get_nowait())
+            self._queue.task_done()
+        return items
+
+    # -- writer task -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            batch = await self._collect()
+            try:
+                await asyncio.to_thread(self._cycle, batch)
+            finally:
+                self._batch = []
+                for _ in batch:
+                    self._queue.task_done()
+
+    async def _collect(self) -> list[Item]:
+        """Up to ``store_batch_size`` rows, waiting at most ``store_flush_interval_s``
+        after the first; empty after ``retry_interval_s`` when a retry is due."""
+        loop = asyncio.get_running_loop()
+        batch = self._batch = []
+        retry_due = self._down or not self._migrated or self.journal.pending()
+        try:
+            batch.append(await asyncio.wait_for(self._queue.get(),
+                                                self.retry_interval_s if retry_due else None))
+        except TimeoutError:
+            return batch
+        deadline = loop.time() + self.settings.store_flush_interval_s
+        while len(batch) < self.settings.store_batch_size:
+            if not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+                continue
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
+            except TimeoutError:
+                break
+        return batch
+
+    # -- worker thread -----------------------------------------------------------------
+
+    def _cycle(self, batch: list[Item], raise_unexpected: bool = False) -> None:
+        """Migrate if needed, replay the journal, then write ``batch`` (in that order, so
+        older rows reach the database first). On failure ``batch`` is journaled."""
+        with self._io:
+            try:
+                if not self._migrated:
+                    upgrade(self._engine)
+                    self._migrated = True
+                self._replay()
+                self.stats.written += self._write(batch)
+                if self._down:
+                    self._down = False
+                    log.warning("store: database %s reachable again", safe_url(self.url))
+            except _DOWN as err:
+                if not self._down:
+                    self._down = True
+                    log.warning("store: database %s unavailable (%s); journaling to %s",
+                                safe_url(self.url), _why(err), self.journal.path)
+                self._spill(batch)
+            except Exception as err:
+                self._spill(batch)
+                if raise_unexpected:
+                    raise
+                log.error("store: unexpected error, %d row(s) journaled (%s)", len(batch), _why(err))
+            finally:
+                self._sync_journal()
+
+    def _replay(self) -> None:
+        for _ in range(3):  # bounded: rows journaled meanwhile wait for the next cycle
+            if not self.journal.begin_replay():
+                return
+            n = 0
+            for chunk in self.journal.batches(self.settings.store_batch_size):
+                n += self._write(chunk)
+            self.journal.end_replay()
+            self.stats.replayed += n
+            log.warning("store: replayed %d journaled row(s) from %s", n, self.journal.path)
+
+    def _write(self, items: list[Item]) -> int:
+        """Upsert ``items`` in one transaction; if the database refuses the batch for
+        its data, retry row by row and set refused rows aside. Returns rows committed.
+
+        Raises:
+            sqlalchemy.exc.OperationalError (and the rest of ``_DOWN``): database down.
+        """
+        if not items:
+            return 0
+        assert self._engine is not None
+        try:
+            with self._engine.begin() as conn:
+                write_items(conn, items)
+            return len(items)
+        except _DOWN:
+            raise
+        except Exception as err:
+            log.warning("store: batch of %d refused (%s); retrying row by row", len(items), _why(err))
+        ok = 0
+        for item in items:
+            try:
+                with self._engine.begin() as conn:
+                    write_items(conn, [item])
+                ok += 1
+            except _DOWN:
+                raise
+            except Exception as err:
+                self.journal.reject([item])
+                self.stats.rejected += 1
+                log.error("store: %s row refused, kept in %s (%s)", item[0], self.journal.rejected, _why(err))
+        return ok
+
+    def _spill(self, items: list[Item]) -> None:
+        if not items:
+            return
+        try:
+            self.journal.append(items)
+            self.stats.spilled += len(items)
+        except OSError as err:
+            self.stats.lost += len(items)
+            log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), _why(err))
+
+    def _sync_journal(self) -> None:
+        try:
+            self.journal.sync()
+        except OSError as err:
+            log.error("store: journal fsync failed (%s)", _why(err))
