@@ -17,14 +17,14 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     role: Role
     content: str | list[dict[str, Any]] | None = None
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     model: str | None = Field(default=None, min_length=1)
     stream: bool = False

@@ -1,0 +1,96 @@
+"""Fixtures: the real gateway app served by uvicorn on 127.0.0.1 (a free port, a thread),
+with a SQLite store in a temporary folder."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from gateway.app import create_app
+from gateway.settings import Settings
+
+FALLBACK_POLICY = """
+version: 1
+backends:
+  - {name: broken-500, kind: fake, model: m-error-500, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: limited-429, kind: fake, model: m-error-429, quality: 0.9, pricing: {input_per_1m: 0.2, output_per_1m: 0.2}}
+  - {name: dropper, kind: fake, model: m-drop-mid-stream, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: good, kind: fake, model: good-model, quality: 0.9, pricing: {input_per_1m: 1.0, output_per_1m: 2.0}}
+  - {name: slow, kind: fake, model: s-slow, quality: 0.9, options: {first_token_delay_s: 0.05, token_delay_s: 0.2}}
+routes:
+  - {name: auto, backends: [broken-500, limited-429, good], quality_bar: {target: 0.95}}
+  - {name: all-broken, backends: [broken-500, limited-429], quality_bar: {target: 0.95}}
+  - {name: drop, backends: [dropper, good], quality_bar: {target: 0.95}}
+"""
+
+
+@dataclass
+class Gateway:
+    url: str
+    settings: Settings
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    @property
+    def v1(self) -> str:
+        return self.url + "/v1"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gateway:
+    """Serve ``create_app`` on a free loopback port until :meth:`Gateway.stop`.
+
+    Raises:
+        RuntimeError: not ready within 20 s.
+    """
+    policy_path = None
+    if policy_text is not None:
+        policy_path = tmp / "policy.yaml"
+        policy_path.write_text(policy_text)
+    settings = Settings(policy_path=policy_path, database_url=f"sqlite:///{tmp}/mixroute.db", classifier="off",
+                        **{"policy_watch": False, **overrides})
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return Gateway(url, settings, server, thread)
+        except httpx.HTTPError:
+            pass
+        if not thread.is_alive():
+            break
+        time.sleep(0.05)
+    server.should_exit = True
+    raise RuntimeError("gateway did not become ready")
+
+
+@pytest.fixture(scope="module")
+def demo_gateway(tmp_path_factory) -> Iterator[Gateway]:
+    gw = start_gateway(tmp_path_factory.mktemp("demo"))
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def fallback_gateway(tmp_path_factory) -> Iterator[Gateway]:
+    gw = start_gateway(tmp_path_factory.mktemp("fallback"), FALLBACK_POLICY)
+    yield gw
+    gw.stop()

@@ -1,0 +1,80 @@
+"""Bad input always gets the OpenAI error envelope with the right status, never a trace."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.gateway.conftest import start_gateway
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None, param: str | None = None):
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["message"] and "Traceback" not in err["message"]
+    if code is not None:
+        assert err["code"] == code
+    if param is not None:
+        assert err["param"] == param
+    return err
+
+
+@pytest.mark.parametrize("body, status, code, param", [
+    (b"{", 400, "invalid_json", None),
+    (b"", 400, "invalid_json", None),
+    (b"[1, 2]", 400, "invalid_json", None),
+    (b"\xff\xfe{}", 400, "invalid_encoding", None),
+    (b'{"model": "auto"}', 400, "missing_required_parameter", "messages"),
+    (b'{"messages": []}', 400, "invalid_value", "messages"),
+    (b'{"messages": "hello"}', 400, "invalid_value", "messages"),
+    (b'{"messages": [{"role": "robot", "content": "x"}]}', 400, "invalid_value", "messages.0.role"),
+    (b'{"messages": [{"content": "x"}]}', 400, "missing_required_parameter", "messages.0.role"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', 400, "invalid_value", "temperature"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "n": 0}', 400, "invalid_value", "n"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "invalid_value", "stream"),
+    (b'{"model": "gpt5", "messages": [{"role": "user", "content": "x"}]}', 404, "model_not_found", "model"),
+])
+def test_chat_bad_bodies(demo_gateway, body, status, code, param):
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
+                      headers={"content-type": "application/json"})
+    err = _assert_envelope(resp, status, code, param)
+    assert err["type"] == "invalid_request_error"
+
+
+def test_completions_missing_prompt(demo_gateway):
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/completions", json={"model": "auto"}), 400,
+                     "missing_required_parameter", "prompt")
+
+
+def test_unknown_path_and_method(demo_gateway):
+    _assert_envelope(httpx.get(demo_gateway.v1 + "/nothing-here"), 404)
+    _assert_envelope(httpx.get(demo_gateway.v1 + "/chat/completions"), 405)
+
+
+def test_body_over_limit(tmp_path):
+    gw = start_gateway(tmp_path, max_body_bytes=1000)
+    try:
+        big = {"messages": [{"role": "user", "content": "x" * 2000}]}
+        _assert_envelope(httpx.post(gw.v1 + "/chat/completions", json=big), 413, "request_too_large")
+
+        def chunked():
+            yield b'{"messages": [{"role": "user", "content": "'
+            for _ in range(10):
+                yield b"y" * 200
+            yield b'"}]}'
+
+        _assert_envelope(httpx.post(gw.v1 + "/chat/completions", content=chunked()), 413, "request_too_large")
+        ok = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG})
+        assert ok.status_code == 200
+    finally:
+        gw.stop()
+
+
+def test_emoji_and_non_english_are_fine(demo_gateway):
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions",
+                      json={"messages": [{"role": "user", "content": "Bonjour 👋 你好 مرحبا"}]})
+    assert resp.status_code == 200
+    assert "你好" in resp.json()["choices"][0]["message"]["content"]

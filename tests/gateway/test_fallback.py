@@ -1,0 +1,81 @@
+"""Fallback before the first byte, error events after it, and outcome rows that say so."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+import sqlalchemy as sa
+
+MSG = [{"role": "user", "content": "hello fallback"}]
+
+
+def _rows(gw, table: str, request_id: str, timeout: float = 5.0) -> dict:
+    engine = sa.create_engine(gw.settings.database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                row = conn.execute(sa.text(f"SELECT * FROM {table} WHERE request_id = :r"), {"r": request_id}).mappings().first()
+            if row:
+                return dict(row)
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"no {table} row for {request_id}")
+
+
+def test_non_streaming_falls_back_past_500_and_429(fallback_gateway):
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "auto", "messages": MSG})
+    assert resp.status_code == 200
+    assert resp.headers["x-mixroute-backend"] == "good"
+    assert resp.json()["model"] == "good-model"
+    rid = resp.headers["x-mixroute-request-id"]
+    decision = _rows(fallback_gateway, "decisions", rid)
+    assert decision["chosen"] == "broken-500" and decision["route"] == "auto"
+    outcome = _rows(fallback_gateway, "outcomes", rid)
+    assert outcome["backend"] == "good" and outcome["status"] == "ok"
+    assert "broken-500" in str(outcome["fallbacks_taken"]) and "limited-429" in str(outcome["fallbacks_taken"])
+    assert outcome["cost_usd"] == pytest.approx(float(resp.headers["x-mixroute-cost-usd"]))
+
+
+def test_streaming_falls_back_before_first_byte(fallback_gateway):
+    client = openai.OpenAI(base_url=fallback_gateway.v1, api_key="x", max_retries=0)
+    chunks = list(client.chat.completions.create(model="auto", messages=MSG, stream=True,
+                                                 stream_options={"include_usage": True}))
+    assert all(c.model == "good-model" for c in chunks)
+    assert chunks[-1].usage.total_tokens > 0
+
+
+def test_all_backends_fail_gives_envelope(fallback_gateway):
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "all-broken", "messages": MSG})
+    assert resp.status_code == 429  # the last one tried answered 429
+    err = resp.json()["error"]
+    assert err["code"] == "upstream_rate_limited" and err["type"] == "rate_limit_error"
+    outcome = _rows(fallback_gateway, "outcomes", resp.headers["x-mixroute-request-id"])
+    assert outcome["status"] == "error" and outcome["cost_usd"] == 0
+
+
+def test_drop_mid_stream_ends_with_error_event(fallback_gateway):
+    with httpx.stream("POST", fallback_gateway.v1 + "/chat/completions",
+                      json={"model": "drop", "messages": MSG, "stream": True}) as resp:
+        assert resp.status_code == 200
+        lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+        rid = resp.headers["x-mixroute-request-id"]
+    assert lines[-1] == "data: [DONE]"
+    assert '"error"' in lines[-2] and "upstream_stream_error" in lines[-2]
+    assert len(lines) >= 4  # some content reached the client before the break
+    outcome = _rows(fallback_gateway, "outcomes", rid)
+    assert outcome["status"] == "error" and outcome["error_code"] == "upstream_stream_error"
+    assert outcome["streamed"]
+
+
+def test_client_disconnect_records_outcome(fallback_gateway):
+    with httpx.stream("POST", fallback_gateway.v1 + "/chat/completions",
+                      json={"model": "slow", "messages": MSG, "stream": True}) as resp:
+        rid = resp.headers["x-mixroute-request-id"]
+        next(resp.iter_lines())
+    outcome = _rows(fallback_gateway, "outcomes", rid)
+    assert outcome["status"] == "client_disconnected"

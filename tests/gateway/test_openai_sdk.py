@@ -1,0 +1,111 @@
+"""The official openai SDK against the real app over HTTP (demo policy, fake backends)."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+@pytest.fixture
+def client(demo_gateway):
+    return openai.OpenAI(base_url=demo_gateway.v1, api_key="unused", max_retries=0)
+
+
+def test_non_streaming_auto(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "What is the capital of France?"}])
+    resp = raw.parse()
+    backend = raw.headers["x-mixroute-backend"]
+    assert raw.headers["x-mixroute-route"] == "auto"
+    assert raw.headers["x-mixroute-reason"] == "cheapest_above_bar"
+    assert raw.headers["x-mixroute-request-id"].startswith("mr-")
+    assert float(raw.headers["x-mixroute-cost-usd"]) > 0
+    # The demo route's bar (90% of gpt-4o's 0.88 prior) is cleared by gpt-4o-mini, the cheapest above it.
+    assert backend == "gpt-4o-mini"
+    assert resp.model == "gpt-4o-mini"
+    assert "capital of France" in resp.choices[0].message.content
+    assert resp.usage.prompt_tokens > 0 and resp.usage.completion_tokens > 0
+
+
+def test_streaming_with_usage(client):
+    stream = client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "Stream me a short answer"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "Stream me a short answer" in text
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].usage.model_extra["cost_usd"] > 0
+    assert all(c.model == "gpt-4o-mini" for c in chunks)
+
+
+def test_streaming_without_usage_has_no_usage_chunk(client):
+    chunks = list(client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hi"}], stream=True))
+    assert chunks and all(c.usage is None for c in chunks)
+    assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_tool_call_passes_through(client):
+    resp = client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER_TOOL],
+        tool_choice="auto")
+    call = resp.choices[0].message.tool_calls[0]
+    assert resp.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "example"}
+
+
+def test_tool_call_streamed(client):
+    chunks = list(client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[WEATHER_TOOL],
+        stream=True))
+    calls = [tc for c in chunks if c.choices for tc in (c.choices[0].delta.tool_calls or [])]
+    assert calls[0].function.name == "get_weather"
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_pinned_backend(client):
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "hello"}])
+    assert raw.headers["x-mixroute-reason"] == "pinned"
+    assert raw.headers["x-mixroute-backend"] == "gpt-4o"
+    assert raw.parse().model == "gpt-4o"
+
+
+def test_completions_endpoint(client):
+    raw = client.completions.with_raw_response.create(model="auto", prompt="Say hello", max_tokens=16)
+    resp = raw.parse()
+    assert resp.object == "text_completion" and "Say hello" in resp.choices[0].text
+    assert raw.headers["x-mixroute-backend"] == "gpt-4o-mini"
+
+
+def test_completions_streaming(client):
+    chunks = list(client.completions.create(model="auto", prompt="Say hello", stream=True))
+    assert "Say hello" in "".join(c.choices[0].text for c in chunks if c.choices)
+
+
+def test_models_lists_routes_and_demo_backends(client):
+    models = {m.id: m.model_extra["mixroute"] for m in client.models.list()}
+    assert models["auto"]["type"] == "route" and models["auto"]["default"] is True
+    assert models["gpt-4o"]["type"] == "backend" and models["gpt-4o"]["demo"] is True
+    assert "DEMO" in models["gpt-4o"]["description"]
+
+
+def test_unknown_fields_and_params_accepted(client):
+    resp = client.chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hi"}], temperature=0.2, seed=7, n=1, stop=["\n\n"],
+        user="u-1", max_completion_tokens=50, response_format={"type": "text"},
+        extra_body={"some_vendor_field": {"x": 1}})
+    assert resp.choices[0].message.content
