@@ -45,6 +45,8 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
 # --- commands registered by other modules (one line each) ---------------------------
 from gateway.commands import db as _db  # noqa: E402
 app.add_typer(_db.app, name="db")
+from gateway.commands.replay import replay as _replay  # noqa: E402
+app.command("replay")(_replay)
 
 
 def main() -> None:

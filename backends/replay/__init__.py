@@ -1,0 +1,1 @@
+"""The ``replay`` backend: recorded real model responses from outcome data."""

@@ -1,0 +1,287 @@
+"""``mixroute replay``: send real prompts from outcome data through a gateway and score
+the routing with the recorded outcomes.
+
+Without ``--gateway`` the command serves the data itself: it writes a policy with one
+``replay`` backend per model of the data (:class:`backends.replay.plan.ReplayPlan`:
+quality prior = the model's mean recorded score, ``pricing.per_request`` = its mean
+recorded cost per call, or a per-call price from the attached price list when the data
+records no cost) and an ``auto`` route with ``quality_bar: {target: 0.95}``, starts
+``python -m gateway.cli serve`` on a free loopback port with a throw-away SQLite store,
+waits for ``GET /readyz`` == 200, and stops it at the end (also on error or Ctrl-C).
+
+Each prompt (the data's rows in order, duplicates removed; ``--seed`` shuffles first;
+``--n`` keeps the first N) is sent as ``POST /v1/chat/completions`` with ``model: auto``
+and one user message. The answering backend (``x-mixroute-backend``) is scored with the
+recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and the
+report is written as JSON::
+
+    {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
+     "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...}
+
+Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data
+or a gateway that does not start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    import httpx
+
+    from backends.replay.plan import ReplayPlan
+    from backends.replay.score import Answered
+    from router.data import OutcomeRow
+
+#: Repository root, put on the gateway subprocess's PYTHONPATH.
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ReplayFailed(Exception):
+    """The replay could not run (bad data, or the gateway did not start)."""
+
+
+def replay(
+    data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeat for more.")],
+    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON report here.")],
+    gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
+    n: Annotated[Optional[int], typer.Option("--n", min=1, help="Send only the first N prompts.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Shuffle the prompts with this seed before taking N.")] = None,
+    route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Requests in flight.")] = 8,
+    startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the gateway's /readyz.")] = 180.0,
+) -> None:
+    """Replay recorded prompts through the router; score quality and cost from the data."""
+    try:
+        plan, rows = prepare(data, n=n, seed=seed)
+        with contextlib.ExitStack() as stack:
+            url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout))
+            answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency))
+    except ReplayFailed as exc:
+        typer.echo(f"mixroute replay: {exc}", err=True)
+        raise typer.Exit(2)
+    except KeyboardInterrupt:
+        typer.echo("mixroute replay: interrupted", err=True)
+        raise typer.Exit(130)
+    report = build_report(plan, answered, route=route, gateway=gateway)
+    json_out.write_bytes(_dumps(report))
+    print_summary(report, json_out)
+    if report["errors"]:
+        first = next(a.error for a in answered if a.error)
+        typer.echo(f"mixroute replay: {report['errors']} request(s) failed; first: {first}", err=True)
+        raise typer.Exit(1)
+
+
+def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None) -> tuple["ReplayPlan", list["OutcomeRow"]]:
+    """Load the data, build the plan and pick the prompts to send.
+
+    Raises:
+        ReplayFailed: a path is unreadable or of no known format, the datasets have
+            different model sets, or there is no row.
+    """
+    from backends.replay.plan import ReplayPlan
+    from router.data import DataFormatError, Dataset, load, normalise_prompt
+
+    try:
+        datasets = [load(p) for p in paths]
+    except DataFormatError as exc:
+        raise ReplayFailed(str(exc)) from None
+    models = datasets[0].models
+    for p, ds in zip(paths[1:], datasets[1:]):
+        if set(ds.models) != set(models):
+            raise ReplayFailed(f"{p}: models {sorted(ds.models)} differ from {paths[0]}'s {sorted(models)}")
+    combined = Dataset(name="+".join(ds.name for ds in datasets), format=datasets[0].format, models=list(models),
+                       rows=[r for ds in datasets for r in ds.rows])
+    if not combined.rows:
+        raise ReplayFailed("the data holds no rows")
+    seen: set[str] = set()
+    rows = []
+    for r in combined.rows:
+        key = normalise_prompt(r.prompt)
+        if key not in seen:
+            seen.add(key)
+            rows.append(r)
+    if seed is not None:
+        random.Random(seed).shuffle(rows)
+    return ReplayPlan.build(combined, paths), rows[:n] if n else rows
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 at the time of the call."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[str]:
+    """Serve ``plan``'s policy from a gateway subprocess; yield its base URL.
+
+    The subprocess runs in a temporary folder (policy, SQLite store, log) removed at the
+    end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits.
+
+    Raises:
+        ReplayFailed: the gateway exited or was not ready within ``timeout_s`` seconds
+            (the message ends with its log's last lines).
+    """
+    with tempfile.TemporaryDirectory(prefix="mixroute-replay-") as tmp:
+        folder = Path(tmp)
+        policy = plan.write_policy(folder / "policy.yaml")
+        port = free_port()
+        cmd = [sys.executable, "-m", "gateway.cli", "serve", "--policy", str(policy), "--host", "127.0.0.1",
+               "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+        log_path = folder / "gateway.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+            try:
+                url = f"http://127.0.0.1:{port}"
+                _wait_ready(proc, url, timeout_s, log_path)
+                yield url
+            finally:
+                _stop(proc)
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Path) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ReplayFailed(f"the gateway exited with status {proc.returncode}:\n{_tail(log_path)}")
+            with contextlib.suppress(httpx.HTTPError):
+                if client.get(f"{url}/readyz").status_code == 200:
+                    return
+            time.sleep(0.2)
+    raise ReplayFailed(f"the gateway was not ready after {timeout_s:.0f} s:\n{_tail(log_path)}")
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, route: str = "auto",
+                   concurrency: int = 8, transport: "httpx.AsyncBaseTransport | None" = None) -> list["Answered"]:
+    """Send every row's prompt to ``url`` (``concurrency`` in flight); one result per row, in order.
+
+    Args:
+        transport: an httpx transport to use instead of the network (tests: ASGI).
+    """
+    import httpx
+
+    sem = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(300.0, connect=10.0),
+                                 transport=transport) as client:
+
+        async def one(row: "OutcomeRow") -> "Answered":
+            async with sem:
+                return await send_one(client, plan, row, route)
+
+        return list(await asyncio.gather(*(one(r) for r in rows)))
+
+
+async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "OutcomeRow", route: str) -> "Answered":
+    """Send one prompt; map the answering backend to a data model."""
+    import httpx
+
+    from backends.replay.score import Answered
+
+    body = {"model": route, "messages": [{"role": "user", "content": row.prompt}]}
+    try:
+        resp = await client.post("/v1/chat/completions", json=body)
+    except httpx.HTTPError as exc:
+        return Answered(row, None, error=f"{type(exc).__name__}: {exc}")
+    if resp.status_code != 200:
+        return Answered(row, None, error=f"HTTP {resp.status_code}: {_error_message(resp)}")
+    backend = resp.headers.get("x-mixroute-backend", "")
+    model = plan.model_of(backend)
+    if model is None:
+        with contextlib.suppress(ValueError):
+            returned = resp.json().get("model")
+            model = returned if returned in plan.dataset.models else None
+    if model is None:
+        return Answered(row, None, backend=backend,
+                        error=f"backend {backend!r} is not a model of the data (models: {', '.join(plan.dataset.models)})")
+    cost = resp.headers.get("x-mixroute-cost-usd")
+    return Answered(row, model, backend=backend, gateway_cost_usd=float(cost) if cost else None)
+
+
+def _error_message(resp: "httpx.Response") -> str:
+    try:
+        return str(resp.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return resp.text[:200]
+
+
+def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str = "auto",
+                 gateway: str | None = None) -> dict:
+    """The JSON report (:func:`backends.replay.score.summarize` plus run details)."""
+    from backends.replay.score import summarize
+
+    report = summarize(answered, plan.dataset.strongest(), plan.prices)
+    report.update({
+        "data": [str(p) for p in plan.data],
+        "route": route,
+        "gateway": gateway or "local",
+        "price_source": plan.price_source,
+        "price_per_call_usd": plan.prices,
+    })
+    return report
+
+
+def _dumps(report: dict) -> bytes:
+    import orjson
+
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def print_summary(report: dict, json_out: Path) -> None:
+    """Print the report as rich tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    base = report["baseline"]
+    table = Table(title=f"mixroute replay: {report['n']} prompts, route {report['route']!r}")
+    for col in ("", "quality", "cost (USD)", "cost vs baseline"):
+        table.add_column(col, justify="left" if not col else "right")
+    ratio = f"{report['cost_usd'] / base['cost_usd']:.1%}" if base["cost_usd"] else "-"
+    table.add_row("routed", f"{report['quality']:.4f}", f"{report['cost_usd']:.6f}", ratio)
+    table.add_row(f"baseline ({base['model']})", f"{base['quality']:.4f}", f"{base['cost_usd']:.6f}", "100.0%")
+    shares = Table(title="backend share")
+    shares.add_column("model")
+    shares.add_column("share", justify="right")
+    for model, share in report["backend_share"].items():
+        shares.add_row(model, f"{share:.1%}")
+    console = Console()
+    console.print(table)
+    console.print(shares)
+    console.print(f"costs: {report['price_source']}; errors: {report['errors']}; report: {json_out}")
