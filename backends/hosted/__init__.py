@@ -1,0 +1,1 @@
+"""The ``hosted`` backend: any provider litellm supports (OpenAI, Anthropic, Bedrock, ...)."""

@@ -1,0 +1,229 @@
+"""The ``hosted`` backend: any litellm provider (``config.model`` in litellm's
+``provider/model`` form, e.g. ``openai/gpt-4o-mini``, ``anthropic/claude-...``).
+
+Calls ``litellm.acompletion`` (chat) or ``litellm.atext_completion`` (completions) with
+``model=config.model``, ``api_base``, ``api_key`` (the secret's value), ``timeout``
+(``httpx.Timeout(timeout_s, connect=connect_timeout_s)``) and ``max_retries=0`` (fallback
+is the dispatcher's job; a hidden SDK retry would double the latency of a failing
+candidate), then ``config.options`` as extra keyword arguments (trusted: written by the
+operator; they may override ``max_retries`` or set ``drop_params``, ``extra_headers``,
+``api_version``...).
+
+How the request body is passed through:
+
+- Fields of the OpenAI request schema (:data:`OPENAI_PARAMS`) become keyword arguments, so
+  litellm translates them for non-OpenAI providers.
+- Every other field goes in ``extra_body`` (merged over ``options["extra_body"]``), which
+  litellm forwards into the provider's JSON body without validation (checked against the
+  fake upstream for OpenAI-compatible providers). They are never passed as keyword
+  arguments: litellm treats many names (``api_base``, ``base_url``, ``api_key``,
+  ``metadata``, ``mock_response``...) as its own controls, and a client must not be able to
+  redirect the call, with our key, to another host.
+- ``drop_params`` is left at litellm's default (off): a parameter the provider does not
+  support fails loudly rather than being silently dropped; an operator can enable it per
+  backend with ``options: {drop_params: true}``. ``litellm.UnsupportedParamsError`` is
+  raised as a retryable :class:`BackendError` (code ``upstream_unsupported_params``), since
+  another backend may support the parameter.
+
+litellm is imported on first use (:func:`load_litellm`), with
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` so the import never fetches the price map over the
+network. HTTP connections are pooled by litellm's own client cache (keyed by key, base URL
+and timeout), so :meth:`HostedBackend.aclose` has nothing to close.
+
+Responses (``ModelResponse``, stream chunks) are converted to plain dicts with
+``model_dump()``, dropping litellm-only keys whose value is ``None``. Exceptions are
+translated into :mod:`backends.errors` by :func:`translate_error`, the one edge.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from backends.base import Backend, Endpoint
+from backends.errors import BackendConnectError, BackendError, BackendStreamError, BackendTimeout, from_status
+
+OPENAI_PARAMS = frozenset({
+    # chat.completions
+    "messages", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "max_tokens",
+    "max_completion_tokens", "n", "presence_penalty", "response_format", "seed", "stop",
+    "temperature", "top_p", "tools", "tool_choice", "parallel_tool_calls", "user", "functions",
+    "function_call", "reasoning_effort", "modalities", "audio", "prediction", "service_tier",
+    "web_search_options", "verbosity", "prompt_cache_key", "safety_identifier",
+    # completions
+    "prompt", "echo", "best_of", "suffix",
+})
+"""Request fields passed to litellm as keyword arguments (OpenAI API reference, chat
+completions and legacy completions). ``store`` and ``metadata`` are not here: litellm uses
+``metadata`` for its own logging, so they travel in ``extra_body``."""
+
+_LITELLM_ONLY = ("provider_specific_fields", "citations", "moderation", "obfuscation", "function_call", "audio")
+_litellm: Any = None
+
+
+def load_litellm() -> Any:
+    """Import litellm once, offline-safe, with its stdout debug banners off."""
+    global _litellm  # the imported module, cached: importing litellm takes about a second
+    if _litellm is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.suppress_debug_info = True
+        _litellm = litellm
+    return _litellm
+
+
+class HostedBackend(Backend):
+    """Backend calling a hosted provider through litellm; see the module docstring."""
+
+    async def start(self) -> None:
+        load_litellm()
+
+    def call_kwargs(self, body: dict) -> dict:
+        """The litellm keyword arguments for request ``body`` (without ``stream``)."""
+        cfg = self.config
+        options = dict(cfg.options)
+        extra = dict(options.pop("extra_body", None) or {})
+        known: dict[str, Any] = {}
+        for key, value in body.items():
+            if key in ("model", "stream", "stream_options"):
+                continue
+            (known if key in OPENAI_PARAMS else extra)[key] = value
+        kwargs: dict[str, Any] = {"max_retries": 0, **options, **known}
+        if extra:
+            kwargs["extra_body"] = extra
+        kwargs["model"] = cfg.model
+        kwargs["timeout"] = httpx.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s)
+        if cfg.api_base:
+            kwargs["api_base"] = cfg.api_base
+        if cfg.api_key is not None:
+            kwargs["api_key"] = cfg.api_key.get_secret_value()
+        return kwargs
+
+    async def _call(self, endpoint: Endpoint, kwargs: dict) -> Any:
+        litellm = load_litellm()
+        fn = litellm.acompletion if endpoint == "chat" else litellm.atext_completion
+        return await fn(**kwargs)
+
+    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+        """Call the provider without streaming; return the response as an OpenAI dict.
+
+        Raises:
+            backends.errors.BackendError: see :func:`translate_error`.
+        """
+        try:
+            response = await self._call(endpoint, self.call_kwargs(body))
+        except Exception as exc:  # noqa: BLE001  # the edge: every provider failure is translated
+            raise self._error(exc, started=False) from exc
+        return to_dict(response)
+
+    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+        """Call the provider with streaming; yield OpenAI chunk dicts, the last with ``usage``.
+
+        Closing this generator closes litellm's stream and so the provider's HTTP response.
+
+        Raises:
+            backends.errors.BackendError: before the first chunk (retryable classes).
+            backends.errors.BackendStreamError: after the first chunk.
+        """
+        kwargs = self.call_kwargs(body)
+        options = {**(body.get("stream_options") or {}), "include_usage": True}
+        kwargs.update(stream=True, stream_options=options)
+        started = False
+        try:
+            response = await self._call(endpoint, kwargs)
+        except Exception as exc:  # noqa: BLE001  # the edge
+            raise self._error(exc, started=False) from exc
+        try:
+            async for chunk in response:
+                started = True
+                yield to_dict(chunk)
+        except Exception as exc:  # noqa: BLE001  # the edge
+            raise self._error(exc, started=started) from exc
+        finally:
+            await _close_stream(response)
+
+    def _error(self, exc: Exception, *, started: bool) -> BackendError:
+        key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
+        return translate_error(exc, backend=self.name, started=started, secret=key)
+
+
+def translate_error(exc: Exception, *, backend: str, started: bool = False, secret: str = "") -> BackendError:
+    """Translate an exception raised by a litellm call into the most specific
+    :class:`BackendError`.
+
+    - after the first streamed chunk: :class:`BackendStreamError`;
+    - an already translated :class:`BackendError`: itself;
+    - ``litellm.Timeout`` (or any ``httpx.TimeoutException`` / ``openai.APITimeoutError``):
+      :class:`BackendTimeout`;
+    - a connect failure anywhere in the cause chain (litellm reports it as
+      ``InternalServerError("Connection error.")``): :class:`BackendConnectError`;
+    - ``litellm.UnsupportedParamsError``: retryable :class:`BackendError`;
+    - anything with an HTTP ``status_code`` (``RateLimitError`` 429, ``BadRequestError`` 400,
+      ``InternalServerError`` 500, ``ServiceUnavailableError`` 503, ...):
+      :func:`backends.errors.from_status`;
+    - anything else: :class:`BackendError`.
+
+    ``secret`` (the API key) is removed from the message.
+    """
+    if isinstance(exc, BackendError):
+        return exc
+    text = str(getattr(exc, "message", "") or exc) or type(exc).__name__
+    if secret:
+        text = text.replace(secret, "***")
+    message = f"{backend}: {text[:500]}"
+    if started:
+        return BackendStreamError(message, backend=backend)
+    litellm = load_litellm()
+    if isinstance(exc, (litellm.Timeout, httpx.TimeoutException)) or _caused_by(exc, httpx.TimeoutException):
+        if not _caused_by(exc, httpx.ConnectTimeout):
+            return BackendTimeout(message, backend=backend, upstream_status=getattr(exc, "status_code", None))
+    if _caused_by(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return BackendConnectError(message, backend=backend)
+    if isinstance(exc, litellm.UnsupportedParamsError):
+        return BackendError(message, backend=backend, code="upstream_unsupported_params")
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 600:
+        return from_status(status, message, backend=backend)
+    return BackendError(message, backend=backend)
+
+
+def _caused_by(exc: BaseException, types: type | tuple[type, ...]) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, types):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__ or getattr(cur, "original_exception", None)
+    return False
+
+
+def to_dict(obj: Any) -> dict:
+    """A litellm response or chunk as a plain OpenAI dict (litellm-only ``None`` keys dropped)."""
+    out = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
+    _prune(out)
+    for choice in out.get("choices") or []:
+        _prune(choice)
+        for key in ("message", "delta"):
+            if isinstance(choice.get(key), dict):
+                _prune(choice[key])
+    return out
+
+
+def _prune(d: dict) -> None:
+    for key in _LITELLM_ONLY:
+        if key in d and d[key] is None:
+            del d[key]
+
+
+async def _close_stream(response: Any) -> None:
+    """Close a litellm stream wrapper (its ``aclose``, or its inner stream's)."""
+    for target in (response, getattr(response, "completion_stream", None)):
+        close = getattr(target, "aclose", None)
+        if close is not None:
+            await close()
+            return

@@ -1,0 +1,1 @@
+"""The ``vllm`` backend: an OpenAI-compatible pool of replicas (vLLM, SGLang, TGI, ...)."""

@@ -1,0 +1,246 @@
+"""The ``vllm`` backend: OpenAI-compatible HTTP to a pool of replicas.
+
+One pooled :class:`httpx.AsyncClient` per backend (created by :meth:`VllmBackend.start`, or
+lazily on first use; closed by :meth:`VllmBackend.aclose`) sends requests to
+``{replica}/chat/completions`` or ``{replica}/completions``. Replica choice is
+:class:`backends.vllm.pool.LeastLoadedChooser` (least in-flight requests, ties
+round-robin).
+
+Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` as
+httpx's read, write and pool timeout. A non-streaming answer arrives in one piece, so there
+it bounds the whole generation; for a stream it bounds the longest silence (TTFT, or the gap
+between two chunks), so a long but live stream is never cut.
+
+Retry within the pool: a connect failure (refused, unreachable, connect timeout) means the
+request never reached the replica, so it is safe to resend: the request goes once more to
+the least-loaded *other* replica, then :class:`BackendConnectError` is raised. Any failure
+after the request was sent (timeouts, 5xx, dropped connections) is raised at once; the
+dispatcher's fallback to the next candidate decides what happens then, and a generation that
+may have run is never silently duplicated inside the pool.
+
+Error translation happens here, at the edge (see :mod:`backends.errors`):
+
+- HTTP status >= 400 -> :func:`backends.errors.from_status`, with the upstream's message.
+- ``httpx.ConnectError`` / ``ConnectTimeout`` -> :class:`BackendConnectError`.
+- other ``httpx.TimeoutException`` -> :class:`BackendTimeout`.
+- other transport errors, invalid JSON -> :class:`BackendServerError`.
+- any of these after the first streamed chunk -> :class:`BackendStreamError`.
+
+Messages name the backend, never the replica URL or the API key (the key is also redacted
+from upstream messages that echo it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+import orjson
+
+from backends.base import Backend, Endpoint
+from backends.errors import (
+    BackendConnectError,
+    BackendError,
+    BackendServerError,
+    BackendStreamError,
+    BackendTimeout,
+    from_status,
+)
+from backends.vllm.pool import Pool, Replica
+from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data
+
+log = logging.getLogger(__name__)
+
+PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+CONNECT_ATTEMPTS = 2
+"""Replicas tried for one request when connecting fails (the first choice plus one other)."""
+MAX_KEEPALIVE = 100
+"""Idle keep-alive connections kept per backend (connections in use are not capped: the
+replicas queue requests themselves, and a client-side cap would hide that queue)."""
+_JSON = {"content-type": "application/json", "accept": "application/json"}
+_SSE = {"content-type": "application/json", "accept": "text/event-stream"}
+
+
+class VllmBackend(Backend):
+    """Backend for an OpenAI-compatible replica pool; see the module docstring.
+
+    Args:
+        config: the policy entry; ``endpoints`` are the replica base URLs (``.../v1``).
+    """
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.pool = Pool(config.endpoints)
+        self._client: httpx.AsyncClient | None = None
+
+    async def start(self) -> None:
+        self._http()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            headers = {}
+            if self.config.api_key is not None:
+                headers["authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
+            self._client = httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_KEEPALIVE),
+            )
+        return self._client
+
+    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+        """POST a non-streaming request; return the parsed response.
+
+        ``stream`` is forced off and ``stream_options`` removed (vLLM rejects
+        ``stream_options`` without ``stream``).
+
+        Raises:
+            backends.errors.BackendError: see the module docstring.
+        """
+        payload = {k: v for k, v in body.items() if k != "stream_options"}
+        payload["stream"] = False
+        content = orjson.dumps(payload)
+        tried: list[Replica] = []
+        while True:
+            replica = self._pick(payload, tried)
+            try:
+                return await self._send_to(replica, endpoint, content)
+            except BackendConnectError:
+                if not self._may_retry(tried, replica):
+                    raise
+
+    async def _send_to(self, replica: Replica, endpoint: Endpoint, content: bytes) -> dict:
+        with self.pool.occupy(replica):
+            try:
+                response = await self._http().post(replica.base_url + PATHS[endpoint], content=content, headers=_JSON)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, replica, started=False) from exc
+        if response.status_code >= 400:
+            raise self._status_error(response)
+        try:
+            out = orjson.loads(response.content)
+        except orjson.JSONDecodeError as exc:
+            raise BackendServerError(f"{self.name}: upstream sent invalid JSON", backend=self.name) from exc
+        if not isinstance(out, dict):
+            raise BackendServerError(f"{self.name}: upstream sent a non-object JSON answer", backend=self.name)
+        return out
+
+    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+        """POST a streaming request; yield the upstream's chunk dicts.
+
+        ``stream`` is forced on and ``stream_options.include_usage`` to true. Closing this
+        generator closes the upstream response (and so its connection), which cancels the
+        generation on the replica.
+
+        Raises:
+            backends.errors.BackendError: before the first chunk (retryable classes).
+            backends.errors.BackendStreamError: after the first chunk.
+        """
+        options = {**(body.get("stream_options") or {}), "include_usage": True}
+        payload = {**body, "stream": True, "stream_options": options}
+        content = orjson.dumps(payload)
+        tried: list[Replica] = []
+        while True:
+            replica = self._pick(payload, tried)
+            sent = 0
+            try:
+                with self.pool.occupy(replica):
+                    async with self._http().stream(
+                        "POST", replica.base_url + PATHS[endpoint], content=content, headers=_SSE
+                    ) as response:
+                        if response.status_code >= 400:
+                            await response.aread()
+                            raise self._status_error(response)
+                        async for chunk in self._chunks(response):
+                            sent += 1
+                            yield chunk
+                return
+            except httpx.HTTPError as exc:
+                error = self._transport_error(exc, replica, started=sent > 0)
+                if not (isinstance(error, BackendConnectError) and self._may_retry(tried, replica)):
+                    raise error from exc
+
+    async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict]:
+        started = False
+        async for data in iter_sse_data(response.aiter_lines()):
+            try:
+                chunks, done = decode_events(data)
+            except SSEDecodeError as exc:
+                cls = BackendStreamError if started else BackendServerError
+                raise cls(f"{self.name}: upstream sent invalid stream data", backend=self.name) from exc
+            for chunk in chunks:
+                if "error" in chunk and not chunk.get("choices"):
+                    raise self._event_error(chunk["error"], started)
+                started = True
+                yield chunk
+            if done:
+                return
+
+    def _pick(self, body: dict, tried: list[Replica]) -> Replica:
+        replica = self.pool.pick(body, exclude=tried)
+        if replica is None:  # only reachable if the pool is empty, which Pool forbids
+            raise BackendConnectError(f"{self.name}: no replica left to try", backend=self.name)
+        return replica
+
+    def _may_retry(self, tried: list[Replica], replica: Replica) -> bool:
+        tried.append(replica)
+        return len(tried) < min(CONNECT_ATTEMPTS, len(self.pool.replicas))
+
+    def _transport_error(self, exc: httpx.HTTPError, replica: Replica, *, started: bool) -> BackendError:
+        """Translate an httpx exception into the most specific :class:`BackendError`."""
+        log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), type(exc).__name__)
+        kind = type(exc).__name__
+        if started:
+            return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+            return BackendConnectError(f"{self.name}: cannot connect to upstream ({kind})", backend=self.name)
+        if isinstance(exc, httpx.TimeoutException):
+            return BackendTimeout(f"{self.name}: upstream timed out ({kind})", backend=self.name)
+        return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
+
+    def _status_error(self, response: httpx.Response) -> BackendError:
+        status = response.status_code
+        message = self._redact(_upstream_message(response))
+        return from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
+
+    def _event_error(self, error: object, started: bool) -> BackendError:
+        detail = error.get("message", "") if isinstance(error, dict) else str(error)
+        message = f"{self.name}: upstream stream error: {self._redact(str(detail))[:300]}"
+        if started:
+            return BackendStreamError(message, backend=self.name)
+        code = error.get("code") if isinstance(error, dict) else None
+        status = code if isinstance(code, int) and 400 <= code < 600 else 500
+        return from_status(status, message, backend=self.name)
+
+    def _redact(self, text: str) -> str:
+        key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
+        return text.replace(key, "***") if key else text
+
+
+def _upstream_message(response: httpx.Response) -> str:
+    """The error message of an upstream error response (OpenAI envelope ``error.message``,
+    vLLM's older top-level ``message``, else the start of the body text)."""
+    try:
+        data = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return response.text[:300].strip() or response.reason_phrase
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+        if data.get("message"):
+            return str(data["message"])[:300]
+    return response.text[:300]
+
+
+def _safe_url(url: str) -> str:
+    """``url`` without user info, for logs."""
+    return str(httpx.URL(url).copy_with(username=None, password=None))
