@@ -27,6 +27,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
             print("\n".join(exc.lines()), file=sys.stderr)
             raise SystemExit(1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
     print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
           f"(store {settings.database_url})", file=sys.stderr)
