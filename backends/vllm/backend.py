@@ -48,7 +48,7 @@ from backends.errors import (
     from_status,
 )
 from backends.vllm.pool import Pool, Replica
-from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data
+from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class VllmBackend(Backend):
 
     async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict]:
         started = False
-        async for data in iter_sse_data(response.aiter_lines()):
+        async for data in iter_sse_data(sse_lines(response.aiter_text())):
             try:
                 chunks, done = decode_events(data)
             except SSEDecodeError as exc:

@@ -1,0 +1,95 @@
+"""Hosted (litellm) specifics: argument building, error translation, pricing, lazy import."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendTimeout
+from backends.hosted.backend import HostedBackend, load_litellm, translate_error
+from backends.hosted.pricing import hosted_pricing
+from router.policy.models import BackendConfig
+from tests.backends.test_vllm import dead_url
+
+CHAT = {"messages": [{"role": "user", "content": "hi there"}]}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hosted(model: str = "openai/m", **kw) -> HostedBackend:
+    kw.setdefault("api_key", "sk-test")
+    return HostedBackend(BackendConfig(name="h", kind="hosted", model=model, **kw))
+
+
+def test_call_kwargs_split_known_and_unknown_fields():
+    backend = hosted(api_base="http://up/v1", options={"drop_params": True, "extra_body": {"a": 1}, "max_retries": 2})
+    kwargs = backend.call_kwargs({
+        "model": "client-model", "stream": True, "stream_options": {"include_usage": False},
+        **CHAT, "temperature": 0.5, "tools": [], "top_k": 3,
+        "api_base": "http://evil/v1", "api_key": "stolen", "base_url": "http://evil", "metadata": {"k": "v"},
+    })
+    assert kwargs["model"] == "openai/m" and kwargs["api_base"] == "http://up/v1" and kwargs["api_key"] == "sk-test"
+    assert kwargs["messages"] == CHAT["messages"] and kwargs["temperature"] == 0.5 and kwargs["tools"] == []
+    assert kwargs["drop_params"] is True and kwargs["max_retries"] == 2
+    assert kwargs["extra_body"] == {"a": 1, "top_k": 3, "api_base": "http://evil/v1", "api_key": "stolen",
+                                    "base_url": "http://evil", "metadata": {"k": "v"}}
+    assert "stream" not in kwargs and "stream_options" not in kwargs and "base_url" not in kwargs
+    assert kwargs["timeout"].connect == 5.0 and kwargs["timeout"].read == 600.0
+
+
+def test_call_kwargs_defaults():
+    kwargs = hosted(api_key=None).call_kwargs({"model": "x", **CHAT})
+    assert kwargs["max_retries"] == 0 and "extra_body" not in kwargs
+    assert "api_key" not in kwargs and "api_base" not in kwargs
+
+
+async def test_client_cannot_redirect_the_call(upstream, upstream_state):
+    backend = hosted(api_base=upstream.v1())
+    await backend.send("chat", {"model": "x", **CHAT, "api_base": dead_url(), "base_url": dead_url()})
+    assert upstream_state.last_headers["authorization"] == "Bearer sk-test"
+    assert upstream_state.last_body["model"] == "m"
+
+
+async def test_connect_error(upstream_state):
+    backend = hosted(api_base=dead_url())
+    with pytest.raises(BackendConnectError):
+        await backend.send("chat", {"model": "x", **CHAT})
+    with pytest.raises(BackendConnectError):
+        async for _ in backend.stream("chat", {"model": "x", **CHAT}):
+            pass
+
+
+async def test_timeout(upstream):
+    backend = hosted(model="openai/m-slow", api_base=upstream.v1(), timeout_s=0.1)
+    with pytest.raises(BackendTimeout):
+        await backend.send("chat", {"model": "x", **CHAT})
+
+
+def test_translate_error_classes_and_redaction():
+    litellm = load_litellm()
+    rate = litellm.RateLimitError("slow down sk-live-1", llm_provider="openai", model="m")
+    error = translate_error(rate, backend="h", secret="sk-live-1")
+    assert isinstance(error, BackendRateLimited) and "sk-live-1" not in error.message
+    unsupported = litellm.UnsupportedParamsError(message="logit_bias not supported", llm_provider="x", model="m")
+    error = translate_error(unsupported, backend="h")
+    assert type(error) is BackendError and error.retryable and error.code == "upstream_unsupported_params"
+    assert type(translate_error(RuntimeError("boom"), backend="h")) is BackendError
+
+
+def test_pricing_from_bundled_map():
+    entry = load_litellm().model_cost["gpt-4o-mini"]
+    price = hosted_pricing("openai/gpt-4o-mini")
+    assert price == hosted_pricing("gpt-4o-mini")
+    assert price.input_per_1m == pytest.approx(entry["input_cost_per_token"] * 1e6)
+    assert price.output_per_1m == pytest.approx(entry["output_cost_per_token"] * 1e6)
+    assert price.cached_input_per_1m == pytest.approx(entry["cache_read_input_token_cost"] * 1e6)
+    assert hosted_pricing("nobody/no-such-model") is None
+
+
+def test_importing_the_backend_does_not_import_litellm():
+    code = "import sys, backends.hosted.backend, backends.hosted.pricing; sys.exit('litellm' in sys.modules)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60).returncode == 0

@@ -1,0 +1,159 @@
+"""vLLM-pool specifics: replica choice, retry within the pool, headers, timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import httpx
+import pytest
+
+from backends.errors import BackendConnectError, BackendRejected, BackendTimeout
+from backends.vllm.backend import VllmBackend
+from backends.vllm.pool import LeastLoadedChooser, Pool, Replica
+from router.policy.models import BackendConfig
+
+CHAT = {"messages": [{"role": "user", "content": "hi there"}]}
+
+
+def dead_url() -> str:
+    """A ``/v1`` URL on 127.0.0.1 where nothing listens (connect is refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def vllm(endpoints: list[str], model: str = "m", **kw) -> VllmBackend:
+    return VllmBackend(BackendConfig(name="pool", kind="vllm", model=model, endpoints=endpoints, **kw))
+
+
+def test_chooser_prefers_least_in_flight():
+    replicas = [Replica("a", in_flight=2), Replica("b", in_flight=0), Replica("c", in_flight=1)]
+    assert LeastLoadedChooser().choose(replicas, {}).base_url == "b"
+
+
+def test_chooser_breaks_ties_round_robin():
+    chooser, replicas = LeastLoadedChooser(), [Replica("a"), Replica("b"), Replica("c")]
+    assert [chooser.choose(replicas, {}).base_url for _ in range(6)] == list("abcabc")
+    replicas[1].in_flight = 1
+    assert [chooser.choose(replicas, {}).base_url for _ in range(4)] == list("acac")
+
+
+def test_pool_occupy_counts_and_releases():
+    pool = Pool(["http://x/v1/"])
+    replica = pool.pick({})
+    assert replica.base_url == "http://x/v1"
+    with pytest.raises(RuntimeError), pool.occupy(replica):
+        assert replica.in_flight == 1
+        raise RuntimeError
+    assert replica.in_flight == 0
+    assert pool.pick({}, exclude=[replica]) is None
+
+
+async def test_sequential_requests_alternate_replicas(upstream, upstream_state):
+    backend = vllm([upstream.v1("r1"), upstream.v1("r2")])
+    for _ in range(4):
+        await backend.send("chat", {"model": "m", **CHAT})
+    await backend.aclose()
+    assert [r["replica"] for r in upstream_state.requests] == ["r1", "r2", "r1", "r2"]
+
+
+async def test_open_stream_counts_as_in_flight(upstream, upstream_state):
+    backend = vllm([upstream.v1("r1"), upstream.v1("r2")], model="m-slow")
+    agen = backend.stream("chat", {"model": "m-slow", **CHAT})
+    await agen.__anext__()
+    assert [r.in_flight for r in backend.pool.replicas] == [1, 0]
+    await backend.send("chat", {"model": "m", **CHAT})
+    await backend.send("chat", {"model": "m", **CHAT})
+    assert [r["replica"] for r in upstream_state.requests] == ["r1", "r2", "r2"]
+    await agen.aclose()
+    assert [r.in_flight for r in backend.pool.replicas] == [0, 0]
+    await backend.aclose()
+
+
+async def test_connect_error_retries_next_replica_once(upstream, upstream_state):
+    backend = vllm([dead_url(), upstream.v1("r2")])
+    out = await backend.send("chat", {"model": "m", **CHAT})
+    assert out["object"] == "chat.completion"
+    chunks = [c async for c in backend.stream("chat", {"model": "m", **CHAT})]
+    assert chunks and chunks[-1]["usage"]
+    assert [r["replica"] for r in upstream_state.requests] == ["r2", "r2"]
+    await backend.aclose()
+
+
+async def test_connect_error_gives_up_after_two_replicas(caplog):
+    backend = vllm([dead_url(), dead_url(), dead_url()])
+    with caplog.at_level(logging.WARNING, logger="backends.vllm.backend"):
+        with pytest.raises(BackendConnectError) as info:
+            await backend.send("chat", {"model": "m", **CHAT})
+        assert info.value.retryable and "127.0.0.1" not in info.value.message
+        with pytest.raises(BackendConnectError):
+            async for _ in backend.stream("chat", {"model": "m", **CHAT}):
+                pass
+    assert len(caplog.records) == 4  # two replicas tried per request
+    assert all(r.in_flight == 0 for r in backend.pool.replicas)
+    await backend.aclose()
+
+
+async def test_read_timeout_is_backend_timeout(upstream):
+    backend = vllm([upstream.v1()], model="m-slow", timeout_s=0.1)
+    with pytest.raises(BackendTimeout):
+        await backend.send("chat", {"model": "m-slow", **CHAT})
+    with pytest.raises(BackendTimeout):
+        async for _ in backend.stream("chat", {"model": "m-slow", **CHAT}):
+            pass
+    await backend.aclose()
+
+
+async def test_authorization_header_only_with_api_key(upstream, upstream_state):
+    with_key = vllm([upstream.v1()], api_key="sk-pool")
+    await with_key.send("chat", {"model": "m", **CHAT})
+    assert upstream_state.last_headers["authorization"] == "Bearer sk-pool"
+    without = vllm([upstream.v1()])
+    await without.send("chat", {"model": "m", **CHAT})
+    assert "authorization" not in upstream_state.last_headers
+    await with_key.aclose()
+    await without.aclose()
+
+
+async def test_send_forces_non_streaming_body(upstream, upstream_state):
+    backend = vllm([upstream.v1()])
+    await backend.send("chat", {"model": "m", **CHAT, "stream": True, "stream_options": {"include_usage": True}})
+    assert upstream_state.last_body["stream"] is False
+    assert "stream_options" not in upstream_state.last_body
+    await backend.aclose()
+
+
+async def test_client_is_lazy_and_reopens_after_aclose(upstream):
+    backend = vllm([upstream.v1()])
+    assert (await backend.send("chat", {"model": "m", **CHAT}))["usage"]
+    await backend.aclose()
+    await backend.aclose()
+    assert (await backend.send("chat", {"model": "m", **CHAT}))["usage"]
+    await backend.aclose()
+
+
+async def test_error_message_has_upstream_text_without_key():
+    backend = vllm(["http://x/v1"], api_key="sk-secret-123")
+    response = httpx.Response(401, json={"error": {"message": "Incorrect API key provided: sk-secret-123"}})
+    error = backend._status_error(response)
+    assert isinstance(error, BackendRejected) and error.upstream_status == 401
+    assert "Incorrect API key provided" in error.message and "sk-secret-123" not in error.message
+    legacy = backend._status_error(httpx.Response(400, json={"object": "error", "message": "too long"}))
+    assert "too long" in legacy.message
+    plain = backend._status_error(httpx.Response(503, text="overloaded"))
+    assert "overloaded" in plain.message and plain.retryable
+
+
+async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state):
+    backend = vllm([upstream.v1("r1"), upstream.v1("r2")], model="m-slow")
+
+    async def one() -> int:
+        return len([c async for c in backend.stream("chat", {"model": "m-slow", **CHAT})])
+
+    counts = await asyncio.gather(*(one() for _ in range(4)))
+    assert all(n > 0 for n in counts)
+    assert sorted(r["replica"] for r in upstream_state.requests) == ["r1", "r1", "r2", "r2"]
+    await backend.aclose()
