@@ -8,10 +8,22 @@ so a ``%`` in a password survives ConfigParser interpolation).
 
 from __future__ import annotations
 
+import importlib
+
 from alembic import context
 from sqlalchemy import create_engine, pool
 
 from gateway.store.models import Base
+
+# Every module that declares tables on ``Base`` is imported here, so that
+# ``alembic revision --autogenerate`` sees all tables and never proposes dropping one.
+MODEL_MODULES = ("gateway.store.models", "gateway.auth.models")
+for _name in MODEL_MODULES:
+    try:
+        importlib.import_module(_name)
+    except ModuleNotFoundError as _err:  # an optional package left out; a broken import still fails
+        if _err.name != _name:
+            raise
 
 config = context.config
 target_metadata = Base.metadata

@@ -104,6 +104,7 @@ class Store:
         self._batch: list[Item] = []
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
+        self._hurry = asyncio.Event()  # set by flush()/stop(): do not wait to fill a batch
         self._io = threading.Lock()
         self._migrated = False
         self._down = False
@@ -133,7 +134,11 @@ class Store:
         the journal once. Raises ``RuntimeError`` before :meth:`start`."""
         if self._task is None:
             raise RuntimeError("Store.flush() before start()")
-        await self._queue.join()
+        self._hurry.set()
+        try:
+            await self._queue.join()
+        finally:
+            self._hurry.clear()
         await asyncio.to_thread(self._cycle, [])
 
     async def stop(self) -> None:
@@ -145,6 +150,7 @@ class Store:
             return
         self._closed = True
         if self._task is not None:
+            self._hurry.set()
             await self._queue.join()
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -184,6 +190,11 @@ class Store:
             return
         self._policies_seen.add(hash)
         self._put(("policies", {"hash": hash, "text": text, "first_seen": datetime.now(timezone.utc)}))
+
+    @property
+    def engine(self) -> Engine | None:
+        """The store's engine (``None`` before :meth:`start`), e.g. for read queries."""
+        return self._engine
 
     @property
     def queued(self) -> int:
@@ -245,13 +256,25 @@ class Store:
                 batch.append(self._queue.get_nowait())
                 continue
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or self._hurry.is_set():
                 break
-            try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-            except TimeoutError:
+            item = await self._get_or_hurry(remaining)
+            if item is None:
                 break
+            batch.append(item)
         return batch
+
+    async def _get_or_hurry(self, timeout: float) -> Item | None:
+        """The next row, or ``None`` after ``timeout`` seconds or when hurried."""
+        get = asyncio.ensure_future(self._queue.get())
+        hurry = asyncio.ensure_future(self._hurry.wait())
+        try:
+            await asyncio.wait({get, hurry}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            hurry.cancel()
+            if not get.done():
+                get.cancel()  # a cancelled Queue.get() leaves its row in the queue
+        return get.result() if get.done() and not get.cancelled() else None
 
     # -- worker thread -----------------------------------------------------------------
 

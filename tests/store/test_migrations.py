@@ -1,0 +1,103 @@
+"""Migrations on SQLite and PostgreSQL, and the ``mixroute db`` commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.pool import NullPool
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from gateway.store import current, head, normalize_url, upgrade
+from gateway.store.models import TABLES, Base, Decision, Outcome
+from router.records import DecisionRecord, OutcomeRecord
+
+
+def test_revisions_form_one_chain_from_0001() -> None:
+    from alembic.script import ScriptDirectory
+
+    from gateway.store.db import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config())
+    chain = [rev.revision for rev in script.walk_revisions()]  # head first
+    assert chain[0] == head() and chain[-1] == "0001"
+
+
+def test_upgrade_head_and_current(db_url: str) -> None:
+    assert current(db_url) is None
+    upgrade(db_url)
+    assert current(db_url) == head()
+    upgrade(db_url)  # a second upgrade is a no-op
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:
+        insp = inspect(engine)
+        assert {"decisions", "outcomes", "policies"} <= set(insp.get_table_names())
+        assert {ix["name"] for ix in insp.get_indexes("decisions")} == {"ix_decisions_created_at"}
+        assert {ix["name"] for ix in insp.get_indexes("outcomes")} == {"ix_outcomes_created_at"}
+    finally:
+        engine.dispose()
+
+
+def test_store_models_match_the_migrations(db_url: str) -> None:
+    upgrade(db_url)
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={
+                # Only this package's tables; other packages' tables have their own tests.
+                "include_name": lambda name, kind, _p: kind != "table" or name in TABLES,
+                "include_object": lambda obj, name, kind, *_: kind != "table" or name in TABLES,
+            })
+            diff = compare_metadata(ctx, Base.metadata)
+    finally:
+        engine.dispose()
+    assert diff == []
+
+
+def test_columns_are_the_record_fields() -> None:
+    # The writer turns a record's as_dict() into a row as is.
+    assert set(Decision.__table__.columns.keys()) == set(DecisionRecord.__dataclass_fields__)
+    assert set(Outcome.__table__.columns.keys()) == set(OutcomeRecord.__dataclass_fields__)
+
+
+@pytest.mark.parametrize(("given", "driver"), [
+    ("postgresql://u:p@h:5432/db", "postgresql+psycopg"),
+    ("postgres://u@h/db", "postgresql+psycopg"),
+    ("postgresql+psycopg://u@h/db", "postgresql+psycopg"),
+    ("sqlite:///x.db", "sqlite"),
+])
+def test_normalize_url(given: str, driver: str) -> None:
+    assert normalize_url(given).drivername == driver
+
+
+def test_cli_upgrade_then_current(db_url: str) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["db", "current", "--database-url", db_url])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("none")
+    res = runner.invoke(app, ["db", "upgrade", "--database-url", db_url])
+    assert res.exit_code == 0, res.output
+    assert f"at revision {head()}" in res.output
+    assert current(db_url) == head()
+    res = runner.invoke(app, ["db", "current", "--database-url", db_url])
+    assert res.output.strip() == f"{head()} (up to date)"
+
+
+def test_cli_defaults_to_settings_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("MIXROUTE_DATABASE_URL", url)
+    res = CliRunner().invoke(app, ["db", "upgrade"])
+    assert res.exit_code == 0, res.output
+    assert current(url) == head()
+
+
+def test_cli_unreachable_database_exits_1_without_password() -> None:
+    res = CliRunner().invoke(app, ["db", "upgrade", "--database-url",
+                                   "postgresql://u:hunter2@127.0.0.1:1/x?connect_timeout=2"])
+    assert res.exit_code == 1
+    assert "hunter2" not in res.output
+    assert "OperationalError" in res.output
