@@ -16,7 +16,8 @@ recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and
 report is written as JSON::
 
     {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
-     "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...}
+     "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
+     "requests": [{"row", "backend", "model", "score", "cost_usd", "error"}]}
 
 Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data
 or a gateway that does not start.
@@ -69,6 +70,7 @@ def replay(
         plan, rows = prepare(data, n=n, seed=seed)
         with contextlib.ExitStack() as stack:
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout))
+            predictor = _predictor(url)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency))
     except ReplayFailed as exc:
         typer.echo(f"mixroute replay: {exc}", err=True)
@@ -77,6 +79,7 @@ def replay(
         typer.echo("mixroute replay: interrupted", err=True)
         raise typer.Exit(130)
     report = build_report(plan, answered, route=route, gateway=gateway)
+    report["predictor"] = predictor
     json_out.write_bytes(_dumps(report))
     print_summary(report, json_out)
     if report["errors"]:
@@ -171,6 +174,15 @@ def _wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Pa
     raise ReplayFailed(f"the gateway was not ready after {timeout_s:.0f} s:\n{_tail(log_path)}")
 
 
+def _predictor(url: str) -> str | None:
+    """The predictor ``/readyz`` reports (``PriorPredictor``, the classifier...), if any."""
+    import httpx
+
+    with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
+        return httpx.get(f"{url}/readyz", timeout=5.0).json().get("predictor")
+    return None
+
+
 def _tail(path: Path, lines: int = 30) -> str:
     try:
         return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:])
@@ -245,15 +257,22 @@ def _error_message(resp: "httpx.Response") -> str:
 def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str = "auto",
                  gateway: str | None = None) -> dict:
     """The JSON report (:func:`backends.replay.score.summarize` plus run details)."""
-    from backends.replay.score import summarize
+    from backends.replay.score import call_cost, summarize
 
     report = summarize(answered, plan.dataset.strongest(), plan.prices)
+    position = {id(r): i for i, r in enumerate(plan.dataset.rows)}
     report.update({
         "data": [str(p) for p in plan.data],
         "route": route,
         "gateway": gateway or "local",
         "price_source": plan.price_source,
         "price_per_call_usd": plan.prices,
+        # One entry per request, so every figure above can be recomputed from the data:
+        # ``row`` indexes the rows of router.data.load(data) (concatenated in --data order).
+        "requests": [{"row": position[id(a.row)], "backend": a.backend, "model": a.model,
+                      "score": a.row.scores[a.model] if a.model else None,
+                      "cost_usd": call_cost(a.row, a.model, plan.prices) if a.model else None,
+                      "error": a.error} for a in answered],
     })
     return report
 

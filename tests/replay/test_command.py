@@ -1,0 +1,139 @@
+"""``mixroute replay``: prompt selection, the HTTP driver against a stub ASGI gateway,
+the gateway subprocess lifecycle, and the real command end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from typer.testing import CliRunner
+
+from backends.base import COST_KEY
+from backends.registry import build_backend
+from backends.replay.plan import ReplayPlan
+from gateway.cli import app as cli_app
+from gateway.commands.replay import ReplayFailed, build_report, local_gateway, prepare, send_all
+from router.data import load
+from router.policy.models import BackendConfig
+from tests.replay.tiny import write_bench, write_routellm
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_prepare_dedupes_shuffles_and_takes_n(tmp_path):
+    path = write_bench(tmp_path)
+    plan, rows = prepare([path])
+    assert [r.prompt for r in rows] == ["What is 2+2?\nA) 3\nB) 4", "Capital of France?", "Hard one"]
+    _, first2 = prepare([path], n=2)
+    assert first2 == rows[:2]
+    _, a = prepare([path], seed=1)
+    _, b = prepare([path], seed=1)
+    assert [r.prompt for r in a] == [r.prompt for r in b] and sorted(r.prompt for r in a) == sorted(r.prompt for r in rows)
+    assert plan.dataset.strongest() == "big/model-1"  # 0.5 each over all 4 rows: first column wins
+
+
+def test_prepare_rejects_mixed_model_sets(tmp_path):
+    with pytest.raises(ReplayFailed, match="differ"):
+        prepare([write_bench(tmp_path), write_routellm(tmp_path)])
+
+
+def test_cli_bad_data_exits_2(tmp_path):
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(tmp_path / "missing.csv"), "--json",
+                                          str(tmp_path / "o.json")])
+    assert result.exit_code == 2 and "no such file or folder" in result.output
+
+
+def _stub_gateway(plan: ReplayPlan) -> FastAPI:
+    """Routes "Hard one" to the small model, everything else to the big one; "Capital"
+    prompts fail once with 503 to exercise error counting."""
+    names = {model: name for name, model in plan.names.items()}
+    backends = {m: build_backend(BackendConfig(name=names[m], kind="replay", model=m, data=plan.data))
+                for m in plan.dataset.models}
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request):
+        body = await request.json()
+        prompt = body["messages"][-1]["content"]
+        if prompt.startswith("Capital"):
+            return JSONResponse({"error": {"message": "no candidate", "type": "api_error", "param": None,
+                                           "code": "no_candidate"}}, status_code=503)
+        model = "small model" if prompt == "Hard one" else "big/model-1"
+        out = await backends[model].send("chat", body)
+        cost = out.pop(COST_KEY)
+        return JSONResponse(out, headers={"x-mixroute-backend": names[model], "x-mixroute-cost-usd": f"{cost:.10f}"})
+
+    return app
+
+
+async def test_send_all_and_report_against_a_stub_gateway(tmp_path):
+    plan, rows = prepare([write_bench(tmp_path)])
+    transport = httpx.ASGITransport(app=_stub_gateway(plan))
+    answered = await send_all("http://stub", plan, rows, concurrency=2, transport=transport)
+    assert [(a.backend, a.model) for a in answered] == [("big/model-1", "big/model-1"), (None, None),
+                                                        ("small-model", "small model")]
+    assert answered[1].error == "HTTP 503: no candidate"
+    report = build_report(plan, answered)
+    assert report["n"] == 2 and report["errors"] == 1
+    assert report["quality"] == 1.0 and report["cost_usd"] == pytest.approx(0.004 + 0.0003)
+    assert report["baseline"] == {"model": "big/model-1", "quality": 0.5, "cost_usd": pytest.approx(0.004 + 0.005)}
+    assert report["gateway_cost_usd"] == pytest.approx(report["cost_usd"])
+    assert [r["row"] for r in report["requests"]] == [0, 1, 2]
+
+
+def test_local_gateway_starts_and_stops(tmp_path):
+    path = write_bench(tmp_path)
+    plan = ReplayPlan.build(load(path), [path])
+    with pytest.raises(RuntimeError, match="boom"):
+        with local_gateway(plan, timeout_s=60) as url:
+            assert httpx.get(f"{url}/readyz").status_code == 200
+            raise RuntimeError("boom")
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/readyz", timeout=2)
+
+
+def test_local_gateway_that_cannot_start_reports_its_log(tmp_path):
+    path = write_bench(tmp_path)
+    plan = ReplayPlan.build(load(path), [path])
+    plan.data = [tmp_path / "gone.csv"]
+    with pytest.raises(ReplayFailed, match=r"(?s)exited with status.*gone\.csv"):
+        with local_gateway(plan, timeout_s=60):
+            pass
+
+
+def _mixroute() -> list[str]:
+    exe = shutil.which("mixroute") or str(Path(sys.executable).parent / "mixroute")
+    return [exe] if Path(exe).is_file() else [sys.executable, "-m", "gateway.cli"]
+
+
+def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
+    """The acceptance command on 20 winogrande rows; every figure recomputed from the loader."""
+    data = data_dir / "routerbench" / "winograde_train.csv"
+    out = tmp_path / "out.json"
+    proc = subprocess.run([*_mixroute(), "replay", "--data", str(data), "--n", "20", "--json", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "baseline" in proc.stdout
+    report = json.loads(out.read_text())
+    ds = load(data)
+    rows = ds.rows[:20]
+    reqs = report["requests"]
+    assert report["n"] == 20 and report["errors"] == 0 and [r["row"] for r in reqs] == list(range(20))
+    for r in reqs:
+        row = ds.rows[r["row"]]
+        assert r["score"] == row.scores[r["model"]] and r["cost_usd"] == row.costs[r["model"]]
+    assert report["quality"] == pytest.approx(sum(ds.rows[r["row"]].scores[r["model"]] for r in reqs) / 20)
+    assert report["cost_usd"] == pytest.approx(sum(ds.rows[r["row"]].costs[r["model"]] for r in reqs))
+    assert report["gateway_cost_usd"] == pytest.approx(report["cost_usd"], rel=1e-6)
+    best = max(ds.models, key=ds.mean_score)
+    assert report["baseline"] == {"model": best, "quality": pytest.approx(sum(r.scores[best] for r in rows) / 20),
+                                  "cost_usd": pytest.approx(sum(r.costs[best] for r in rows))}
+    shares = {m: sum(r["model"] == m for r in reqs) / 20 for m in {r["model"] for r in reqs}}
+    assert report["backend_share"] == pytest.approx(shares) and sum(shares.values()) == pytest.approx(1.0)
