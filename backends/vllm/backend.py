@@ -24,6 +24,8 @@ Error translation happens here, at the edge (see :mod:`backends.errors`):
 - ``httpx.ConnectError`` / ``ConnectTimeout`` -> :class:`BackendConnectError`.
 - other ``httpx.TimeoutException`` -> :class:`BackendTimeout`.
 - other transport errors, invalid JSON -> :class:`BackendServerError`.
+- an error event in the stream (``data: {"error": {...}}``, or vLLM's older
+  ``data: {"object": "error", ...}``) -> ``from_status(error.code or 500)``.
 - any of these after the first streamed chunk -> :class:`BackendStreamError`.
 
 Messages name the backend, never the replica URL or the API key (the key is also redacted
@@ -67,11 +69,14 @@ class VllmBackend(Backend):
 
     Args:
         config: the policy entry; ``endpoints`` are the replica base URLs (``.../v1``).
+        transport: an httpx transport to use instead of the network (tests:
+            ``httpx.MockTransport``); ``None`` for the default pooled transport.
     """
 
-    def __init__(self, config):
+    def __init__(self, config, *, transport: httpx.AsyncBaseTransport | None = None):
         super().__init__(config)
         self.pool = Pool(config.endpoints)
+        self._transport = transport
         self._client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
@@ -91,6 +96,7 @@ class VllmBackend(Backend):
                 headers=headers,
                 timeout=httpx.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_KEEPALIVE),
+                transport=self._transport,
             )
         return self._client
 
@@ -167,7 +173,10 @@ class VllmBackend(Backend):
                     raise error from exc
 
     async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict]:
-        started = False
+        """The chunk dicts of an SSE response. A stream that ends without ``[DONE]`` is
+        accepted only after some choice finished (servers that omit ``[DONE]``); else it was
+        cut short, and raises like a dropped connection."""
+        started = finished = False
         async for data in iter_sse_data(sse_lines(response.aiter_text())):
             try:
                 chunks, done = decode_events(data)
@@ -175,12 +184,16 @@ class VllmBackend(Backend):
                 cls = BackendStreamError if started else BackendServerError
                 raise cls(f"{self.name}: upstream sent invalid stream data", backend=self.name) from exc
             for chunk in chunks:
-                if "error" in chunk and not chunk.get("choices"):
-                    raise self._event_error(chunk["error"], started)
+                if not chunk.get("choices") and ("error" in chunk or chunk.get("object") == "error"):
+                    raise self._event_error(chunk.get("error", chunk), started)
                 started = True
+                finished = finished or any(c.get("finish_reason") for c in chunk.get("choices") or [])
                 yield chunk
             if done:
                 return
+        if not finished:
+            cls = BackendStreamError if started else BackendServerError
+            raise cls(f"{self.name}: upstream stream ended before [DONE]", backend=self.name)
 
     def _pick(self, body: dict, tried: list[Replica]) -> Replica:
         replica = self.pool.pick(body, exclude=tried)

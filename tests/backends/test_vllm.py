@@ -9,7 +9,13 @@ import socket
 import httpx
 import pytest
 
-from backends.errors import BackendConnectError, BackendRejected, BackendTimeout
+from backends.errors import (
+    BackendConnectError,
+    BackendRejected,
+    BackendServerError,
+    BackendStreamError,
+    BackendTimeout,
+)
 from backends.vllm.backend import VllmBackend
 from backends.vllm.pool import LeastLoadedChooser, Pool, Replica
 from router.policy.models import BackendConfig
@@ -157,3 +163,55 @@ async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state)
     assert all(n > 0 for n in counts)
     assert sorted(r["replica"] for r in upstream_state.requests) == ["r1", "r1", "r2", "r2"]
     await backend.aclose()
+
+
+def _sse_transport(events: list[bytes]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"".join(events), headers={"content-type": "text/event-stream"})
+
+    return httpx.MockTransport(handler)
+
+
+CHUNK = b'data: {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
+
+
+@pytest.mark.parametrize("event", [
+    b'data: {"error": {"message": "KV cache full", "type": "BadRequestError", "code": 400}}\n\n',
+    b'data: {"object": "error", "message": "KV cache full", "code": 400}\n\n',
+])
+async def test_error_event_before_first_chunk_uses_its_code(event):
+    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
+                          transport=_sse_transport([event]))
+    with pytest.raises(BackendRejected, match="KV cache full"):
+        async for _ in backend.stream("chat", {"model": "m", **CHAT}):
+            pass
+    await backend.aclose()
+
+
+async def test_error_event_or_bad_data_after_first_chunk_is_stream_error():
+    for tail in (b'data: {"error": {"message": "engine died"}}\n\n', b"data: {not json\n\n"):
+        backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
+                              transport=_sse_transport([CHUNK, tail]))
+        got = []
+        with pytest.raises(BackendStreamError):
+            async for chunk in backend.stream("chat", {"model": "m", **CHAT}):
+                got.append(chunk)
+        assert len(got) == 1
+        await backend.aclose()
+
+
+async def test_stream_without_done_needs_a_finish_reason():
+    config = BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"])
+    finish = CHUNK.replace(b'"delta": {"content": "hi"}', b'"delta": {}, "finish_reason": "stop"')
+    backend = VllmBackend(config, transport=_sse_transport([CHUNK, finish]))
+    assert len([c async for c in backend.stream("chat", {"model": "m", **CHAT})]) == 2
+    cut = VllmBackend(config, transport=_sse_transport([CHUNK, CHUNK]))
+    with pytest.raises(BackendStreamError, match="DONE"):
+        async for _ in cut.stream("chat", {"model": "m", **CHAT}):
+            pass
+    empty = VllmBackend(config, transport=_sse_transport([]))
+    with pytest.raises(BackendServerError):
+        async for _ in empty.stream("chat", {"model": "m", **CHAT}):
+            pass
+    for b in (backend, cut, empty):
+        await b.aclose()
