@@ -202,6 +202,7 @@ class VllmBackend(Backend):
         return replica
 
     def _may_retry(self, tried: list[Replica], replica: Replica) -> bool:
+        """Record ``replica`` as tried after a connect failure; whether another may be tried."""
         tried.append(replica)
         return len(tried) < min(CONNECT_ATTEMPTS, len(self.pool.replicas))
 
