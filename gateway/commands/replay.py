@@ -29,10 +29,12 @@ import asyncio
 import contextlib
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,6 +71,7 @@ def replay(
     try:
         plan, rows = prepare(data, n=n, seed=seed)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout))
             predictor = _predictor(url)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency))
@@ -86,6 +89,23 @@ def replay(
         first = next(a.error for a in answered if a.error)
         typer.echo(f"mixroute replay: {report['errors']} request(s) failed; first: {first}", err=True)
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C while the gateway subprocess runs, so it is stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None) -> tuple["ReplayPlan", list["OutcomeRow"]]:
