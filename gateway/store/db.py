@@ -11,14 +11,17 @@ URLs: ``postgresql://`` and ``postgres://`` are mapped to the psycopg 3 driver
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 
 _PG_ALIASES = {"postgresql", "postgres"}
 _PG_CONNECT_TIMEOUT_S = 5
+_UPGRADE_LOCK = threading.Lock()
+_MIGRATION_LOCK_KEY = int.from_bytes(b"mixroute", "big") >> 1  # any fixed bigint
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -129,7 +132,12 @@ def upgrade(target: str | URL | Engine, revision: str = "head") -> None:
 
     engine = target if isinstance(target, Engine) else make_engine(target)
     try:
-        with engine.begin() as conn:
+        # Alembic keeps its migration context in module globals: one upgrade per process at a time.
+        with _UPGRADE_LOCK, engine.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                # Replicas starting together migrate one at a time; DDL is transactional
+                # there, so the later ones find the database at head and do nothing.
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             command.upgrade(alembic_config(connection=conn), revision)
     finally:
         if engine is not target:

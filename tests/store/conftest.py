@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,9 @@ def pg_base_url() -> str:
     return url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL with no tables in it: SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'store.db'}"
-        return
+@contextmanager
+def fresh_pg_schema() -> Iterator[str]:
+    """A URL whose ``search_path`` is a new, empty PostgreSQL schema, dropped on exit."""
     base = normalize_url(pg_base_url())
     schema = f"mixroute_test_{uuid.uuid4().hex[:12]}"
     admin = create_engine(base, poolclass=NullPool)
@@ -44,6 +42,16 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with admin.begin() as conn:
             conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL with no tables in it: SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'store.db'}"
+        return
+    with fresh_pg_schema() as url:
+        yield url
 
 
 def settings_for(url: str, **kw: object) -> Settings:

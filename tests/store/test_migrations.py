@@ -15,6 +15,7 @@ from gateway.cli import app
 from gateway.store import current, head, normalize_url, upgrade
 from gateway.store.models import TABLES, Base, Decision, Outcome
 from router.records import DecisionRecord, OutcomeRecord
+from tests.store.conftest import fresh_pg_schema
 
 
 def test_revisions_form_one_chain_from_0001() -> None:
@@ -101,3 +102,36 @@ def test_cli_unreachable_database_exits_1_without_password() -> None:
     assert res.exit_code == 1
     assert "hunter2" not in res.output
     assert "OperationalError" in res.output
+
+
+def test_concurrent_upgrades_do_not_collide(db_url: str) -> None:
+    # Several gateway replicas starting at once each run upgrade() at start.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: upgrade(db_url), range(4)))
+    assert current(db_url) == head()
+
+
+def test_upgrade_waits_for_another_replica_on_postgresql() -> None:
+    # Replicas in other processes serialise on a PostgreSQL advisory lock: while one holds
+    # it, upgrade() waits instead of racing to CREATE TABLE.
+    import threading
+
+    from sqlalchemy import text
+
+    from gateway.store.db import _MIGRATION_LOCK_KEY
+
+    with fresh_pg_schema() as url:
+        holder_engine = create_engine(normalize_url(url), poolclass=NullPool)
+        try:
+            with holder_engine.begin() as holder:
+                holder.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK_KEY})
+                other = threading.Thread(target=upgrade, args=(url,))
+                other.start()
+                other.join(0.5)
+                assert other.is_alive() and current(url) is None
+            other.join(10)
+            assert not other.is_alive() and current(url) == head()
+        finally:
+            holder_engine.dispose()
