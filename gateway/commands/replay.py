@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 #: Repository root, put on the gateway subprocess's PYTHONPATH.
 _ROOT = Path(__file__).resolve().parents[2]
+#: Environment variables the local gateway subprocess does not inherit (see local_gateway).
+_PRIVATE_ENV = frozenset({"MIXROUTE_ADMIN_KEY", "MIXROUTE_REDIS_URL"})
 
 
 class ReplayFailed(Exception):
@@ -66,6 +68,8 @@ def replay(
     route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
     concurrency: Annotated[int, typer.Option(min=1, max=64, help="Requests in flight.")] = 8,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the gateway's /readyz.")] = 180.0,
+    api_key: Annotated[Optional[str], typer.Option(envvar="MIXROUTE_API_KEY",
+                                                   help="Bearer key for --gateway (a local gateway needs none).")] = None,
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
@@ -74,7 +78,8 @@ def replay(
             stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout))
             predictor = _predictor(url)
-            answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency))
+            answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
+                                            api_key=api_key if gateway else None))
     except ReplayFailed as exc:
         typer.echo(f"mixroute replay: {exc}", err=True)
         raise typer.Exit(2)
@@ -154,7 +159,9 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[s
     """Serve ``plan``'s policy from a gateway subprocess; yield its base URL.
 
     The subprocess runs in a temporary folder (policy, SQLite store, log) removed at the
-    end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits.
+    end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits. It does
+    not inherit ``MIXROUTE_ADMIN_KEY`` (its throw-away store has no keys, so auth is off on
+    loopback) nor ``MIXROUTE_REDIS_URL`` (a replay must not touch shared limits or budgets).
 
     Raises:
         ReplayFailed: the gateway exited or was not ready within ``timeout_s`` seconds
@@ -166,7 +173,8 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[s
         port = free_port()
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--policy", str(policy), "--host", "127.0.0.1",
                "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))}
+        env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
         log_path = folder / "gateway.log"
         with log_path.open("wb") as log:
             proc = subprocess.Popen(cmd, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -222,16 +230,19 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, route: str = "auto",
-                   concurrency: int = 8, transport: "httpx.AsyncBaseTransport | None" = None) -> list["Answered"]:
+                   concurrency: int = 8, api_key: str | None = None,
+                   transport: "httpx.AsyncBaseTransport | None" = None) -> list["Answered"]:
     """Send every row's prompt to ``url`` (``concurrency`` in flight); one result per row, in order.
 
     Args:
+        api_key: sent as ``Authorization: Bearer`` when given.
         transport: an httpx transport to use instead of the network (tests: ASGI).
     """
     import httpx
 
     sem = asyncio.Semaphore(concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(300.0, connect=10.0),
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(300.0, connect=10.0), headers=headers,
                                  transport=transport) as client:
 
         async def one(row: "OutcomeRow") -> "Answered":

@@ -137,3 +137,16 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
                                   "cost_usd": pytest.approx(sum(r.costs[best] for r in rows))}
     shares = {m: sum(r["model"] == m for r in reqs) / 20 for m in {r["model"] for r in reqs}}
     assert report["backend_share"] == pytest.approx(shares) and sum(shares.values()) == pytest.approx(1.0)
+
+
+async def test_send_all_presents_the_api_key(tmp_path):
+    plan, rows = prepare([write_bench(tmp_path)], n=1)
+    seen = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(401, json={"error": {"message": "bad key", "type": "authentication_error",
+                                                   "param": None, "code": "invalid_api_key"}})
+
+    answered = await send_all("http://gw", plan, rows, api_key="k-123", transport=httpx.MockTransport(handler))
+    assert seen == ["Bearer k-123"] and answered[0].error == "HTTP 401: bad key"
