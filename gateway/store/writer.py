@@ -84,6 +84,8 @@ class Store:
 
     Use from one event loop: ``await start()``, then ``record_*`` from request handlers,
     ``await stop()`` at shutdown (or ``async with Store(settings) as store:``).
+    ``record_*`` may also be called from other threads (sync endpoints run in a thread
+    pool); such calls are handed to the loop thread.
 
     Args:
         settings: uses ``database_url``, ``store_queue_size`` (rows),
@@ -104,6 +106,8 @@ class Store:
         self._batch: list[Item] = []
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._hurry = asyncio.Event()  # set by flush()/stop(): do not wait to fill a batch
         self._io = threading.Lock()
         self._migrated = False
@@ -125,6 +129,7 @@ class Store:
         """
         if self._task is not None:
             return
+        self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
         await asyncio.to_thread(self._cycle, [], True)
         self._task = asyncio.create_task(self._run(), name="mixroute-store-writer")
@@ -202,6 +207,12 @@ class Store:
         return self._queue.qsize()
 
     def _put(self, item: Item) -> None:
+        if self._loop is not None and threading.get_ident() != self._loop_thread:
+            try:  # asyncio.Queue is not thread-safe
+                self._loop.call_soon_threadsafe(self._put, item)
+                return
+            except RuntimeError:  # loop closed: the journal is thread-safe
+                self._closed = True
         if not self._closed:
             try:
                 self._queue.put_nowait(item)
@@ -310,7 +321,8 @@ class Store:
             if not self.journal.begin_replay():
                 return
             n = 0
-            for chunk in self.journal.batches(self.settings.store_batch_size):
+            # Larger chunks than live batches: after an outage there is a backlog to clear.
+            for chunk in self.journal.batches(max(self.settings.store_batch_size, 500)):
                 n += self._write(chunk)
             self.journal.end_replay()
             self.stats.replayed += n

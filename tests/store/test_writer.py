@@ -119,3 +119,10 @@ async def test_a_refused_row_is_set_aside_and_the_rest_written(db_url: str, tmp_
     kept = [json.loads(ln) for ln in store.journal.rejected.read_text().splitlines()]
     assert [k["row"]["request_id"] for k in kept] == ["bad"]
     assert "SECRET-PROMPT-TEXT" not in caplog.text
+
+
+async def test_records_from_other_threads_are_handed_to_the_loop(db_url: str, tmp_path: Path) -> None:
+    async with Store(settings_for(db_url, store_flush_interval_s=30), tmp_path / "j.jsonl") as store:
+        await asyncio.gather(*(asyncio.to_thread(store.record_decision, decision(f"r{i}")) for i in range(20)))
+        await asyncio.wait_for(store.flush(), 10)
+        assert rows(db_url, "SELECT count(*) FROM decisions") == [(20,)]
