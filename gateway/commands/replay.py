@@ -174,6 +174,7 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[s
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--policy", str(policy), "--host", "127.0.0.1",
                "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
+        env["MIXROUTE_POLICY_WATCH"] = "false"  # the generated policy never changes
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
         log_path = folder / "gateway.log"
         with log_path.open("wb") as log:

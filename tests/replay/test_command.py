@@ -88,7 +88,8 @@ async def test_send_all_and_report_against_a_stub_gateway(tmp_path):
     assert [r["row"] for r in report["requests"]] == [0, 1, 2]
 
 
-def test_local_gateway_starts_and_stops(tmp_path):
+def test_local_gateway_starts_and_stops(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER", "off")  # start fast: this test is about the process
     path = write_bench(tmp_path)
     plan = ReplayPlan.build(load(path), [path])
     with pytest.raises(RuntimeError, match="boom"):
@@ -99,7 +100,8 @@ def test_local_gateway_starts_and_stops(tmp_path):
         httpx.get(f"{url}/readyz", timeout=2)
 
 
-def test_local_gateway_that_cannot_start_reports_its_log(tmp_path):
+def test_local_gateway_that_cannot_start_reports_its_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER", "off")
     path = write_bench(tmp_path)
     plan = ReplayPlan.build(load(path), [path])
     plan.data = [tmp_path / "gone.csv"]
