@@ -8,6 +8,8 @@ Tree::
     ├── BackendTimeout           504                  upstream_timeout         (retryable)
     ├── BackendRateLimited       429 rate_limit_error upstream_rate_limited    (retryable)
     ├── BackendServerError       502                  upstream_server_error    (retryable)
+    │   (401/403/404 upstream:   code upstream_unavailable: a bad provider key or a model
+    │    missing upstream is the backend's fault; retryable)
     ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
     │                                                 the same request fails everywhere)
     └── BackendStreamError       502                  upstream_stream_error    (after first byte;
@@ -76,4 +78,8 @@ def from_status(status: int, message: str, *, backend: str) -> BackendError:
         return BackendTimeout(message, backend=backend, upstream_status=status)
     if status >= 500:
         return BackendServerError(message, backend=backend, upstream_status=status)
+    if status in (401, 403, 404):
+        # A bad provider key or a model missing upstream is this backend's problem, not the
+        # request's: another candidate can still answer.
+        return BackendError(message, backend=backend, upstream_status=status, code="upstream_unavailable")
     return BackendRejected(message, backend=backend, upstream_status=status)

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from gateway import errors
 from gateway.api import completions, health, models
+from gateway.auth.guard import Authenticator
 from gateway.runtime import PolicyHolder
 from gateway.settings import Settings
 
@@ -38,6 +39,17 @@ def load_predictor(settings: Settings):
         return None
 
 
+def make_limiter(settings: Settings):
+    """Redis limiter when ``MIXROUTE_REDIS_URL`` is set, else the in-process one."""
+    if settings.redis_url:
+        from gateway.limits.redis import RedisLimiter
+
+        return RedisLimiter(settings.redis_url, prefix=settings.redis_prefix)
+    from gateway.limits.memory import MemoryLimiter
+
+    return MemoryLimiter()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the gateway app. Nothing is loaded until the lifespan starts.
 
@@ -53,6 +65,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = Store(settings)
         await store.start()
         app.state.store = store
+        app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
+        app.state.limiter = make_limiter(settings)
         predictor = load_predictor(settings)
         holder = PolicyHolder(settings.policy_path, predictor,
                               on_loaded=lambda lp: store.record_policy(lp.hash, lp.text))
@@ -66,6 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             app.state.ready = False
             await holder.aclose()
+            await app.state.limiter.aclose()
             await store.stop()
 
     app = FastAPI(title="mixroute", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)

@@ -47,6 +47,8 @@ from gateway.commands import db as _db  # noqa: E402
 app.add_typer(_db.app, name="db")
 from gateway.commands.replay import replay as _replay  # noqa: E402
 app.command("replay")(_replay)
+from gateway.commands import keys as _keys  # noqa: E402
+app.add_typer(_keys.app, name="keys")
 
 
 def main() -> None:

@@ -28,8 +28,31 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
             raise SystemExit(1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if not _auth_configured(settings):
+        if settings.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"mixroute: no API keys and no MIXROUTE_ADMIN_KEY: refusing to expose an open gateway on "
+                  f"{settings.host}; binding 127.0.0.1 instead (create a key with `mixroute keys create`)",
+                  file=sys.stderr)
+            settings = settings.model_copy(update={"host": "127.0.0.1"})
+        print("mixroute: auth is OFF (no keys exist, no admin key): open to local clients only", file=sys.stderr)
     which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
     print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
           f"(store {settings.database_url})", file=sys.stderr)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False)
+
+
+def _auth_configured(settings) -> bool:
+    """Whether an admin key is set or any API key exists in the store."""
+    if settings.admin_key:
+        return True
+    from gateway.auth.keys import any_keys
+    from gateway.store.db import make_engine
+
+    engine = make_engine(settings.database_url)
+    try:
+        return any_keys(engine)
+    except Exception:  # no store yet, or no api_keys table: no keys
+        return False
+    finally:
+        engine.dispose()

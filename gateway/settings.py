@@ -29,6 +29,9 @@ class Settings(BaseSettings):
         store_flush_interval_s: longest time a row waits in the queue (seconds).
         policy_watch: hot-reload the policy file when it changes.
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
+        key_cache_ttl_s: how long a key lookup is cached; a revoked key keeps working
+            on a replica for at most this long (seconds).
+        redis_prefix: prefix of every Redis key mixroute writes.
         classifier: ``auto`` loads the shipped classifier heads when torch and peft are
             installed and falls back to the policy's quality priors otherwise; ``on``
             fails start-up without them; ``off`` always uses the priors.
@@ -50,6 +53,8 @@ class Settings(BaseSettings):
     policy_watch: bool = True
     admin_key: str | None = None
     log_level: str = "info"
+    key_cache_ttl_s: float = Field(default=5.0, ge=0)
+    redis_prefix: str = "mixroute"
     classifier: Literal["auto", "on", "off"] = "auto"
     classifier_max_batch: int = Field(default=32, gt=0)
     classifier_max_wait_ms: float = Field(default=2.0, ge=0)

@@ -7,7 +7,7 @@ Each completion request: parse -> decide (decision row queued) -> dispatch with 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import APIRouter, Request
 from starlette.responses import StreamingResponse
@@ -15,22 +15,27 @@ from starlette.responses import StreamingResponse
 from backends.base import COST_KEY
 from backends.errors import BackendError
 from gateway import dispatch
-from gateway.api.deps import RuntimeDep, SettingsDep
+from gateway.api.deps import PrincipalDep, RuntimeDep, SettingsDep
+from gateway.auth.guard import Principal
+from gateway.limits.admission import Admission, admit
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
 from router.engine import Decision, RoutingRequest, candidate_dict
+from router.records import OutcomeRecord
 
 router = APIRouter()
 
 _SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
 
 
-async def _decide(request: Request, runtime: Runtime, settings, endpoint: str) -> tuple[Decision, dict]:
+async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
+                  principal: Principal) -> tuple[Decision, dict]:
     body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
     body.setdefault("model", runtime.loaded.policy.default_route)
+    principal.check_model(body["model"])
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
-    req = RoutingRequest(endpoint=endpoint, body=body, tenant=None, headers=headers)
+    req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers)
     return await runtime.router.decide(req), body
 
 
@@ -41,19 +46,19 @@ def _headers(decision: Decision, backend: str | None) -> dict[str, str]:
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(request: Request, runtime: RuntimeDep, settings: SettingsDep):
-    return await _complete(request, runtime, settings, "chat")
+async def chat_completions(request: Request, runtime: RuntimeDep, settings: SettingsDep, principal: PrincipalDep):
+    return await _complete(request, runtime, settings, principal, "chat")
 
 
 @router.post("/v1/completions")
-async def completions(request: Request, runtime: RuntimeDep, settings: SettingsDep):
-    return await _complete(request, runtime, settings, "completions")
+async def completions(request: Request, runtime: RuntimeDep, settings: SettingsDep, principal: PrincipalDep):
+    return await _complete(request, runtime, settings, principal, "completions")
 
 
 @router.post("/v1/route")
-async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep):
+async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep, principal: PrincipalDep):
     """Dry run: the decision and the rewritten request, without dispatching or storing."""
-    decision, _ = await _decide(request, runtime, settings, "chat")
+    decision, _ = await _decide(request, runtime, settings, "chat", principal)
     rec = decision.record
     return FastJSONResponse({
         "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,
@@ -64,17 +69,19 @@ async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep):
     })
 
 
-async def _complete(request: Request, runtime: Runtime, settings, endpoint: str):
-    store = request.app.state.store
-    decision, body = await _decide(request, runtime, settings, endpoint)
-    store.record_decision(decision.record)
+async def _complete(request: Request, runtime: Runtime, settings, principal: Principal, endpoint: str):
+    state = request.app.state
+    decision, body = await _decide(request, runtime, settings, endpoint, principal)
+    admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
+    state.store.record_decision(decision.record)
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
+    finish = _finisher(state.store, admission)
     if body.get("stream"):
-        return await _stream(runtime, store, attempt, decision.body)
+        return await _stream(runtime, finish, attempt, decision.body)
     try:
         resp = await dispatch.send(runtime, attempt, decision.body)
     except BackendError as exc:
-        store.record_outcome(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
+        finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
         return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
                                 headers=_headers(decision, attempt.backend.name if attempt.backend else None))
     recorded = resp.pop(COST_KEY, None)
@@ -82,28 +89,37 @@ async def _complete(request: Request, runtime: Runtime, settings, endpoint: str)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
                               recorded_cost=recorded, ttft=elapsed)
-    store.record_outcome(outcome)
+    finish(outcome)
     headers = _headers(decision, attempt.backend.name)
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
     return FastJSONResponse(resp, headers=headers)
 
 
-async def _stream(runtime: Runtime, store, attempt: dispatch.Attempt, body: dict):
+def _finisher(store, admission: Admission) -> Callable[[OutcomeRecord], None]:
+    """Record an outcome and settle the request's limits with it."""
+
+    def finish(outcome: OutcomeRecord) -> None:
+        store.record_outcome(outcome)
+        admission.settle(outcome)
+
+    return finish
+
+
+async def _stream(runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict):
     decision = attempt.decision
     try:
         first, chunks = await dispatch.open_stream(runtime, attempt, body)
     except BackendError as exc:
-        store.record_outcome(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc,
-                                             streamed=True))
+        finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
         return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
                                 headers=_headers(decision, attempt.backend.name if attempt.backend else None))
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    gen = _relay(runtime, store, attempt, first, chunks, wants_usage)
+    gen = _relay(runtime, finish, attempt, first, chunks, wants_usage)
     return StreamingResponse(gen, media_type="text/event-stream",
                              headers={**_headers(decision, attempt.backend.name), "cache-control": "no-cache"})
 
 
-async def _relay(runtime: Runtime, store, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],
+async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],
                  wants_usage: bool) -> AsyncIterator[bytes]:
     """Relay chunks as SSE; record the outcome when the stream ends, breaks or is cancelled."""
     ttft = (attempt.first_at or time.perf_counter()) - attempt.started
@@ -140,7 +156,7 @@ async def _relay(runtime: Runtime, store, attempt: dispatch.Attempt, first: dict
     finally:
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
-        store.record_outcome(attempt.outcome(
+        finish(attempt.outcome(
             runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error, ttft=ttft,
             itl=itl, streamed=True, fallback_text="".join(text)))
 

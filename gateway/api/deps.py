@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from gateway.auth.guard import Principal
 from gateway.runtime import Runtime
 from gateway.settings import Settings
 from router.errors import MixrouteError
@@ -23,9 +24,21 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
+async def _principal(request: Request) -> Principal:
+    return await request.app.state.auth.authenticate(request.headers)
+
+
+async def _admin(request: Request) -> Principal:
+    principal = await request.app.state.auth.authenticate(request.headers)
+    request.app.state.auth.require_admin(principal)
+    return principal
+
+
 def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
+PrincipalDep = Annotated[Principal, Depends(_principal)]
+AdminDep = Annotated[Principal, Depends(_admin)]
 SettingsDep = Annotated[Settings, Depends(_settings)]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gateway.api.deps import RuntimeDep
+from gateway.api.deps import PrincipalDep, RuntimeDep
 from gateway.responses import FastJSONResponse
 
 router = APIRouter()
 
 
 @router.get("/v1/models")
-async def list_models(runtime: RuntimeDep):
+async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
     """OpenAI ``list`` of ``model`` objects; ``mixroute`` says whether each id is a route
     (routed) or a backend (pinned), and marks demo backends."""
     policy = runtime.loaded.policy

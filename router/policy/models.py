@@ -153,6 +153,18 @@ class RuleConfig(_Strict):
     max_cost_usd: float | None = Field(default=None, ge=0)
 
 
+class LimitsConfig(_Strict):
+    """How rate limits and budgets behave.
+
+    Attributes:
+        on_unavailable: when the shared limiter state (Redis) cannot be reached:
+            ``open`` admits the request unlimited (and logs and counts it), ``closed``
+            answers 503 ``limits_unavailable``.
+    """
+
+    on_unavailable: Literal["open", "closed"] = "open"
+
+
 class Policy(_Strict):
     """A whole routing policy (``version: 1``)."""
 
@@ -161,6 +173,7 @@ class Policy(_Strict):
     backends: list[BackendConfig] = Field(min_length=1)
     routes: list[RouteConfig] = Field(min_length=1)
     rules: list[RuleConfig] = Field(default_factory=list)
+    limits: LimitsConfig = LimitsConfig()
 
     def backend(self, name: str) -> BackendConfig | None:
         return next((b for b in self.backends if b.name == name), None)

@@ -145,7 +145,7 @@ async def test_error_message_has_upstream_text_without_key():
     backend = vllm(["http://x/v1"], api_key="sk-secret-123")
     response = httpx.Response(401, json={"error": {"message": "Incorrect API key provided: sk-secret-123"}})
     error = backend._status_error(response)
-    assert isinstance(error, BackendRejected) and error.upstream_status == 401
+    assert error.retryable and error.code == "upstream_unavailable" and error.upstream_status == 401
     assert "Incorrect API key provided" in error.message and "sk-secret-123" not in error.message
     legacy = backend._status_error(httpx.Response(400, json={"object": "error", "message": "too long"}))
     assert "too long" in legacy.message

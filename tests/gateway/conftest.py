@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import uvicorn
 
 from gateway.app import create_app
@@ -58,8 +59,8 @@ def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gat
     if policy_text is not None:
         policy_path = tmp / "policy.yaml"
         policy_path.write_text(policy_text)
-    settings = Settings(policy_path=policy_path, database_url=f"sqlite:///{tmp}/mixroute.db", classifier="off",
-                        **{"policy_watch": False, **overrides})
+    overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", **overrides}
+    settings = Settings(policy_path=policy_path, classifier="off", **overrides)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -80,6 +81,27 @@ def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gat
         time.sleep(0.05)
     server.should_exit = True
     raise RuntimeError("gateway did not become ready")
+
+
+def wait_row(database_url: str, table: str, request_id: str, timeout: float = 5.0) -> dict:
+    """The row of ``table`` for ``request_id``, polling until the store's writer has flushed it.
+
+    Raises:
+        AssertionError: no row within ``timeout`` seconds.
+    """
+    engine = sa.create_engine(database_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                row = conn.execute(sa.text(f"SELECT * FROM {table} WHERE request_id = :r"),
+                                   {"r": request_id}).mappings().first()
+            if row:
+                return dict(row)
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"no {table} row for {request_id}")
 
 
 @pytest.fixture(scope="module")

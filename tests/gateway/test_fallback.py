@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import openai
 import pytest
-import sqlalchemy as sa
+
+from tests.gateway.conftest import wait_row
 
 MSG = [{"role": "user", "content": "hello fallback"}]
 
 
-def _rows(gw, table: str, request_id: str, timeout: float = 5.0) -> dict:
-    engine = sa.create_engine(gw.settings.database_url)
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                row = conn.execute(sa.text(f"SELECT * FROM {table} WHERE request_id = :r"), {"r": request_id}).mappings().first()
-            if row:
-                return dict(row)
-            time.sleep(0.05)
-    finally:
-        engine.dispose()
-    raise AssertionError(f"no {table} row for {request_id}")
+def _rows(gw, table: str, request_id: str) -> dict:
+    return wait_row(gw.settings.database_url, table, request_id)
 
 
 def test_non_streaming_falls_back_past_500_and_429(fallback_gateway):

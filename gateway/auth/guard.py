@@ -1,0 +1,132 @@
+"""Request authentication: ``Authorization: Bearer <key>`` (or ``api-key`` / ``x-api-key``).
+
+Auth is required as soon as ``MIXROUTE_ADMIN_KEY`` is set or any key exists. Key lookups
+go through an in-memory cache (``ttl_s``, 5 s by default: a revoked key stops working
+within that time on every replica) and, on a miss, to the database in a worker thread, so
+no synchronous database call runs on the event loop.
+
+Errors::
+
+    AuthError        401 authentication_error  invalid_api_key
+    PermissionDenied 403 permission_error      model_not_allowed
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from dataclasses import dataclass
+
+from gateway.auth.keys import KeyInfo, any_keys, find_key, hash_key
+from router.errors import MixrouteError
+
+
+class AuthError(MixrouteError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class PermissionDenied(MixrouteError):
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling. ``tenant`` is ``None`` when auth is off; ``admin`` for the admin key."""
+
+    tenant: str | None = None
+    key: KeyInfo | None = None
+    admin: bool = False
+
+    def check_model(self, model: str) -> None:
+        """Raises :class:`PermissionDenied` if the key is limited to other routes/backends."""
+        if self.key is not None and self.key.routes and model not in self.key.routes:
+            raise PermissionDenied(f"This key may only use: {', '.join(self.key.routes)}", param="model")
+
+
+OPEN = Principal()
+ADMIN = Principal(tenant="admin", admin=True)
+
+
+def presented_key(headers) -> str | None:
+    """The key a client presented, or ``None``."""
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, value = auth.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+    return headers.get("api-key") or headers.get("x-api-key")
+
+
+class Authenticator:
+    """Resolves requests to principals.
+
+    Args:
+        engine: SQLAlchemy engine of the store (``None``: no keys can exist).
+        admin_key: ``MIXROUTE_ADMIN_KEY``.
+        ttl_s: cache lifetime of lookups (seconds).
+    """
+
+    def __init__(self, engine, admin_key: str | None, ttl_s: float = 5.0):
+        self.engine = engine
+        self.admin_key = admin_key
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[KeyInfo | None, float]] = {}
+        self._required: tuple[bool, float] = (False, 0.0)
+
+    async def required(self) -> bool:
+        """Whether requests must carry a key (admin key set, or any active key exists)."""
+        if self.admin_key:
+            return True
+        value, expires = self._required
+        if time.monotonic() >= expires:
+            value = await asyncio.to_thread(self._any_keys)
+            self._required = (value, time.monotonic() + self.ttl_s)
+        return value
+
+    def _any_keys(self) -> bool:
+        if self.engine is None:
+            return False
+        try:
+            return any_keys(self.engine)
+        except Exception:  # table missing on a store that failed to migrate: nothing to require
+            return False
+
+    async def authenticate(self, headers) -> Principal:
+        """The principal of a request.
+
+        Raises:
+            AuthError: a key is required and missing, malformed, unknown or revoked.
+        """
+        key = presented_key(headers)
+        if not await self.required():
+            return OPEN
+        if not key:
+            raise AuthError("Missing API key: send 'Authorization: Bearer <key>'")
+        if self.admin_key and hmac.compare_digest(key.encode(), self.admin_key.encode()):
+            return ADMIN
+        info = await self._lookup(key)
+        if info is None:
+            raise AuthError("Invalid or revoked API key")  # never echo the key
+        return Principal(tenant=info.tenant, key=info)
+
+    def require_admin(self, principal: Principal) -> None:
+        """Raises :class:`AuthError` unless ``principal`` holds the admin key (or auth is open
+        with no admin key configured)."""
+        if principal.admin or (principal is OPEN and not self.admin_key):
+            return
+        raise AuthError("This endpoint needs the admin key (MIXROUTE_ADMIN_KEY)")
+
+    async def _lookup(self, key: str) -> KeyInfo | None:
+        key_hash = hash_key(key)  # the cache never holds plaintext keys
+        cached = self._cache.get(key_hash)
+        if cached and time.monotonic() < cached[1]:
+            return cached[0]
+        info = await asyncio.to_thread(find_key, self.engine, key) if self.engine is not None else None
+        if len(self._cache) > 100_000:
+            self._cache.clear()
+        self._cache[key_hash] = (info, time.monotonic() + self.ttl_s)
+        return info

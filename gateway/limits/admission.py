@@ -1,0 +1,84 @@
+"""Admission of one request against its key's limits, and settlement of its real usage.
+
+Settlement runs in a background task so that it also happens when the client went away
+(a cancelled stream) without blocking the response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from gateway.auth.guard import Principal
+from gateway.limits.base import Limiter, LimiterUnavailable, Limits, Reservation
+from router.engine import Decision
+from router.errors import MixrouteError
+from router.records import OutcomeRecord
+
+log = logging.getLogger("mixroute.limits")
+_pending: set[asyncio.Task] = set()
+
+
+class LimitsUnavailable(MixrouteError):
+    status = 503
+    code = "limits_unavailable"
+
+
+@dataclass
+class Admission:
+    """A granted admission; :meth:`settle` once with the outcome."""
+
+    limiter: Limiter | None = None
+    reservation: Reservation | None = None
+
+    def settle(self, outcome: OutcomeRecord) -> None:
+        if self.limiter is None or self.reservation is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._settle(outcome.tokens_in + outcome.tokens_out,
+                                                                    outcome.cost_usd))
+        _pending.add(task)
+        task.add_done_callback(_pending.discard)
+
+    async def _settle(self, tokens: int, cost_usd: float) -> None:
+        try:
+            await self.limiter.settle(self.reservation, tokens, cost_usd)
+        except LimiterUnavailable as exc:
+            log.warning("could not settle spend of %s (%s)", self.reservation.limits.subject, exc)
+
+
+def limits_of(principal: Principal) -> Limits | None:
+    key = principal.key
+    if key is None or (key.rpm is None and key.tpm is None and key.budget_usd is None):
+        return None
+    return Limits(subject=key.key_id, rpm=key.rpm, tpm=key.tpm, budget_usd=key.budget_usd, period=key.period)
+
+
+async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_unavailable: str) -> Admission:
+    """Admit a decided request against its key's limits.
+
+    Expected tokens and cost are those of the chosen candidate.
+
+    Raises:
+        gateway.limits.base.RateLimitExceeded, gateway.limits.base.BudgetExceeded: over a limit.
+        LimitsUnavailable: the limiter is down and the policy says ``closed``.
+    """
+    limits = limits_of(principal)
+    if limits is None:
+        return Admission()
+    chosen = next(c for c in decision.candidates if c.backend == decision.record.chosen)
+    tokens = chosen.expected_output_tokens + _input_tokens(decision)
+    try:
+        reservation = await limiter.admit(limits, tokens, chosen.expected_cost_usd)
+    except LimiterUnavailable as exc:
+        if on_unavailable == "closed":
+            raise LimitsUnavailable("Rate limits cannot be checked right now; try again shortly") from None
+        log.warning("limiter unavailable (%s); admitting %s without limits (policy: open)", exc, limits.subject)
+        return Admission()
+    return Admission(limiter, reservation)
+
+
+def _input_tokens(decision: Decision) -> int:
+    from backends.openai_shapes import estimate_tokens, prompt_text
+
+    return estimate_tokens(prompt_text(decision.record.endpoint, decision.body))

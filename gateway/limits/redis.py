@@ -1,0 +1,106 @@
+"""Redis limiter: one Lua script admits (rpm, tpm and budget checked and counted in one
+atomic step, so every gateway replica sees the same counters) and one settles.
+
+Keys (``{p}`` = ``mixroute``): ``{p}:w:<subject>:<window>`` hash ``r`` (requests), ``t``
+(tokens), expiring after two windows; ``{p}:s:<subject>:<period id>`` hash ``spent`` and
+``reserved`` in nano-USD.
+"""
+
+from __future__ import annotations
+
+from gateway.limits.base import (NANO, BudgetExceeded, Limiter, LimiterUnavailable, Limits, RateLimitExceeded,
+                                 Reservation, period_id, period_retry_after, to_nano, window_now)
+
+_ADMIT = """
+local r = tonumber(redis.call('HGET', KEYS[1], 'r') or '0')
+local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0')
+if tonumber(ARGV[1]) >= 0 and r >= tonumber(ARGV[1]) then return {1, r} end
+if tonumber(ARGV[2]) >= 0 and t >= tonumber(ARGV[2]) then return {2, t} end
+local spent = tonumber(redis.call('HGET', KEYS[2], 'spent') or '0')
+local reserved = tonumber(redis.call('HGET', KEYS[2], 'reserved') or '0')
+if tonumber(ARGV[3]) >= 0 and spent + reserved >= tonumber(ARGV[3]) then return {3, spent} end
+redis.call('HINCRBY', KEYS[1], 'r', 1)
+redis.call('HINCRBY', KEYS[1], 't', ARGV[4])
+redis.call('EXPIRE', KEYS[1], 120)
+redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[5])
+if tonumber(ARGV[6]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
+return {0, 0}
+"""
+
+_SETTLE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 't', ARGV[1]) end
+redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[2])
+redis.call('HINCRBY', KEYS[2], 'spent', ARGV[3])
+return 1
+"""
+
+_PERIOD_TTL_S = {"day": 3 * 86400, "month": 70 * 86400, "total": 0}
+
+
+class RedisLimiter(Limiter):
+    """Limiter on a Redis server.
+
+    Args:
+        url: ``redis://host:port/db``.
+        prefix: key prefix (tests use their own).
+        timeout_s: socket timeout, and longest wait for a pooled connection; a slower
+            Redis counts as unavailable (seconds).
+        max_connections: pooled connections per gateway process.
+    """
+
+    def __init__(self, url: str, *, prefix: str = "mixroute", timeout_s: float = 0.5, max_connections: int = 64):
+        import redis.asyncio as aioredis
+
+        self.prefix = prefix
+        # A blocking pool: a burst waits for a free connection instead of failing.
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s,
+                                                       socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+        self._redis = aioredis.Redis(connection_pool=pool)
+        self._admit = self._redis.register_script(_ADMIT)
+        self._settle = self._redis.register_script(_SETTLE)
+
+    def _keys(self, subject: str, window: int, pid: str) -> list[str]:
+        return [f"{self.prefix}:w:{subject}:{window}", f"{self.prefix}:s:{subject}:{pid}"]
+
+    async def _call(self, script, keys, args):
+        from redis.exceptions import RedisError
+
+        try:
+            return await script(keys=keys, args=args)
+        except (RedisError, OSError) as exc:
+            raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
+
+    async def admit(self, limits: Limits, tokens: int, cost_usd: float) -> Reservation:
+        window, left = window_now()
+        pid = period_id(limits.period)
+        cost = to_nano(cost_usd)
+        budget = to_nano(limits.budget_usd) if limits.budget_usd is not None else -1
+        args = [limits.rpm if limits.rpm is not None else -1, limits.tpm if limits.tpm is not None else -1,
+                budget, tokens, cost, _PERIOD_TTL_S.get(limits.period, 0)]
+        verdict, value = await self._call(self._admit, self._keys(limits.subject, window, pid), args)
+        if verdict == 1:
+            raise RateLimitExceeded(f"Rate limit reached: {limits.rpm} requests per minute", retry_after_s=left)
+        if verdict == 2:
+            raise RateLimitExceeded(f"Rate limit reached: {limits.tpm} tokens per minute", retry_after_s=left)
+        if verdict == 3:
+            raise BudgetExceeded(
+                f"Budget of {limits.budget_usd} USD per {limits.period} is spent ({int(value) / NANO:.6f} USD used)",
+                retry_after_s=period_retry_after(limits.period))
+        return Reservation(limits, window, pid, tokens, cost)
+
+    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
+        keys = self._keys(reservation.limits.subject, reservation.window, reservation.period_id)
+        await self._call(self._settle, keys, [tokens - reservation.tokens, -reservation.cost_nano, to_nano(cost_usd)])
+
+    async def spent_usd(self, limits: Limits) -> float:
+        from redis.exceptions import RedisError
+
+        key = self._keys(limits.subject, 0, period_id(limits.period))[1]
+        try:
+            value = await self._redis.hget(key, "spent")
+        except (RedisError, OSError) as exc:
+            raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
+        return int(value or 0) / NANO
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()

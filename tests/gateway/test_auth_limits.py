@@ -1,0 +1,155 @@
+"""Keys, tenants, rate limits and budgets through the real gateway over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+
+import httpx
+import pytest
+
+from gateway.auth.keys import create_key, revoke_key
+from gateway.store.db import make_engine, upgrade
+from tests.gateway.conftest import start_gateway, wait_row
+
+REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
+MSG = [{"role": "user", "content": "hello budget"}]
+POLICY = """version: 1
+backends:
+  - {name: priced, kind: fake, model: priced-model, quality: 0.9, pricing: {input_per_1m: 10, output_per_1m: 10}}
+  - {name: other, kind: fake, model: other-model, quality: 0.5}
+routes:
+  - {name: auto, backends: [priced]}
+"""
+
+
+def _keys(db_url: str, **kw) -> str:
+    engine = make_engine(db_url)
+    upgrade(engine)
+    key, _ = create_key(engine, **kw)
+    engine.dispose()
+    return key
+
+
+def _post(gw, key: str | None, **body):
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG, **body}, headers=headers, timeout=30)
+
+
+def test_auth_required_once_a_key_exists(tmp_path, caplog):
+    db = f"sqlite:///{tmp_path}/keys.db"
+    key = _keys(db, tenant="acme", routes=["auto"])
+    gw = start_gateway(tmp_path, POLICY, database_url=db, key_cache_ttl_s=0.2)
+    try:
+        caplog.set_level(logging.DEBUG)
+        missing = _post(gw, None)
+        assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
+        bad = _post(gw, "mr-not-a-real-key")
+        assert bad.status_code == 401 and "mr-not-a-real-key" not in bad.text
+        assert httpx.get(gw.v1 + "/models").status_code == 401
+        ok = _post(gw, key)
+        assert ok.status_code == 200
+        pinned = _post(gw, key, model="other")
+        assert pinned.status_code == 403 and pinned.json()["error"]["type"] == "permission_error"
+        assert wait_row(db, "decisions", ok.headers["x-mixroute-request-id"])["tenant"] == "acme"
+        engine = make_engine(db)
+        assert revoke_key(engine, key[:8]) == 1
+        engine.dispose()
+        import time
+
+        time.sleep(0.5)
+        assert _post(gw, key).status_code == 401
+        assert key not in caplog.text
+    finally:
+        gw.stop()
+
+
+def test_rpm_limit_over_http(tmp_path):
+    db = f"sqlite:///{tmp_path}/keys.db"
+    key = _keys(db, tenant="acme", rpm=3)
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        codes = [_post(gw, key) for _ in range(5)]
+        assert [r.status_code for r in codes].count(200) <= 3
+        limited = [r for r in codes if r.status_code == 429]
+        assert limited and limited[0].json()["error"]["code"] == "rate_limit_exceeded"
+        assert 1 <= int(limited[0].headers["retry-after"]) <= 60
+    finally:
+        gw.stop()
+
+
+@pytest.mark.skipif(not REDIS_URL, reason="MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+def test_budget_across_two_gateways_on_one_redis(tmp_path):
+    """400 concurrent requests through two gateway replicas sharing Redis: recorded spend stays
+    within the budget plus one request's cost, and every rejection has the OpenAI shape."""
+    db = f"sqlite:///{tmp_path}/shared.db"
+    budget = 0.002
+    key = _keys(db, tenant="hammer", budget_usd=budget, period="day")
+    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    gws = [start_gateway(tmp_path / f"g{i}", POLICY, database_url=db, redis_url=REDIS_URL, redis_prefix=prefix)
+           for i in range(2) if (tmp_path / f"g{i}").mkdir() or True]
+    try:
+        async def hammer():
+            async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+                async def one(i):
+                    return await client.post(gws[i % 2].v1 + "/chat/completions",
+                                             json={"messages": MSG, "max_tokens": 20},
+                                             headers={"authorization": f"Bearer {key}"})
+                return await asyncio.gather(*(one(i) for i in range(400)))
+
+        responses = asyncio.run(hammer())
+        ok = [r for r in responses if r.status_code == 200]
+        rejected = [r for r in responses if r.status_code != 200]
+        assert ok and rejected and len(ok) + len(rejected) == 400
+        for r in rejected:
+            assert r.status_code == 429 and r.json()["error"]["code"] == "budget_exceeded"
+            assert r.json()["error"]["type"] == "insufficient_quota"
+        spent = sum(float(r.headers["x-mixroute-cost-usd"]) for r in ok)
+        one_request = max(float(r.headers["x-mixroute-cost-usd"]) for r in ok)
+        assert spent <= budget + one_request
+        assert {r.headers["x-mixroute-backend"] for r in ok} == {"priced"}
+    finally:
+        for gw in gws:
+            gw.stop()
+
+
+def test_redis_down_fail_open_and_closed(tmp_path):
+    db = f"sqlite:///{tmp_path}/keys.db"
+    key = _keys(db, tenant="acme", rpm=100)
+    dead = "redis://127.0.0.1:1/0"
+    (tmp_path / "open").mkdir()
+    gw = start_gateway(tmp_path / "open", POLICY, database_url=db, redis_url=dead)
+    try:
+        assert _post(gw, key).status_code == 200
+    finally:
+        gw.stop()
+    (tmp_path / "closed").mkdir()
+    closed = POLICY + "limits: {on_unavailable: closed}\n"
+    gw = start_gateway(tmp_path / "closed", closed, database_url=db, redis_url=dead)
+    try:
+        resp = _post(gw, key)
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "limits_unavailable"
+    finally:
+        gw.stop()
+
+
+def test_keys_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    db = f"sqlite:///{tmp_path}/cli.db"
+    runner = CliRunner()
+    res = runner.invoke(app, ["keys", "create", "--tenant", "t1", "--budget-usd", "5", "--period", "day",
+                              "--rpm", "10", "--database-url", db])
+    assert res.exit_code == 0, res.output
+    key = res.output.strip().splitlines()[-1]
+    assert key.startswith("mr-") and len(key) > 40
+    listed = runner.invoke(app, ["keys", "list", "--database-url", db])
+    assert "t1" in listed.output and key not in listed.output
+    for bad in (["--budget-usd", "-1"], ["--budget-usd", "1e12"], ["--rpm", "0"], ["--period", "week"]):
+        res = runner.invoke(app, ["keys", "create", "--tenant", "t1", *bad, "--database-url", db])
+        assert res.exit_code == 2 and "error:" in res.output
+    assert runner.invoke(app, ["keys", "revoke", "nope", "--database-url", db]).exit_code == 1

@@ -1,0 +1,93 @@
+"""The limiter contract, run against the in-process limiter and a real Redis server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+
+import pytest
+
+from gateway.limits.base import BudgetExceeded, LimiterUnavailable, Limits, RateLimitExceeded, window_now
+from gateway.limits.memory import MemoryLimiter
+
+REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def limiter(request):
+    if request.param == "memory":
+        yield MemoryLimiter()
+        return
+    if not REDIS_URL:
+        pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+    from gateway.limits.redis import RedisLimiter
+
+    lim = RedisLimiter(REDIS_URL, prefix=f"mrtest-{uuid.uuid4().hex[:8]}", timeout_s=5.0)
+    yield lim
+    await lim.aclose()
+
+
+def _subject() -> str:
+    _, left = window_now()
+    if left < 3:  # the counting windows are fixed minutes: don't straddle a boundary
+        time.sleep(left + 0.05)
+    return f"k-{uuid.uuid4().hex[:8]}"
+
+
+async def test_rpm_is_exact_under_concurrency(limiter):
+    limits = Limits(subject=_subject(), rpm=25)
+    results = await asyncio.gather(*(limiter.admit(limits, 10, 0.0) for _ in range(100)), return_exceptions=True)
+    ok = [r for r in results if not isinstance(r, Exception)]
+    rejected = [r for r in results if isinstance(r, RateLimitExceeded)]
+    assert len(ok) == 25 and len(rejected) == 75
+    assert all(0 < r.retry_after_s <= 60 for r in rejected)
+    assert rejected[0].to_envelope()["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_tpm_admits_while_below(limiter):
+    limits = Limits(subject=_subject(), tpm=100)
+    for _ in range(4):
+        await limiter.admit(limits, 30, 0.0)  # 0, 30, 60, 90 used before each: all below 100
+    with pytest.raises(RateLimitExceeded):
+        await limiter.admit(limits, 30, 0.0)
+
+
+async def test_settle_corrects_tokens(limiter):
+    limits = Limits(subject=_subject(), tpm=100)
+    res = await limiter.admit(limits, 90, 0.0)
+    await limiter.settle(res, 10, 0.0)  # the request really used 10 tokens
+    for _ in range(3):
+        await limiter.admit(limits, 30, 0.0)
+
+
+async def test_budget_overspend_bounded_by_one_request(limiter):
+    budget, est, real = 0.002, 0.0003, 0.00025
+    limits = Limits(subject=_subject(), budget_usd=budget, period="day")
+
+    async def one():
+        res = await limiter.admit(limits, 10, est)
+        await asyncio.sleep(0.001)
+        await limiter.settle(res, 10, real)
+        return res
+
+    results = await asyncio.gather(*(one() for _ in range(200)), return_exceptions=True)
+    ok = [r for r in results if not isinstance(r, Exception)]
+    over = [r for r in results if isinstance(r, BudgetExceeded)]
+    assert ok and over and len(ok) + len(over) == 200
+    assert over[0].to_envelope()["error"] == {
+        "message": over[0].message, "type": "insufficient_quota", "param": None, "code": "budget_exceeded"}
+    spent = await limiter.spent_usd(limits)
+    assert spent == pytest.approx(len(ok) * real)
+    assert spent <= budget + est
+
+
+async def test_unreachable_redis_raises_unavailable():
+    pytest.importorskip("redis")
+    from gateway.limits.redis import RedisLimiter
+
+    lim = RedisLimiter("redis://127.0.0.1:1/0", timeout_s=0.2)
+    with pytest.raises(LimiterUnavailable):
+        await lim.admit(Limits(subject="x", rpm=1), 1, 0.0)
+    await lim.aclose()
