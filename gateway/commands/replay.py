@@ -88,6 +88,7 @@ def replay(
         raise typer.Exit(130)
     report = build_report(plan, answered, route=route, gateway=gateway)
     report["predictor"] = predictor
+    json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_bytes(_dumps(report))
     print_summary(report, json_out)
     if report["errors"]:
