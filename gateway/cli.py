@@ -51,6 +51,12 @@ from gateway.commands import keys as _keys  # noqa: E402
 app.add_typer(_keys.app, name="keys")
 
 
+from gateway.commands.train import train as _train  # noqa: E402
+app.command("train")(_train)
+from gateway.commands import bench as _bench  # noqa: E402
+app.add_typer(_bench.app, name="bench")
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,54 @@
+"""``mixroute train``: train the classifier heads on outcome data (see docs/CLASSIFIER.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def train(
+    data: Annotated[Path, typer.Option(help="Outcome data folder (RouteLLM/RouterBench/RouterDC layouts).")] = Path("../shared/data"),
+    heads: Annotated[str, typer.Option(help="Comma-separated heads to train.")] = "quality,output_length,domain,difficulty",
+    out: Annotated[Optional[Path], typer.Option(help="Where head folders go (default: the shipped adapters/).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed (same seed + data = same weights).")] = 0,
+    epochs: Annotated[int, typer.Option(min=1, help="Passes over the train split.")] = 3,
+    limit: Annotated[Optional[int], typer.Option(help="Use about this many rows (smoke runs).")] = None,
+    layers: Annotated[str, typer.Option(help="Encoder layers that get LoRA (comma-separated).")] = "5",
+    modules: Annotated[str, typer.Option(help="Linear maps that get LoRA (HF names, comma-separated).")] = "output.dense",
+    max_tokens: Annotated[int, typer.Option(help="Tokens per prompt (head + tail truncation).")] = 128,
+    cache_dir: Annotated[Optional[Path], typer.Option(help="Keep the frozen-trunk cache here between runs.")] = None,
+) -> None:
+    """Train heads from DATA and write adapters/<head>/ with metrics and a model card."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    try:
+        from router.classify import default_adapters_dir
+        from router.classify.train import TrainConfig
+        from router.classify.train import train as run_training
+    except ImportError as exc:
+        typer.echo(f"error: training needs the classifier extra ({exc}); pip install 'mixroute[classifier]'", err=True)
+        raise typer.Exit(1)
+    cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=[h.strip() for h in heads.split(",") if h.strip()],
+                      seed=seed, epochs=epochs, limit=limit, layers=[int(x) for x in layers.split(",")],
+                      modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,
+                      head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeRemainingColumn()) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, done: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], completed=done, total=total)
+
+        try:
+            results = run_training(cfg, progress)
+        except (KeyError, FileNotFoundError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2)
+    for name, config in results.items():
+        m = config.metrics
+        headline = {k: v for k, v in m.items() if not isinstance(v, dict)}
+        typer.echo(f"{name}: {headline} -> {cfg.out / name}")

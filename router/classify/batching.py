@@ -1,0 +1,84 @@
+"""Dynamic micro-batching of concurrent calls into one worker thread.
+
+Concurrent ``await batcher.submit(text)`` calls on one event loop are collected until
+``max_batch`` are waiting or ``max_wait_ms`` has passed since the first of them, then run
+as ONE call of ``fn(texts)`` in a single worker thread, so the event loop never runs the
+encoder and one encoder pass serves many requests. Batches run one at a time (the worker
+is single-threaded; torch parallelises inside a batch).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+class MicroBatcher:
+    """Collects concurrent requests into batches for ``fn``.
+
+    Args:
+        fn: ``fn(texts) -> results`` (same length, same order), run in the worker thread.
+        max_batch: most texts per ``fn`` call (>= 1).
+        max_wait_ms: longest the first waiting text waits for the batch to fill (ms).
+
+    Attributes:
+        batch_sizes: sizes of the last 1,000 batches (for metrics and tests).
+    """
+
+    def __init__(self, fn: Callable[[list[str]], Sequence[Any]], *, max_batch: int = 32, max_wait_ms: float = 2.0):
+        if max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.fn = fn
+        self.max_batch = max_batch
+        self.max_wait_s = max(0.0, max_wait_ms) / 1000.0
+        self.batch_sizes: deque[int] = deque(maxlen=1000)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mixroute-classifier")
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[str, asyncio.Future]]] = {}
+        self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+
+    async def submit(self, text: str) -> Any:
+        """The result of ``fn`` for ``text``, computed in some batch.
+
+        Raises:
+            Exception: whatever ``fn`` raised for the batch holding ``text``.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        pending = self._pending.setdefault(loop, [])
+        pending.append((text, fut))
+        if len(pending) >= self.max_batch:
+            self._flush(loop)
+        elif loop not in self._timers:
+            self._timers[loop] = loop.call_later(self.max_wait_s, self._flush, loop)
+        return await fut
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        timer = self._timers.pop(loop, None)
+        if timer is not None:
+            timer.cancel()
+        batch = self._pending.pop(loop, [])
+        batch = [(t, f) for t, f in batch if not f.done()]  # drop cancelled callers
+        if not batch:
+            return
+        self.batch_sizes.append(len(batch))
+        work = loop.run_in_executor(self._executor, self.fn, [t for t, _ in batch])
+        work.add_done_callback(lambda done: self._deliver(batch, done))
+
+    @staticmethod
+    def _deliver(batch: list[tuple[str, asyncio.Future]], done: asyncio.Future) -> None:
+        exc = None if done.cancelled() else done.exception()
+        if done.cancelled() or exc is not None:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc or asyncio.CancelledError())
+            return
+        for (_, fut), result in zip(batch, done.result()):
+            if not fut.done():
+                fut.set_result(result)
+
+    def close(self) -> None:
+        """Stop the worker thread (waits for the batch in flight)."""
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,88 @@
+"""Latency/throughput benchmark of the multi-head runtime (``mixroute bench classifier``).
+
+For N heads: p50/p99 of one ~100-token prompt at batch 1, and prompts/s at batch 32.
+``shared_trunk`` runs the shipped heads (cycled to N; cost does not depend on the weights)
+on one trunk pass; ``separate_full_lora`` runs N independent encoders whose single head has
+LoRA in every layer (query, value) — what N per-task adapters cost without sharing.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from router.classify.heads import Head, LoraPlacement
+from router.classify.runtime import MultiHeadEncoder
+
+#: A fixed English prompt of about 100 WordPiece tokens.
+PROMPT = ("A store sells pencils in packs of 12 and erasers in packs of 5. Maria needs exactly 60 pencils and "
+          "enough erasers so that every 4 pencils come with one eraser. Each pack of pencils costs $3.50 and each "
+          "pack of erasers costs $2.25. How much does Maria spend in total, and how many erasers are left over "
+          "after she hands them out? Explain your reasoning step by step before giving the final answer.")
+
+
+def _full_lora_head(base_head: Head, n_layers: int, r: int = 16) -> Head:
+    g = torch.Generator().manual_seed(0)
+    cfg = base_head.config.model_copy(update={"lora": LoraPlacement(
+        layers=list(range(n_layers)), modules=["attention.self.query", "attention.self.value"], r=r, alpha=2 * r)})
+    head = Head(cfg, out_weight=base_head.out_weight, out_bias=base_head.out_bias)
+    for layer in range(n_layers):
+        for m in cfg.lora.modules:
+            head.lora[(layer, m)] = (torch.randn(r, 384, generator=g) * 0.01, torch.randn(384, r, generator=g) * 0.01)
+    return head
+
+
+def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch: int) -> tuple[float, float, float]:
+    run([PROMPT])
+    lat = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        run([PROMPT])
+        lat.append((time.perf_counter() - t) * 1000)
+    lat.sort()
+    texts = [f"{PROMPT} (variant {i})" for i in range(batch)]
+    run(texts)
+    t = time.perf_counter()
+    for _ in range(batches):
+        run(texts)
+    tput = batches * batch / (time.perf_counter() - t)
+    p99 = lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))]
+    return round(statistics.median(lat), 2), round(p99, 2), round(tput, 1)
+
+
+def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
+              separate: bool = True, log: Callable[[dict], None] | None = None) -> list[dict]:
+    """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}``."""
+    from router.classify import load_encoder
+
+    torch.set_num_threads(threads)
+    shipped = load_encoder(device="cpu")
+    base, heads = shipped.base, shipped.heads
+    rows = []
+
+    def emit(row: dict) -> None:
+        rows.append(row)
+        if log:
+            log(row)
+
+    for n in counts:
+        chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
+        enc = MultiHeadEncoder(base, chosen)
+        p50, p99, tput = _measure(enc.run, iters, batches, batch)
+        emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk"})
+    if separate:
+        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))])
+                for i in range(max(counts))]
+        for n in counts:
+            def run_all(texts: list[str], n: int = n) -> None:
+                for enc in full[:n]:
+                    enc.run(texts)
+            p50, p99, tput = _measure(run_all, max(10, iters // n), max(1, batches // 2), batch)
+            emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora"})
+    return rows
+
+

@@ -1,0 +1,109 @@
+"""``ClassifierPredictor``: the :class:`router.predict.Predictor` backed by the heads.
+
+Per prompt, one micro-batched encoder pass yields every head's output; they become a
+:class:`~router.predict.Prediction`:
+
+- ``quality[backend]``: the calibrated ``quality`` head output for the backend's
+  ``quality_model`` (or ``model``), matched exactly, then case-insensitively, then by the
+  last ``/`` segment (``openai/gpt-4-1106-preview`` -> ``gpt-4-1106-preview``). A backend
+  the head does not know keeps its policy ``quality`` prior (or
+  :data:`~router.predict.UNKNOWN_QUALITY`) and is listed in ``signals["quality_prior_for"]``.
+- ``output_tokens``: the ``output_length`` head (tokens), else the default.
+- ``signals``: ``domain`` (+ ``domain_confidence``), ``difficulty``, ``pii``, ``injection``
+  as far as those heads are loaded, and ``classifier_heads`` (name@version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.classify.batching import MicroBatcher
+from router.policy.models import BackendConfig
+from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower()
+
+
+class ClassifierPredictor:
+    """Predictor over a :class:`router.classify.runtime.MultiHeadEncoder`.
+
+    Args:
+        encoder: the loaded multi-head encoder.
+        max_batch: largest micro-batch (prompts per encoder pass).
+        max_wait_ms: longest a prompt waits for its micro-batch to fill (ms).
+    """
+
+    source = "classifier"
+
+    def __init__(self, encoder: Any, *, max_batch: int = 32, max_wait_ms: float = 2.0):
+        self.encoder = encoder
+        self.batcher = MicroBatcher(self.classify_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
+        self.heads = {h.name: h.config for h in encoder.heads}
+        quality = self.heads.get("quality")
+        self._models = {} if quality is None else {m: m for m in quality.labels}
+        if quality is not None:
+            for m in quality.labels:
+                self._models.setdefault(_norm(m), m)
+                self._models.setdefault(_norm(m.rsplit("/", 1)[-1]), m)
+
+    def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
+        """Every head's post-processed outputs per text (runs the encoder; blocking)."""
+        from router.classify.runtime import postprocess
+
+        raw = self.encoder.run(texts)
+        per_head = {h.name: postprocess(h.config, r) for h, r in zip(self.encoder.heads, raw)}
+        out: list[dict[str, Any]] = []
+        for i in range(len(texts)):
+            d: dict[str, Any] = {}
+            for name, values in per_head.items():
+                cfg = self.heads[name]
+                row = values[i].tolist()
+                if cfg.kind == "multilabel":
+                    d[name] = dict(zip(cfg.labels, row))
+                elif cfg.kind == "multiclass":
+                    k = max(range(len(row)), key=row.__getitem__)
+                    d[name] = cfg.labels[k]
+                    d[name + "_confidence"] = row[k]
+                else:
+                    d[name] = row[0]
+            out.append(d)
+        return out
+
+    async def signals(self, text: str) -> dict[str, Any]:
+        """All head outputs for one prompt (micro-batched with concurrent calls)."""
+        return await self.batcher.submit(text)
+
+    def head_model(self, backend: BackendConfig) -> str | None:
+        """The ``quality`` label standing for ``backend``, or ``None`` if unknown."""
+        name = backend.quality_model or backend.model
+        for key in (name, _norm(name), _norm(name.rsplit("/", 1)[-1])):
+            if key in self._models:
+                return self._models[key]
+        return None
+
+    async def predict(self, text: str, backends: Sequence[BackendConfig]) -> Prediction:
+        out = await self.signals(text)
+        head_quality: dict[str, float] = out.get("quality", {})
+        quality, prior_for = {}, []
+        for b in backends:
+            label = self.head_model(b)
+            if label is not None and label in head_quality:
+                quality[b.name] = round(float(head_quality[label]), 4)
+            else:
+                quality[b.name] = b.quality if b.quality is not None else UNKNOWN_QUALITY
+                prior_for.append(b.name)
+        signals: dict[str, Any] = {k: (round(v, 4) if isinstance(v, float) else v)
+                                   for k, v in out.items() if k not in ("quality", "output_length")}
+        if prior_for:
+            signals["quality_prior_for"] = prior_for
+        signals["classifier_heads"] = [f"{n}@{c.version}" for n, c in self.heads.items()]
+        tokens = out.get("output_length")
+        return Prediction(quality=quality,
+                          output_tokens=max(1, int(round(tokens))) if tokens is not None else DEFAULT_OUTPUT_TOKENS,
+                          signals=signals, source=self.source)
+
+    def close(self) -> None:
+        self.batcher.close()

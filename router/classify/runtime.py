@@ -1,0 +1,172 @@
+"""The serving runtime: one shared trunk pass per batch, then every head's LoRA layer(s).
+
+``MultiHeadEncoder.run(texts)`` tokenises a batch (head + tail truncation), runs the
+embeddings and the frozen layers below the lowest adapted layer ONCE, runs the adapted
+top layer(s) for all heads together (heads stacked on a leading axis, see
+:mod:`router.classify.layers`), mean-pools, and applies each head's output layer.
+``trunk_calls`` counts the shared passes (tests assert that heads do not add to it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from router.classify.errors import AdapterError
+from router.classify.heads import Head
+from router.classify.layers import LayerWeights, StackedLinear, attention_bias, bert_layer, mean_pool
+from router.classify.text import clean, head_tail
+
+
+@dataclass
+class BaseEncoder:
+    """Frozen base encoder: tokenizer, embeddings, layer weights (BERT family).
+
+    Attributes:
+        max_tokens: tokens per prompt including ``[CLS]``/``[SEP]``; head_tokens of them
+            come from the start of a long prompt, the rest from its end.
+    """
+
+    tokenizer: Any
+    embeddings: dict[str, torch.Tensor]
+    layers: list[LayerWeights]
+    n_attn_heads: int
+    hidden: int
+    eps: float
+    max_tokens: int = 128
+    head_tokens: int = 32
+    name: str = ""
+
+    @classmethod
+    def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
+                        name: str = "") -> "BaseEncoder":
+        """Load a local Hugging Face BERT-style encoder folder (no network)."""
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+        model = AutoModel.from_pretrained(path, local_files_only=True)
+        state = {k: v.detach().float() for k, v in model.state_dict().items()}
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        return cls.from_state(state, tok, n_layers=cfg.num_hidden_layers, n_attn_heads=cfg.num_attention_heads,
+                              eps=cfg.layer_norm_eps, max_tokens=max_tokens, head_tokens=head_tokens,
+                              name=name or str(path))
+
+    @classmethod
+    def from_state(cls, state: dict[str, torch.Tensor], tokenizer: Any, *, n_layers: int, n_attn_heads: int,
+                   eps: float = 1e-12, max_tokens: int = 128, head_tokens: int = 32, name: str = "") -> "BaseEncoder":
+        emb = {k.removeprefix("embeddings."): v for k, v in state.items() if k.startswith("embeddings.")}
+        layers = [LayerWeights.from_state(state, f"encoder.layer.{i}.") for i in range(n_layers)]
+        return cls(tokenizer, emb, layers, n_attn_heads, emb["word_embeddings.weight"].shape[1], eps,
+                   max_tokens, head_tokens, name)
+
+    def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(input_ids (B, T), mask (B, T))`` with head + tail truncation to ``max_tokens``."""
+        enc = self.tokenizer([clean(t) for t in texts], add_special_tokens=False)["input_ids"]
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        rows = [[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc]
+        width = max(len(r) for r in rows)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = torch.tensor(r)
+            mask[i, : len(r)] = 1
+        return ids, mask
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        e = self.embeddings
+        pos = torch.arange(ids.shape[1])
+        x = F.embedding(ids, e["word_embeddings.weight"]) + e["position_embeddings.weight"][pos] \
+            + e["token_type_embeddings.weight"][0]
+        return F.layer_norm(x, x.shape[-1:], e["LayerNorm.weight"], e["LayerNorm.bias"], eps=self.eps)
+
+    def trunk(self, ids: torch.Tensor, mask: torch.Tensor, upto: int) -> torch.Tensor:
+        """Hidden states ``(B, T, D)`` entering layer ``upto`` (frozen, no LoRA)."""
+        x = self.embed(ids)
+        bias = attention_bias(mask, x.dtype)
+        for lw in self.layers[:upto]:
+            x = bert_layer(x, bias, lw, self.n_attn_heads, lambda n, t, lw=lw: F.linear(t, *lw.w[n]), self.eps)
+        return x
+
+    def to(self, device: torch.device) -> "BaseEncoder":
+        self.embeddings = {k: v.to(device) for k, v in self.embeddings.items()}
+        for lw in self.layers:
+            lw.w = {k: (w.to(device), b.to(device)) for k, (w, b) in lw.w.items()}
+            lw.ln_attn = tuple(t.to(device) for t in lw.ln_attn)  # type: ignore[assignment]
+            lw.ln_out = tuple(t.to(device) for t in lw.ln_out)  # type: ignore[assignment]
+        return self
+
+
+class MultiHeadEncoder:
+    """The base encoder plus ``H`` heads sharing its lower layers.
+
+    Args:
+        base: the frozen encoder.
+        heads: loaded heads; their LoRA may sit in different top layers/modules, and the
+            trunk runs up to the lowest adapted layer of any head.
+        device: ``cpu`` (default) or ``cuda``.
+
+    Raises:
+        AdapterError: no heads, or a head adapts a layer/module the base does not have.
+    """
+
+    def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu"):
+        if not heads:
+            raise AdapterError("no heads to run")
+        self.device = torch.device(device)
+        self.base = base.to(self.device)
+        self.heads = heads
+        n_layers = len(base.layers)
+        wheres = {w for h in heads for w in h.lora}
+        for layer, module in wheres:
+            if not 0 <= layer < n_layers or module not in base.layers[layer].w:
+                raise AdapterError(f"a head adapts encoder.layer.{layer}.{module}, which the base lacks")
+        self.split = min((w[0] for w in wheres), default=n_layers)
+        self.top = [StackedLinear(base.layers[i], self._stack(i)) for i in range(self.split, n_layers)]
+        self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
+        self.trunk_calls = 0
+
+    def _stack(self, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        stacked = {}
+        for module in {m for h in self.heads for (li, m) in h.lora if li == layer}:
+            w = self.base.layers[layer].w[module][0]
+            r = max(h.lora[(layer, module)][0].shape[0] for h in self.heads if (layer, module) in h.lora)
+            a = torch.zeros(len(self.heads), r, w.shape[1])
+            b = torch.zeros(len(self.heads), w.shape[0], r)
+            for i, h in enumerate(self.heads):
+                if (layer, module) in h.lora:
+                    ha, hb = h.lora[(layer, module)]
+                    a[i, : ha.shape[0]] = ha
+                    b[i, :, : hb.shape[1]] = hb
+            stacked[module] = (a.to(self.device), b.to(self.device))
+        return stacked
+
+    @torch.inference_mode()
+    def run(self, texts: list[str]) -> list[torch.Tensor]:
+        """Raw outputs per head, in ``self.heads`` order: each ``(B, n_labels)`` on CPU."""
+        ids, mask = self.base.tokenize(texts)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        x = self.base.trunk(ids, mask, self.split)
+        self.trunk_calls += 1
+        bias = attention_bias(mask, x.dtype)
+        for lin in self.top:
+            x = bert_layer(x, bias, lin.lw, self.base.n_attn_heads, lin, self.base.eps)
+        pooled = mean_pool(x, mask)
+        if pooled.dim() == 2:
+            pooled = pooled.unsqueeze(0).expand(len(self.heads), -1, -1)
+        return [F.linear(pooled[i], w, b).cpu() for i, (w, b) in enumerate(self.out)]
+
+
+def postprocess(config: Any, raw: torch.Tensor) -> torch.Tensor:
+    """Head outputs from raw logits ``(B, n)``: calibrated probabilities (``multilabel``,
+    ``probability``), class probabilities (``multiclass``) or tokens (``log_regression``)."""
+    if config.kind == "multiclass":
+        return torch.softmax(raw, dim=-1)
+    if config.kind == "log_regression":
+        return torch.expm1(config.target_mean + config.target_std * raw).clamp(min=0.0)
+    a = torch.tensor(config.calibration.get("a", [1.0] * raw.shape[-1]), dtype=raw.dtype)
+    b = torch.tensor(config.calibration.get("b", [0.0] * raw.shape[-1]), dtype=raw.dtype)
+    return torch.sigmoid(a * raw + b)

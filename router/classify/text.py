@@ -1,0 +1,38 @@
+"""Bounding and cleaning raw prompt text before tokenisation (no torch here).
+
+Behaviour for bad input, relied on by the runtime and documented in docs/CLASSIFIER.md:
+
+- any ``str`` is accepted; lone surrogates (text decoded with ``surrogateescape`` from
+  non-UTF-8 bytes) become U+FFFD; NUL and other control characters are left to the
+  tokenizer, which drops them;
+- text longer than ``2 * window`` characters keeps its first and last ``window``
+  characters (joined by `` … ``), so tokenisation time is bounded whatever the length
+  and an instruction at the end of a long prompt is still seen;
+- empty or whitespace-only text is classified as the empty prompt (``[CLS] [SEP]``).
+"""
+
+from __future__ import annotations
+
+#: Characters kept from each end of a long prompt before tokenisation. At least 4
+#: characters per token for English, so 2,048 characters cover any 512-token window.
+CHAR_WINDOW = 2048
+
+
+def clean(text: str, *, window: int = CHAR_WINDOW) -> str:
+    """A bounded, encodable version of ``text`` (see the module docstring)."""
+    if not isinstance(text, str):
+        text = str(text)
+    if len(text) > 2 * window:
+        text = text[:window] + " … " + text[-window:]
+    return text.encode("utf-8", "replace").decode("utf-8", "replace")
+
+
+def head_tail(ids: list[int], budget: int, head: int) -> list[int]:
+    """Token ids cut to ``budget``: the first ``head`` and the last ``budget - head``.
+
+    Prompts in the shared data put few-shot examples first and the question last, and an
+    injection can sit at either end, so both ends are kept rather than only the start.
+    """
+    if len(ids) <= budget:
+        return ids
+    return ids[:head] + ids[len(ids) - (budget - head):]

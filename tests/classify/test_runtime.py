@@ -1,0 +1,129 @@
+"""Shared trunk + stacked LoRA heads, on a tiny in-file BERT (CPU, random weights)."""
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("peft")
+
+from router.classify.heads import HeadConfig, LoraPlacement, load_head  # noqa: E402
+from router.classify.layers import LINEARS  # noqa: E402
+from router.classify.runtime import BaseEncoder, MultiHeadEncoder  # noqa: E402
+from router.classify.train import TrainConfig, _Trainable, save_head  # noqa: E402
+
+N_LAYERS, HIDDEN = 3, 16
+TEXTS = ["hello world", "a", "", "a much longer prompt that will be cut at both ends " * 3]
+
+
+class CharTokenizer:
+    """One id per non-space character; 0 pad, 1 [CLS], 2 [SEP]."""
+
+    cls_token_id, sep_token_id = 1, 2
+
+    def __call__(self, texts, add_special_tokens=False):
+        return {"input_ids": [[3 + ord(c) % 40 for c in t if not c.isspace()] for t in texts]}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[Path, BaseEncoder, object]:
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=50, hidden_size=HIDDEN, num_hidden_layers=N_LAYERS, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=64)
+    model = transformers.BertModel(cfg, add_pooling_layer=False).eval()
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    model.save_pretrained(folder)
+    base = BaseEncoder.from_state(model.state_dict(), CharTokenizer(), n_layers=N_LAYERS, n_attn_heads=2,
+                                  max_tokens=24, head_tokens=6, name="tiny")
+    return folder, base, model
+
+
+def _head(tmp: Path, folder: Path, base: BaseEncoder, name: str, modules: list[str], seed: int, layers=(2,)):
+    """Train nothing: random LoRA A and B through peft, saved and re-loaded as a shipped head."""
+    cfg = TrainConfig(data=tmp, out=tmp, base_path=folder, layers=list(layers), modules=modules, r=4, alpha=8,
+                      max_tokens=24, head_tokens=6, base_name="tiny")
+    torch.manual_seed(seed)
+    model = _Trainable(cfg, base, n_out=3)
+    for n, p in model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.5)
+    model.eval()
+    config = HeadConfig(name=name, kind="multilabel", labels=["a", "b", "c"], base_model="tiny", max_tokens=24,
+                        head_tokens=6, lora=LoraPlacement(layers=list(layers), modules=modules, r=4, alpha=8))
+    save_head(tmp / name, config, model)
+    return model, load_head(tmp / name)
+
+
+def test_trunk_matches_transformers(tiny):
+    _, base, model = tiny
+    ids, mask = base.tokenize(TEXTS)
+    with torch.no_grad():
+        ref = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    mine = base.trunk(ids, mask, N_LAYERS)
+    assert torch.allclose(ref[mask.bool()], mine[mask.bool()], atol=1e-5)
+
+
+@pytest.mark.parametrize("modules", [["output.dense"], list(LINEARS)])
+def test_serving_equals_peft_training_forward(tiny, tmp_path, modules):
+    folder, base, _ = tiny
+    model, head = _head(tmp_path, folder, base, "h", modules, seed=1)
+    ids, mask = base.tokenize(TEXTS)
+    x = base.trunk(ids, mask, 2)
+    with torch.no_grad():
+        ref = model(x, mask)
+        pre = model.prefix(x, mask)
+        if pre is not None:  # the shared-prefix training path gives the same answer
+            assert torch.allclose(model(x, mask, pre), ref, atol=1e-5)
+    (out,) = MultiHeadEncoder(base, [head]).run(TEXTS)
+    assert torch.allclose(out, ref, atol=1e-4)
+
+
+class CountingWeights(dict):
+    """Counts how often a layer's query map is read, i.e. how often the layer runs."""
+
+    calls = 0
+
+    def __getitem__(self, key):
+        if key == "attention.self.query":
+            CountingWeights.calls += 1
+        return super().__getitem__(key)
+
+
+def test_heads_share_the_trunk(tiny, tmp_path):
+    folder, base, _ = tiny
+    heads = [_head(tmp_path, folder, base, f"h{i}", ["output.dense"] if i % 2 else ["attention.self.value"], seed=i)[1]
+             for i in range(4)]
+    singles = [MultiHeadEncoder(base, [h]).run(TEXTS)[0] for h in heads]
+    enc = MultiHeadEncoder(base, heads)
+    assert enc.split == 2
+    for lw in base.layers[:2]:
+        lw.w = CountingWeights(lw.w)
+    try:
+        CountingWeights.calls = 0
+        together = enc.run(TEXTS)
+        assert CountingWeights.calls == 2  # each lower layer once for 4 heads, not 4 times
+        assert enc.trunk_calls == 1
+    finally:
+        for lw in base.layers[:2]:
+            lw.w = dict(lw.w)
+    for a, b in zip(together, singles):
+        assert torch.allclose(a, b, atol=1e-5)  # stacking heads changes nothing per head
+
+
+def test_heads_at_different_depths_stack(tiny, tmp_path):
+    folder, base, _ = tiny
+    low = _head(tmp_path, folder, base, "low", ["attention.self.query"], seed=5, layers=(1, 2))[1]
+    top = _head(tmp_path, folder, base, "top", ["output.dense"], seed=6)[1]
+    enc = MultiHeadEncoder(base, [low, top])
+    assert enc.split == 1
+    out = enc.run(TEXTS)
+    assert torch.allclose(out[1], MultiHeadEncoder(base, [top]).run(TEXTS)[0], atol=1e-5)
+
+
+def test_broken_adapter_folder_is_reported(tmp_path):
+    from router.classify.errors import AdapterError
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(AdapterError, match="missing"):
+        load_head(tmp_path)
