@@ -68,10 +68,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
         predictor = load_predictor(settings)
-        holder = PolicyHolder(settings.policy_path, predictor,
-                              on_loaded=lambda lp: store.record_policy(lp.hash, lp.text))
+        broadcast = None
+
+        def on_loaded(lp) -> None:
+            store.record_policy(lp.hash, lp.text)
+            if broadcast is not None:
+                broadcast.announce(lp.hash)
+
+        holder = PolicyHolder(settings.policy_path, predictor, on_loaded=on_loaded)
         app.state.policies = holder
         await holder.load()
+        if settings.redis_url and not holder.is_demo:
+            from gateway.broadcast import PolicyBroadcast
+
+            broadcast = PolicyBroadcast(settings.redis_url, settings.redis_prefix, holder)
+            broadcast.start()
         if settings.policy_watch:
             holder.watch()
         app.state.ready = True
@@ -79,6 +90,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             app.state.ready = False
+            if broadcast is not None:
+                await broadcast.aclose()
             await holder.aclose()
             await app.state.limiter.aclose()
             await store.stop()
