@@ -1,0 +1,1 @@
+"""Benchmarks: runnable commands that print numbers (python -m bench.<name>)."""
