@@ -27,7 +27,7 @@ from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
 from router.predict import Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rewrite import rewrite
+from router.rewrite import CACHE_SCOPE_KEY, RewriteOptions, rewrite
 
 _EPS = 1e-9
 
@@ -112,10 +112,15 @@ class Router:
             known = [r.name for r in self.policy.routes] + [b.name for b in self.policy.backends]
             raise UnknownModel(f"The model '{model}' does not exist (routes and backends: {', '.join(known)})",
                                param="model")
-        body, phash = rewrite(req.body)
+        rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,
+                                                     volatile_patterns=tuple(self.policy.rewrite.volatile_patterns)))
+        body, phash = rewritten
         text = prompt_text(req.endpoint, body)
+        body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         if pinned is not None:
-            return await self._pinned(req, body, phash, text, pinned)
+            decision = await self._pinned(req, body, phash, text, pinned)
+            decision.record.signals["rewrite"] = rewritten.signals()
+            return decision
         backends = [self.policy.backend(n) for n in route.backends]
         backends, rule_notes = self._apply_rules(route, req, backends)
         if not backends:
@@ -136,7 +141,8 @@ class Router:
             request_id=req.request_id, route=route.name, policy_hash=self.loaded.hash, chosen=chosen.backend,
             reason=reason, candidates=[vars(c).copy() for c in cands],
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
-            signals={**prediction.signals, "predictor": prediction.source, "bar": bar, "rules": rule_notes},
+            signals={**prediction.signals, "predictor": prediction.source, "bar": bar, "rules": rule_notes,
+                     "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
         )
         return Decision(record=record, body=body, candidates=cands, bar=bar)

@@ -23,6 +23,7 @@ from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
 from router.engine import Decision, RoutingRequest, candidate_dict
 from router.records import OutcomeRecord
+from router.rewrite import CACHE_SCOPE_KEY
 
 router = APIRouter()
 
@@ -65,7 +66,8 @@ async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep, pr
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
-        "prefix_hash": rec.prefix_hash, "rewritten_request": decision.body,
+        "prefix_hash": rec.prefix_hash, "rewrite": rec.signals.get("rewrite"),
+        "rewritten_request": {k: v for k, v in decision.body.items() if k != CACHE_SCOPE_KEY},
     })
 
 

@@ -123,6 +123,8 @@ class RouteConfig(_Strict):
         max_attempts: candidates tried in order on retryable failures (>= 1).
         ttft_slo_s: time-to-first-token SLO in seconds (used with live state).
         description: shown in ``/v1/models``.
+        rewrite: rewrite prompts for prefix caches (:mod:`router.rewrite`); off: the
+            request is sent as received (its ``prefix_hash`` is still computed).
     """
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -132,6 +134,7 @@ class RouteConfig(_Strict):
     max_attempts: int = Field(default=3, ge=1, le=10)
     ttft_slo_s: float | None = Field(default=None, gt=0)
     description: str = ""
+    rewrite: bool = True
 
 
 class RuleConfig(_Strict):
@@ -165,6 +168,30 @@ class LimitsConfig(_Strict):
     on_unavailable: Literal["open", "closed"] = "open"
 
 
+class RewriteConfig(_Strict):
+    """Policy-wide settings of the prompt rewriter (:mod:`router.rewrite`).
+
+    Attributes:
+        volatile_patterns: extra regexes (Python ``re`` syntax) whose matches in system
+            prompts are volatile and moved after the stable prefix; a named group
+            ``value`` limits the move to that group.
+    """
+
+    volatile_patterns: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _compiles(self) -> "RewriteConfig":
+        import re
+
+        for i, pattern in enumerate(self.volatile_patterns):
+            try:
+                if re.compile(pattern).match(""):
+                    raise ValueError(f"volatile_patterns[{i}] {pattern!r} matches the empty string")
+            except re.error as exc:
+                raise ValueError(f"volatile_patterns[{i}] {pattern!r} is not a valid regex: {exc}") from None
+        return self
+
+
 class Policy(_Strict):
     """A whole routing policy (``version: 1``)."""
 
@@ -174,6 +201,7 @@ class Policy(_Strict):
     routes: list[RouteConfig] = Field(min_length=1)
     rules: list[RuleConfig] = Field(default_factory=list)
     limits: LimitsConfig = LimitsConfig()
+    rewrite: RewriteConfig = RewriteConfig()
 
     def backend(self, name: str) -> BackendConfig | None:
         return next((b for b in self.backends if b.name == name), None)

@@ -1,0 +1,213 @@
+"""The rewrite itself: an OpenAI request body in, its prefix-cache-friendly form out.
+
+What changes (chat bodies; a completions body only gets its ``prefix_hash``):
+
+1. ``tools`` / ``functions`` and ``response_format`` in canonical JSON
+   (:mod:`router.rewrite.canonical`).
+2. System and developer message text (string content, or the ``text`` parts of a content
+   list) in canonical whitespace, with volatile spans (:mod:`router.rewrite.volatile`)
+   replaced by placeholders ``[kind-N]``.
+3. The moved values go in one note, appended to the **last user message** (a text part
+   for list content; a new user message at the end when there is none)::
+
+       [mixroute: values of the placeholders in the system prompt]
+       [timestamp-1] = 2025-06-01T10:04:05Z
+       [request-id-1] = req_8f3a21c9
+
+   Why the last user message and not a trailing system message: chat templates of many
+   open models (Mistral, Gemma, ...) reject a system message that is not first, and
+   litellm folds every system message into Anthropic's top-level ``system``, which would
+   put the volatile values back in front of the conversation. The last user message is
+   after the stable prefix for every provider and template.
+
+Nothing is dropped: every moved value is in the note, in order, and every other character
+of the system prompt is kept except whitespace changed by the normalisation (property
+tests in ``tests/rewrite``). Rewriting twice equals rewriting once. The input body is never
+mutated. Parts the rewriter cannot handle safely (non-text content parts, malformed or huge
+tool lists, non-dict messages) are left as sent and listed in ``notes``; any unexpected
+exception returns the body as sent with a note, so :func:`rewrite` never raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
+from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans
+
+log = logging.getLogger(__name__)
+
+STABLE_ROLES = frozenset({"system", "developer"})
+NOTE_HEADER = "[mixroute: values of the placeholders in the system prompt]"
+CACHE_SCOPE_KEY = "x_mixroute_cache"
+"""Private request-body key the engine adds for backends: ``{"tenant", "prefix_hash"}``.
+Backends that send the body upstream remove it (vllm, hosted); the hosted backend uses it
+for ``prompt_cache_key``."""
+
+
+@dataclass(frozen=True)
+class RewriteOptions:
+    """How to rewrite one request.
+
+    Attributes:
+        enabled: the route's ``rewrite`` switch; off: the body is only hashed.
+        volatile_patterns: extra regexes (policy ``rewrite.volatile_patterns``).
+    """
+
+    enabled: bool = True
+    volatile_patterns: tuple[str, ...] = ()
+
+
+@dataclass
+class RewriteResult:
+    """The rewritten body and what was done. Unpacks as ``(body, prefix_hash)``.
+
+    Attributes:
+        body: the body to dispatch (the input object itself when nothing changed).
+        prefix_hash: 16 hex chars of SHA-256 over the canonical stable prefix.
+        enabled: whether rewriting was on for this request.
+        moved: volatile values moved, per kind (counts only: values are prompt content).
+        notes: what was left as sent, and why.
+    """
+
+    body: dict
+    prefix_hash: str
+    enabled: bool = True
+    moved: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __iter__(self):
+        return iter((self.body, self.prefix_hash))
+
+    def signals(self) -> dict[str, Any]:
+        """JSON-ready summary for the decision record (``signals["rewrite"]``)."""
+        return {"enabled": self.enabled, "moved": dict(self.moved), "notes": list(self.notes)}
+
+
+def prefix_hash(body: dict) -> str:
+    """SHA-256 (16 hex chars) over the canonical JSON (sorted keys) of the stable part of a
+    chat body: system/developer message contents, ``tools`` and ``response_format``. Requests
+    that share it can share a provider or vLLM prefix cache."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        stable = {
+            "system": [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in STABLE_ROLES],
+            "tools": body.get("tools"),
+            "response_format": body.get("response_format"),
+        }
+    else:
+        stable = {"prompt": None}
+    raw = orjson.dumps(stable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def rewrite(body: dict, options: RewriteOptions | None = None) -> RewriteResult:
+    """Rewrite ``body`` for prefix caches (see the module docstring); never raises."""
+    options = options or RewriteOptions()
+    try:
+        if not options.enabled:
+            return RewriteResult(body, prefix_hash(body), enabled=False)
+        return _rewrite(body, _detectors(tuple(options.volatile_patterns)))
+    except Exception as exc:  # noqa: BLE001  # the rewrite is an optimisation: it must never fail a request
+        log.warning("rewrite failed (%s); request left as sent", type(exc).__name__)
+        try:
+            phash = prefix_hash(body)
+        except Exception:  # noqa: BLE001
+            phash = "0" * 16
+        return RewriteResult(body, phash, enabled=options.enabled,
+                             notes=[f"rewrite failed ({type(exc).__name__}); request left as sent"])
+
+
+@lru_cache(maxsize=64)
+def _detectors(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    return (*BUILTIN, *compile_patterns(patterns))
+
+
+def _rewrite(body: dict, detectors: Sequence[tuple[str, re.Pattern[str]]]) -> RewriteResult:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return RewriteResult(body, prefix_hash(body))
+    out, notes = dict(body), []
+    for key, fn in (("tools", canonical_tools), ("functions", canonical_tools),
+                    ("response_format", canonical_response_format)):
+        if body.get(key) is not None:
+            try:
+                out[key] = fn(body[key])
+            except CannotCanonicalise as exc:
+                notes.append(f"{key} left as sent: {exc}")
+    counters: dict[str, int] = {}
+    moved: list[tuple[str, str]] = []
+    new_messages = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            notes.append(f"messages[{i}] left as sent: not an object")
+        elif m.get("role") in STABLE_ROLES:
+            m = _stable_message(m, i, detectors, counters, moved, notes)
+        new_messages.append(m)
+    if moved:
+        new_messages = _with_note(new_messages, moved)
+    out["messages"] = new_messages
+    kinds: dict[str, int] = {}
+    for name, _ in moved:
+        kind = name[1:].rsplit("-", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return RewriteResult(out, prefix_hash(out), moved=kinds, notes=notes)
+
+
+def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved: list, notes: list[str]) -> dict:
+    content = m.get("content")
+    if isinstance(content, str):
+        return {**m, "content": _stable_text(content, detectors, counters, moved)}
+    if not isinstance(content, list):
+        if content is not None:
+            notes.append(f"messages[{i}].content left as sent: not text")
+        return m
+    parts = []
+    for j, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            part = {**part, "text": _stable_text(part["text"], detectors, counters, moved)}
+        else:
+            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+            notes.append(f"messages[{i}].content[{j}] left as sent: non-text part ({kind})")
+        parts.append(part)
+    return {**m, "content": parts}
+
+
+def _stable_text(text: str, detectors, counters: dict[str, int], moved: list) -> str:
+    text = normalise_whitespace(text)
+    spans = find_spans(text, detectors)
+    if not spans:
+        return text
+    text, pairs = replace_spans(text, spans, counters)
+    moved.extend(pairs)
+    return text
+
+
+def note_text(moved: Sequence[tuple[str, str]]) -> str:
+    """The note carrying moved values (format in the module docstring)."""
+    return "\n".join([NOTE_HEADER, *(f"{name} = {value}" for name, value in moved)])
+
+
+def _with_note(messages: list, moved: list[tuple[str, str]]) -> list:
+    note = note_text(moved)
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if not (isinstance(m, dict) and m.get("role") == "user"):
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            new = {**m, "content": f"{content}\n\n{note}" if content else note}
+        elif isinstance(content, list):
+            new = {**m, "content": [*content, {"type": "text", "text": note}]}
+        else:
+            continue
+        return [*messages[:i], new, *messages[i + 1:]]
+    return [*messages, {"role": "user", "content": note}]
