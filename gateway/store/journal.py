@@ -7,9 +7,19 @@ the journal is first renamed to ``<name>.replaying`` (atomic), appends go on int
 file, and the ``.replaying`` file is deleted only after every row in it was committed. A
 crash in between replays it again, which is harmless because writes are upserts.
 
-Lines that cannot be parsed (a torn last line after a crash) are moved to
-``<name>.rejected`` rather than dropped; the writer puts rows the database refuses (bad
-data, not a down database) there too.
+Damage. A line that cannot be read back (a torn last line after a crash, garbage, bytes
+that are not UTF-8) does not stop the replay: every readable row is replayed, the
+unreadable lines are copied byte for byte to ``<name>.rejected``, and the damage is
+reported (an ERROR log line with the line numbers, and :attr:`Journal.last_damage`, which
+the writer adds to ``StoreStats.damaged``). A process that appends after a crash first
+ends the torn line, so a new row is never glued to a broken one. The writer puts rows the
+database refuses (bad data, not a down database) in ``<name>.rejected`` too.
+
+Size cap. ``max_bytes`` bounds the journal and the file being replayed together: rows
+that would go past it are not appended (:meth:`Journal.append` returns how many were);
+the writer counts them in ``StoreStats.capped`` and logs it. The cap protects the disk
+the gateway runs on during a long outage; size it to the outage you want to ride out
+(a decision + outcome pair is about 1.5 KB).
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +56,16 @@ def encode(item: Item) -> str:
     return json.dumps({"t": table, "row": row}, default=_default, separators=(",", ":"))
 
 
+@dataclass(frozen=True)
+class Damage:
+    """An unreadable journal line: its 1-based number, byte offset, length and why."""
+
+    line: int
+    offset: int
+    size: int
+    reason: str
+
+
 def decode(line: str) -> Item:
     """Parse a journal line back into an item.
 
@@ -66,17 +87,23 @@ class Journal:
 
     Args:
         path: the journal file; its directory is created on first append.
+        max_bytes: cap on the journal plus the file being replayed (bytes); ``None``:
+            no cap.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_bytes: int | None = None) -> None:
         self.path = Path(path)
         self.replaying = self.path.with_name(self.path.name + ".replaying")
         self.rejected = self.path.with_name(self.path.name + ".rejected")
+        self.max_bytes = max_bytes
+        self.last_damage: list[Damage] = []
+        """Unreadable lines of the last complete pass of :meth:`batches`."""
         self._lock = threading.Lock()
         self._dirty = False
+        self._tail_checked: set[Path] = set()
 
-    def append(self, items: Sequence[Item], *, fsync: bool = True) -> None:
-        """Append ``items`` in order.
+    def append(self, items: Sequence[Item], *, fsync: bool = True) -> int:
+        """Append ``items`` in order, as many as fit under ``max_bytes``.
 
         Args:
             items: rows to keep.
@@ -84,21 +111,48 @@ class Journal:
                 (the write still reaches the OS, so it survives a process crash) and the
                 writer thread calls :meth:`sync` soon after.
 
+        Returns:
+            How many of ``items`` (a prefix) were appended; fewer than ``len(items)``
+            only when the cap was reached.
+
         Raises:
             OSError: the file cannot be written.
         """
         if not items:
-            return
-        data = "".join(encode(it) + "\n" for it in items).encode()
+            return 0
+        lines = [(encode(it) + "\n").encode() for it in items]
         with self._lock:
-            self._write(self.path, data, fsync)
-            self._dirty = self._dirty or not fsync
+            if self.max_bytes is not None:
+                room = self.max_bytes - self.size()
+                kept = 0
+                while kept < len(lines) and room >= len(lines[kept]):
+                    room -= len(lines[kept])
+                    kept += 1
+                lines = lines[:kept]
+            if lines:
+                self._write(self.path, b"".join(lines), fsync)
+                self._dirty = self._dirty or not fsync
+        return len(lines)
 
-    def reject(self, items: Sequence[Item] | Sequence[str]) -> None:
-        """Keep rows (or raw lines) the database refused, in ``<name>.rejected``."""
-        lines = [it if isinstance(it, str) else encode(it) for it in items]
+    def size(self) -> int:
+        """Bytes in the journal and the file being replayed."""
+        total = 0
+        for p in (self.path, self.replaying):
+            try:
+                total += p.stat().st_size
+            except FileNotFoundError:
+                pass
+        return total
+
+    def reject(self, items: Sequence[Item] | Sequence[str] | Sequence[bytes]) -> None:
+        """Keep rows (or raw lines, kept byte for byte) the database refused or that
+        could not be read, in ``<name>.rejected``."""
+        data = b""
+        for it in items:
+            raw = it if isinstance(it, bytes) else (it if isinstance(it, str) else encode(it)).encode()
+            data += raw.rstrip(b"\n") + b"\n"
         with self._lock:
-            self._write(self.rejected, "".join(ln.rstrip("\n") + "\n" for ln in lines).encode(), True)
+            self._write(self.rejected, data, True)
 
     def sync(self) -> None:
         """fsync appends made with ``fsync=False`` (no-op when there are none)."""
@@ -124,25 +178,38 @@ class Journal:
             return True
 
     def batches(self, size: int) -> Iterator[list[Item]]:
-        """Yield the ``.replaying`` rows in file order, ``size`` at a time."""
+        """Yield the ``.replaying`` rows in file order, ``size`` at a time.
+
+        Unreadable lines are skipped, and once the whole file went through (so that a
+        retried replay does not repeat it) they are copied to ``.rejected``, logged,
+        and listed in :attr:`last_damage`.
+        """
         batch: list[Item] = []
-        bad: list[str] = []
-        with open(self.replaying, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
+        bad: list[tuple[Damage, bytes]] = []
+        offset = 0
+        with open(self.replaying, "rb") as fh:
+            for number, raw in enumerate(fh, start=1):
+                start, offset = offset, offset + len(raw)
+                if not raw.strip():
                     continue
                 try:
-                    batch.append(decode(line))
-                except (ValueError, KeyError, TypeError):
-                    bad.append(line)
+                    batch.append(decode(raw.decode("utf-8")))
+                except (ValueError, KeyError, TypeError) as err:  # UnicodeDecodeError is a ValueError
+                    torn = not raw.endswith(b"\n")
+                    why = "torn last line" if torn else f"{type(err).__name__}"
+                    bad.append((Damage(number, start, len(raw), why), raw))
                 if len(batch) >= size:
                     yield batch
                     batch = []
         if batch:
             yield batch
-        if bad:  # only once the whole file went through, so a retried replay does not repeat it
-            log.warning("store journal: %d unreadable line(s) moved to %s", len(bad), self.rejected)
-            self.reject(bad)
+        self.last_damage = [d for d, _ in bad]
+        if bad:
+            self.reject([raw for _, raw in bad])
+            shown = ", ".join(f"line {d.line} at byte {d.offset} ({d.reason})" for d in self.last_damage[:5])
+            more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+            log.error("store journal %s is damaged: %d unreadable line(s) (%s%s) skipped and kept in %s; "
+                      "every readable row was replayed", self.replaying, len(bad), shown, more, self.rejected)
 
     def end_replay(self) -> None:
         """Every ``.replaying`` row is committed: delete the file."""
@@ -158,10 +225,17 @@ class Journal:
                 os.close(fd)
         self._dirty = False
 
-    @staticmethod
-    def _write(path: Path, data: bytes, fsync: bool) -> None:
+    def _write(self, path: Path, data: bytes, fsync: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "ab") as fh:
+        with open(path, "ab+") as fh:
+            if path not in self._tail_checked:
+                # A crash mid-append leaves a torn last line: end it, so the next row
+                # starts on a line of its own and only the torn one is lost to damage.
+                self._tail_checked.add(path)
+                if fh.seek(0, os.SEEK_END) > 0:
+                    fh.seek(-1, os.SEEK_END)
+                    if fh.read(1) != b"\n":
+                        data = b"\n" + data
             fh.write(data)
             fh.flush()
             if fsync:

@@ -1,9 +1,11 @@
 """SQLAlchemy 2 models of the decision/outcome store.
 
-Three tables, all keyed so that a replayed row never doubles:
+Four tables, all keyed so that a replayed row never doubles:
 
 - ``decisions`` -- one row per request, written before dispatch (:class:`router.records.DecisionRecord`).
 - ``outcomes`` -- one row per request, written after the last byte (:class:`router.records.OutcomeRecord`).
+- ``feedback`` -- any number of rows per request, keyed by their own ``id``
+  (:class:`gateway.store.feedback.FeedbackRecord`).
 - ``policies`` -- the text of every policy that decided, keyed by its hash.
 
 Column names equal the record dataclasses' field names, so a record's ``as_dict()`` is a
@@ -16,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Dialect, Index, String, Text
+from sqlalchemy import JSON, DateTime, Dialect, Double, Index, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -112,6 +114,30 @@ class Policy(Base):
     hash: Mapped[str] = mapped_column(String, primary_key=True)
     text: Mapped[str] = mapped_column(Text)
     first_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Feedback(Base):
+    """A score and/or label for one request, possibly days after it (many per request).
+
+    ``request_id`` joins ``decisions`` but is not a foreign key: feedback rows travel
+    through the same queue and journal as decisions and may be pruned separately.
+    ``score`` is in [0, 1] (1 = good); ``source`` says where the feedback came from
+    (``api`` for ``POST /v1/feedback``); ``tenant`` is the tenant of the rated request.
+    """
+
+    __tablename__ = "feedback"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    request_id: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    score: Mapped[float | None] = mapped_column(Double)
+    label: Mapped[str | None] = mapped_column(String)
+    comment: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String)
+    tenant: Mapped[str | None] = mapped_column(String)
+
+    __table_args__ = (Index("ix_feedback_request_id", "request_id"),
+                      Index("ix_feedback_created_at", "created_at"))
 
 
 TABLES = {t.name: t for t in Base.metadata.sorted_tables}

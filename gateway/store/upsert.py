@@ -5,7 +5,8 @@ a newer record of the same request replaces an older one. "Newer" means a later 
 ``created_at`` (the conflict update has ``WHERE excluded.created_at >= created_at``), so
 the result does not depend on the order rows arrive in; a journal replayed after fresher
 rows were written cannot roll them back. ``policies`` insert once per hash and keep the
-first ``first_seen``.
+first ``first_seen``; ``feedback`` rows insert once per ``id`` (feedback is never edited,
+so a replayed or retried row is simply ignored).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from sqlalchemy import Connection, Table
 from gateway.store.journal import Item
 from gateway.store.models import TABLES
 
-_PK = {"decisions": "request_id", "outcomes": "request_id", "policies": "hash"}
+_PK = {"decisions": "request_id", "outcomes": "request_id", "policies": "hash", "feedback": "id"}
+_INSERT_ONCE = {"policies", "feedback"}
+_ORDER = ("policies", "decisions", "outcomes", "feedback")
 
 
 def _insert(dialect: str) -> Any:
@@ -34,7 +37,7 @@ def _insert(dialect: str) -> Any:
 def _statement(table: Table, dialect: str) -> Any:
     stmt = _insert(dialect)(table)
     pk = _PK[table.name]
-    if table.name == "policies":
+    if table.name in _INSERT_ONCE:
         return stmt.on_conflict_do_nothing(index_elements=[pk])
     return stmt.on_conflict_do_update(
         index_elements=[pk],
@@ -50,7 +53,7 @@ def _dedupe(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     newest: dict[Any, dict[str, Any]] = {}
     for row in rows:
         old = newest.get(row[pk])
-        if old is None or (table != "policies" and row["created_at"] >= old["created_at"]):
+        if old is None or (table not in _INSERT_ONCE and row["created_at"] >= old["created_at"]):
             newest[row[pk]] = row
     return list(newest.values())
 
@@ -73,7 +76,7 @@ def write_items(conn: Connection, items: Sequence[Item]) -> int:
         by_table.setdefault(table, []).append(row)
     dialect = conn.dialect.name
     sent = 0
-    for name in ("policies", "decisions", "outcomes"):
+    for name in _ORDER:
         rows = by_table.pop(name, None)
         if rows:
             rows = _dedupe(name, rows)

@@ -12,6 +12,8 @@ Where a row can end up::
     batch fails, database down -> journal ----/ replayed in order at the next
                                                 successful flush, start or retry
     database refuses a row (bad data) -> <journal>.rejected (kept, never retried)
+    journal line unreadable at replay -> <journal>.rejected (kept, counted, logged)
+    journal at its size cap -> dropped, counted (``capped``) and logged
 
 Logs carry counts, table names and error classes only: never row contents, never prompts.
 """
@@ -30,6 +32,7 @@ from sqlalchemy import Engine, exc
 
 from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, sqlite_path, upgrade
+from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
 from gateway.store.journal import Item, Journal
 from gateway.store.upsert import write_items
 from router.records import DecisionRecord, OutcomeRecord
@@ -51,7 +54,10 @@ class StoreStats:
         spilled: rows journaled because their batch could not be written.
         replayed: journaled rows later committed.
         rejected: rows the database refused, kept in ``<journal>.rejected``.
-        lost: rows that could be written neither to the database nor to the journal.
+        lost: rows that could be written neither to the database nor to the journal
+            (includes ``capped``).
+        capped: rows not journaled because the journal was at ``store_journal_max_bytes``.
+        damaged: unreadable journal lines met at replay, kept in ``<journal>.rejected``.
     """
 
     written: int = 0
@@ -60,6 +66,8 @@ class StoreStats:
     replayed: int = 0
     rejected: int = 0
     lost: int = 0
+    capped: int = 0
+    damaged: int = 0
 
 
 def _utc(value: datetime) -> datetime:
@@ -80,7 +88,7 @@ def default_journal_path(url: str) -> Path:
 
 
 class Store:
-    """Batched asynchronous writer of decisions, outcomes and policies.
+    """Batched asynchronous writer of decisions, outcomes, feedback and policies.
 
     Use from one event loop: ``await start()``, then ``record_*`` from request handlers,
     ``await stop()`` at shutdown (or ``async with Store(settings) as store:``).
@@ -89,7 +97,8 @@ class Store:
 
     Args:
         settings: uses ``database_url``, ``store_queue_size`` (rows),
-            ``store_batch_size`` (rows) and ``store_flush_interval_s`` (seconds).
+            ``store_batch_size`` (rows), ``store_flush_interval_s`` (seconds) and
+            ``store_journal_max_bytes`` (bytes).
         journal_path: spill file; default :func:`default_journal_path`.
         retry_interval_s: while the database is down or the journal is not empty, how
             often the writer retries without new rows (seconds).
@@ -99,7 +108,9 @@ class Store:
                  *, retry_interval_s: float = 1.0) -> None:
         self.settings = settings
         self.url = normalize_url(settings.database_url).render_as_string(hide_password=False)
-        self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url))
+        self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url),
+                               max_bytes=settings.store_journal_max_bytes)
+        self.recent = RecentDecisions()
         self.stats = StoreStats()
         self.retry_interval_s = retry_interval_s
         self._queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=settings.store_queue_size)
@@ -181,6 +192,7 @@ class Store:
         """Queue a decision row (upserted on ``request_id``)."""
         row = rec.as_dict()
         row["created_at"] = _utc(row["created_at"])
+        self.recent.add(rec.request_id, rec.tenant)
         self._put(("decisions", row))
 
     def record_outcome(self, rec: OutcomeRecord) -> None:
@@ -188,6 +200,21 @@ class Store:
         row = rec.as_dict()
         row["created_at"] = _utc(row["created_at"])
         self._put(("outcomes", row))
+
+    def record_feedback(self, rec: FeedbackRecord) -> None:
+        """Queue a feedback row (inserted once per ``rec.id``)."""
+        row = rec.as_dict()
+        row["created_at"] = _utc(row["created_at"])
+        self._put(("feedback", row))
+
+    async def find_decision(self, request_id: str, *, wait_s: float = 1.0) -> DecisionRef | None:
+        """The decision of ``request_id`` if this process recorded it or the database
+        has it (polled up to ``wait_s`` seconds); see :func:`gateway.store.feedback.find_decision`.
+
+        Raises:
+            sqlalchemy.exc.SQLAlchemyError: not recorded here and the database cannot be queried.
+        """
+        return await find_decision(self.recent, self._engine, request_id, wait_s=wait_s)
 
     def record_policy(self, hash: str, text: str) -> None:
         """Queue a policy text once per hash per process; the first ``first_seen`` wins."""
@@ -221,7 +248,9 @@ class Store:
                 pass
         try:
             # fsync deferred to the writer thread: the loop must not wait for the disk.
-            self.journal.append([item], fsync=self._closed)
+            if not self.journal.append([item], fsync=self._closed):
+                self._capped(1)
+                return
         except OSError as err:
             self.stats.lost += 1
             log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], _why(err))
@@ -325,6 +354,7 @@ class Store:
             for chunk in self.journal.batches(max(self.settings.store_batch_size, 500)):
                 n += self._write(chunk)
             self.journal.end_replay()
+            self.stats.damaged += len(self.journal.last_damage)
             self.stats.replayed += n
             log.warning("store: replayed %d journaled row(s) from %s", n, self.journal.path)
 
@@ -364,11 +394,21 @@ class Store:
         if not items:
             return
         try:
-            self.journal.append(items)
-            self.stats.spilled += len(items)
+            kept = self.journal.append(items)
+            self.stats.spilled += kept
+            if kept < len(items):
+                self._capped(len(items) - kept)
         except OSError as err:
             self.stats.lost += len(items)
             log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), _why(err))
+
+    def _capped(self, n: int) -> None:
+        before = self.stats.capped
+        self.stats.capped += n
+        self.stats.lost += n
+        if before & (before + 1) == 0:  # the first drop, then after 1, 3, 7, 15, ... rows
+            log.error("store: journal %s is at its size cap of %d bytes (MIXROUTE_STORE_JOURNAL_MAX_BYTES); "
+                      "%d row(s) dropped so far", self.journal.path, self.journal.max_bytes, self.stats.capped)
 
     def _sync_journal(self) -> None:
         try:
