@@ -11,8 +11,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway import errors
-from gateway.api import completions, health, models
+from gateway import errors, observability
+from gateway.api import completions, feedback, health, models
 from gateway.auth.guard import Authenticator
 from gateway.runtime import PolicyHolder
 from gateway.settings import Settings
@@ -101,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready = False
     app.state.policies = PolicyHolder(settings.policy_path, None)
     errors.install(app)
-    for module in (completions, models, health):
+    observability.install(app)
+    for module in (completions, models, health, feedback):
         app.include_router(module.router)
     return app

@@ -1,0 +1,152 @@
+"""``POST /v1/feedback`` through the real gateway over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from gateway.auth.keys import create_key
+from gateway.settings import Settings
+from gateway.store import Store
+from gateway.store.db import make_engine, upgrade
+from tests.gateway.conftest import start_gateway, wait_row
+from tests.store.records import decision
+
+MSG = [{"role": "user", "content": "rate me"}]
+POLICY = """version: 1
+backends:
+  - {name: good, kind: fake, model: good-model, quality: 0.9, pricing: {input_per_1m: 1, output_per_1m: 2}}
+routes:
+  - {name: auto, backends: [good]}
+"""
+
+
+def _feedback_rows(db: str, request_id: str) -> list[dict]:
+    engine = sa.create_engine(db)
+    try:
+        with engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                sa.text("SELECT * FROM feedback WHERE request_id = :r ORDER BY created_at"), {"r": request_id},
+            ).mappings()]
+    finally:
+        engine.dispose()
+
+
+def _wait_feedback(db: str, request_id: str, n: int, timeout: float = 5.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = _feedback_rows(db, request_id)
+        if len(found) >= n or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    # A long flush interval: decision rows stay queued, so feedback always races them.
+    gateway = start_gateway(tmp_path_factory.mktemp("feedback"), POLICY, store_flush_interval_s=1.5)
+    yield gateway
+    gateway.stop()
+
+
+def _ask(gw, key: str | None = None) -> str:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG}, headers=headers, timeout=30)
+    assert resp.status_code == 200, resp.text
+    return resp.headers["x-mixroute-request-id"]
+
+
+def _rate(gw, key: str | None = None, **body) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(gw.v1 + "/feedback", json=body, headers=headers, timeout=30)
+
+
+def test_immediate_feedback_finds_a_decision_not_yet_written(gw) -> None:
+    rid = _ask(gw)
+    resp = _rate(gw, request_id=rid, score=0.75, label="good", comment="fine")
+    assert resp.status_code == 202, resp.text
+    body = resp.json()
+    assert body["object"] == "feedback" and body["request_id"] == rid and body["id"].startswith("fb-")
+    assert resp.elapsed.total_seconds() < 0.5  # found in memory, no polling
+    [row] = _wait_feedback(gw.settings.database_url, rid, 1)
+    assert (row["score"], row["label"], row["comment"], row["source"], row["id"]) == (
+        0.75, "good", "fine", "api", body["id"])
+
+
+def test_many_feedbacks_per_request_and_idempotent_ids(gw) -> None:
+    rid = _ask(gw)
+    assert _rate(gw, request_id=rid, label="wrong_language").status_code == 202
+    assert _rate(gw, request_id=rid, score=0, source="judge").status_code == 202
+    first = _rate(gw, request_id=rid, score=1, id="thumb-1")
+    again = _rate(gw, request_id=rid, score=1, id="thumb-1")  # a client retry
+    assert first.json()["id"] == again.json()["id"] == f"{rid}/thumb-1"
+    time.sleep(2)  # one flush interval: all rows written, the retry ignored
+    rows = _feedback_rows(gw.settings.database_url, rid)
+    assert sorted((r["score"], r["label"], r["source"]) for r in rows if r["label"]) == [
+        (None, "wrong_language", "api")]
+    assert sorted(r["score"] for r in rows if r["score"] is not None) == [0.0, 1.0]
+    assert len(rows) == 3
+
+
+def test_decision_of_another_replica_is_found_in_the_database(gw) -> None:
+    async def other_replica() -> None:
+        async with Store(Settings(database_url=gw.settings.database_url, store_flush_interval_s=0.02),
+                         gw.settings.database_url.removeprefix("sqlite:///") + ".other-journal") as store:
+            store.record_decision(decision("from-replica-b", tenant=None))
+
+    asyncio.run(other_replica())
+    resp = _rate(gw, request_id="from-replica-b", score=0.5)
+    assert resp.status_code == 202, resp.text
+
+
+@pytest.mark.parametrize(("body", "status", "code", "param"), [
+    ({"request_id": "no-such-request", "score": 0.5}, 404, "request_not_found", "request_id"),
+    ({"request_id": "x", "score": 1.5}, 400, "invalid_value", "score"),
+    ({"request_id": "x", "score": -0.01}, 400, "invalid_value", "score"),
+    ({"request_id": "x", "score": "good"}, 400, "invalid_value", "score"),
+    ({"request_id": "x", "score": True}, 400, "invalid_value", "score"),
+    ({"request_id": "x"}, 400, "missing_required_parameter", "score"),
+    ({"request_id": "x", "score": None, "label": None}, 400, "missing_required_parameter", "score"),
+    ({"score": 0.5}, 400, "missing_required_parameter", "request_id"),
+    ({"request_id": "x", "score": 0.5, "stars": 5}, 400, "invalid_value", "stars"),
+])
+def test_bad_feedback_gets_the_openai_envelope(gw, body, status, code, param) -> None:
+    resp = _rate(gw, **body)
+    assert resp.status_code == status, resp.text
+    err = resp.json()["error"]
+    assert (err["code"], err["param"]) == (code, param)
+    assert err["type"] == "invalid_request_error" and err["message"]
+
+
+def test_unknown_request_waits_briefly_then_404(gw) -> None:
+    started = time.monotonic()
+    assert _rate(gw, request_id="never-seen", label="bad").status_code == 404
+    assert 0.9 <= time.monotonic() - started < 5
+
+
+def test_a_tenant_rates_only_its_own_requests(tmp_path) -> None:
+    db = f"sqlite:///{tmp_path}/keys.db"
+    engine = make_engine(db)
+    upgrade(engine)
+    acme, _ = create_key(engine, tenant="acme")
+    globex, _ = create_key(engine, tenant="globex")
+    engine.dispose()
+    gw = start_gateway(tmp_path, POLICY, database_url=db, admin_key="admin-secret")
+    try:
+        rid = _ask(gw, acme)
+        other = _rate(gw, globex, request_id=rid, score=0.1)
+        assert other.status_code == 404 and other.json()["error"]["code"] == "request_not_found"
+        assert _rate(gw, None, request_id=rid, score=0.1).status_code == 401
+        assert _rate(gw, acme, request_id=rid, score=0.9).status_code == 202
+        assert _rate(gw, "admin-secret", request_id=rid, label="audited").status_code == 202
+        rows = _wait_feedback(db, rid, 2)
+        assert sorted((r["tenant"], str(r["score"]), str(r["label"])) for r in rows) == [
+            ("acme", "0.9", "None"), ("acme", "None", "audited")]
+        wait_row(db, "decisions", rid)
+        assert _rate(gw, globex, request_id=rid, score=0.1).status_code == 404  # from the database too
+    finally:
+        gw.stop()
