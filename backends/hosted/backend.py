@@ -19,6 +19,9 @@ How the request body is passed through:
   arguments: litellm treats many names (``api_base``, ``base_url``, ``api_key``,
   ``metadata``, ``mock_response``...) as its own controls, and a client must not be able to
   redirect the call, with our key, to another host.
+- Prompt-cache hints (:mod:`backends.hosted.cache_hints`): Anthropic ``cache_control`` on
+  the last stable block, OpenAI ``prompt_cache_key`` per tenant and prefix; hints the
+  client set are kept. The engine's private ``x_mixroute_cache`` key is never sent.
 - ``drop_params`` is left at litellm's default (off): a parameter the provider does not
   support fails loudly rather than being silently dropped; an operator can enable it per
   backend with ``options: {drop_params: true}``. ``litellm.UnsupportedParamsError`` is
@@ -45,6 +48,8 @@ import httpx
 
 from backends.base import Backend, Endpoint
 from backends.errors import BackendConnectError, BackendError, BackendStreamError, BackendTimeout, from_status
+from backends.hosted.cache_hints import add_cache_hints
+from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
     # chat.completions
@@ -88,8 +93,9 @@ class HostedBackend(Backend):
         options = dict(cfg.options)
         extra = dict(options.pop("extra_body", None) or {})
         known: dict[str, Any] = {}
+        scope = body.get(CACHE_SCOPE_KEY)
         for key, value in body.items():
-            if key in ("model", "stream", "stream_options"):
+            if key in ("model", "stream", "stream_options", CACHE_SCOPE_KEY):
                 continue
             (known if key in OPENAI_PARAMS else extra)[key] = value
         kwargs: dict[str, Any] = {"max_retries": 0, **options, **known}
@@ -101,7 +107,18 @@ class HostedBackend(Backend):
             kwargs["api_base"] = cfg.api_base
         if cfg.api_key is not None:
             kwargs["api_key"] = cfg.api_key.get_secret_value()
+        add_cache_hints(kwargs, self.provider, scope if isinstance(scope, dict) else None)
         return kwargs
+
+    @property
+    def provider(self) -> str | None:
+        """litellm's provider for ``config.model`` (``openai``, ``anthropic``...), ``None`` if unknown."""
+        if not hasattr(self, "_provider"):
+            try:
+                self._provider: str | None = load_litellm().get_llm_provider(self.config.model)[1]
+            except Exception:  # noqa: BLE001  # unknown model strings fail later, in the call itself
+                self._provider = None
+        return self._provider
 
     async def _call(self, endpoint: Endpoint, kwargs: dict) -> Any:
         litellm = load_litellm()

@@ -2,9 +2,15 @@
 
 One pooled :class:`httpx.AsyncClient` per backend (created by :meth:`VllmBackend.start`, or
 lazily on first use; closed by :meth:`VllmBackend.aclose`) sends requests to
-``{replica}/chat/completions`` or ``{replica}/completions``. Replica choice is
+``{replica}/chat/completions`` or ``{replica}/completions``. Replica choice is prefix
+affinity with bounded load (:class:`backends.vllm.affinity.AffinityChooser`), or
 :class:`backends.vllm.pool.LeastLoadedChooser` (least in-flight requests, ties
-round-robin).
+round-robin) with ``options: {affinity: false}`` (:class:`backends.vllm.options.PoolOptions`).
+:meth:`VllmBackend.start` starts a background task scraping each replica's ``/metrics``
+(queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s``; connect
+failures and timeouts, of requests and scrapes, eject a replica after ``eject_after`` in a
+row, and a successful scrape puts it back (:mod:`backends.vllm.metrics`). The engine's
+private ``x_mixroute_cache`` key is removed from the body sent upstream.
 
 Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` as
 httpx's read, write and pool timeout. A non-streaming answer arrives in one piece, so there
@@ -49,7 +55,11 @@ from backends.errors import (
     BackendTimeout,
     from_status,
 )
+from backends.vllm.affinity import AffinityChooser
+from backends.vllm.metrics import Scraper
+from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
+from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 
 log = logging.getLogger(__name__)
@@ -73,16 +83,26 @@ class VllmBackend(Backend):
             ``httpx.MockTransport``); ``None`` for the default pooled transport.
     """
 
-    def __init__(self, config, *, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, config, *, transport: httpx.AsyncBaseTransport | None = None, chooser=None):
         super().__init__(config)
-        self.pool = Pool(config.endpoints)
+        self.options = PoolOptions.model_validate(config.options)
+        o = self.options
+        if chooser is None and o.affinity:
+            chooser = AffinityChooser(block_tokens=o.block_tokens, hrw_blocks=o.hrw_blocks, load_factor=o.load_factor,
+                                      min_bound=o.min_bound, queue_threshold=o.queue_threshold)
+        self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after)
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self.scraper = Scraper(self.pool, self._http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
 
     async def start(self) -> None:
         self._http()
+        if self.scraper is not None:
+            self.scraper.start()
 
     async def aclose(self) -> None:
+        if self.scraper is not None:
+            await self.scraper.stop()
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -109,7 +129,7 @@ class VllmBackend(Backend):
         Raises:
             backends.errors.BackendError: see the module docstring.
         """
-        payload = {k: v for k, v in body.items() if k != "stream_options"}
+        payload = {k: v for k, v in body.items() if k not in ("stream_options", CACHE_SCOPE_KEY)}
         payload["stream"] = False
         content = orjson.dumps(payload)
         tried: list[Replica] = []
@@ -127,6 +147,7 @@ class VllmBackend(Backend):
                 response = await self._http().post(replica.base_url + PATHS[endpoint], content=content, headers=_JSON)
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc, replica, started=False) from exc
+        self.pool.succeeded(replica)
         if response.status_code >= 400:
             raise self._status_error(response)
         try:
@@ -150,6 +171,7 @@ class VllmBackend(Backend):
         """
         options = {**(body.get("stream_options") or {}), "include_usage": True}
         payload = {**body, "stream": True, "stream_options": options}
+        payload.pop(CACHE_SCOPE_KEY, None)
         content = orjson.dumps(payload)
         tried: list[Replica] = []
         while True:
@@ -160,6 +182,7 @@ class VllmBackend(Backend):
                     async with self._http().stream(
                         "POST", replica.base_url + PATHS[endpoint], content=content, headers=_SSE
                     ) as response:
+                        self.pool.succeeded(replica)
                         if response.status_code >= 400:
                             await response.aread()
                             raise self._status_error(response)
@@ -209,6 +232,8 @@ class VllmBackend(Backend):
     def _transport_error(self, exc: httpx.HTTPError, replica: Replica, *, started: bool) -> BackendError:
         """Translate an httpx exception into the most specific :class:`BackendError`."""
         log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), type(exc).__name__)
+        if not started and isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
+            self.pool.failed(replica)
         kind = type(exc).__name__
         if started:
             return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)

@@ -1,16 +1,27 @@
 """Replica bookkeeping and replica choice for a ``vllm`` pool.
 
-The chooser is deliberately a small separate class: prefix affinity (send requests that
-share a prompt prefix to the replica whose prefix cache already holds it) will wrap or
-replace :class:`LeastLoadedChooser` without touching the transport code.
+The chooser is a small separate class: :class:`LeastLoadedChooser` here, and prefix
+affinity (:class:`backends.vllm.affinity.AffinityChooser`: send requests that share a
+prompt prefix to the replica whose prefix cache already holds it) wraps it.
+
+Health: :meth:`Pool.failed` / :meth:`Pool.succeeded` count consecutive failures per
+replica (reported by the backend and by the metrics scraper,
+:mod:`backends.vllm.metrics`); after ``eject_after`` of them the replica is ejected and
+:meth:`Pool.pick` skips it until a success puts it back. When every replica is ejected
+they are all tried anyway (failing open beats refusing every request).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+from backends.vllm.metrics import ReplicaMetrics
+
+EJECT_AFTER = 3
+"""Consecutive failures after which a replica is ejected."""
 
 
 @dataclass
@@ -20,10 +31,21 @@ class Replica:
     Attributes:
         base_url: the replica's OpenAI base URL, ending in ``/v1`` (no trailing slash).
         in_flight: requests sent to it that have not finished (streams count until closed).
+        metrics: its last scraped ``/metrics`` (empty until the first scrape).
+        failures: consecutive failures (requests or scrapes).
+        healthy: ``False`` while ejected.
     """
 
     base_url: str
     in_flight: int = 0
+    metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
+    failures: int = 0
+    healthy: bool = True
+
+    @property
+    def queue(self) -> float:
+        """Requests waiting on the replica as last scraped (0 when unknown)."""
+        return self.metrics.waiting or 0.0
 
 
 class ReplicaChooser(Protocol):
@@ -61,18 +83,35 @@ class Pool:
     Args:
         base_urls: replica base URLs (``.../v1``); a trailing slash is removed.
         chooser: replica choice strategy (default :class:`LeastLoadedChooser`).
+        eject_after: consecutive failures that eject a replica.
     """
 
-    def __init__(self, base_urls: Sequence[str], chooser: ReplicaChooser | None = None):
+    def __init__(self, base_urls: Sequence[str], chooser: ReplicaChooser | None = None,
+                 eject_after: int = EJECT_AFTER):
         if not base_urls:
             raise ValueError("a pool needs at least one replica")
         self.replicas = [Replica(u.rstrip("/")) for u in base_urls]
         self.chooser = chooser or LeastLoadedChooser()
+        self.eject_after = eject_after
 
     def pick(self, body: dict, exclude: Sequence[Replica] = ()) -> Replica | None:
-        """Choose a replica for ``body`` among those not in ``exclude``; ``None`` if none left."""
+        """Choose a replica for ``body`` among those not in ``exclude`` (ejected ones only
+        when no healthy one is left); ``None`` if none left."""
         left = [r for r in self.replicas if all(r is not e for e in exclude)]
+        healthy = [r for r in left if r.healthy]
+        left = healthy or left
         return self.chooser.choose(left, body) if left else None
+
+    def failed(self, replica: Replica) -> None:
+        """Count a failure of ``replica``; eject it at ``eject_after`` in a row."""
+        replica.failures += 1
+        if replica.failures >= self.eject_after:
+            replica.healthy = False
+
+    def succeeded(self, replica: Replica) -> None:
+        """Reset ``replica``'s failure count and put it back if it was ejected."""
+        replica.failures = 0
+        replica.healthy = True
 
     @staticmethod
     @contextmanager

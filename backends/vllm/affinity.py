@@ -1,0 +1,100 @@
+"""Prefix-affinity replica choice: send a request to the replica most likely to hold the
+longest prefix of its prompt in its prefix cache, unless that replica is overloaded.
+
+For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
+
+1. **Preference order.** (a) The replica that last received the deepest block ``h_i``
+   found in the gateway's block table (an LRU map block hash -> replica, updated with every
+   request's blocks; a longer match means more cached prefill). (b) Then every replica in
+   rendezvous-hashing order (highest random weight, Thaler & Ravishankar 1998) of the key
+   ``h_k``, ``k = min(n, hrw_blocks)``: requests that share their first ``k`` blocks (a
+   system prompt) agree on a replica even across gateway processes that do not share the
+   table, and removing a replica only moves its own keys.
+2. **Bounded load** (consistent hashing with bounded loads, Mirrokni, Thorup & Zadimoghaddam
+   2018): a replica is acceptable while its in-flight count is below
+   ``max(min_bound, ceil(load_factor * (total in flight + 1) / replicas))`` and its scraped
+   queue (``vllm:num_requests_waiting``) is at most ``queue_threshold``. The first
+   acceptable replica in preference order wins.
+3. **Fallback**: when none is acceptable, or the prompt is shorter than one block (nothing
+   a prefix cache could hold), the least-loaded replica
+   (:class:`backends.vllm.pool.LeastLoadedChooser`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from backends.vllm.blocks import BLOCK_TOKENS, block_hashes
+from backends.vllm.pool import LeastLoadedChooser, Replica
+
+
+class AffinityChooser:
+    """Prefix-affinity chooser; see the module docstring.
+
+    Args:
+        block_tokens: tokens per hashed block (vLLM's default block size is 16).
+        hrw_blocks: blocks forming the rendezvous key.
+        table_blocks: block hashes remembered (LRU); 200k blocks of 16 tokens ~ 3.2M tokens.
+        load_factor: bounded-load factor c (>= 1).
+        min_bound: in-flight count always acceptable (continuous batching serves several
+            sequences at once, so tiny pools should not spill at the second request).
+        queue_threshold: scraped waiting requests above which the replica is skipped.
+    """
+
+    def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
+                 load_factor: float = 1.5, min_bound: int = 4, queue_threshold: float = 8):
+        self.block_tokens = block_tokens
+        self.hrw_blocks = hrw_blocks
+        self.table_blocks = table_blocks
+        self.load_factor = load_factor
+        self.min_bound = min_bound
+        self.queue_threshold = queue_threshold
+        self.table: OrderedDict[int, str] = OrderedDict()
+        self.fallback = LeastLoadedChooser()
+        self.last_reason = ""
+
+    def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
+        hashes = block_hashes(body, self.block_tokens)
+        if not hashes:
+            self.last_reason = "short_prompt"
+            return self.fallback.choose(replicas, body)
+        bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.in_flight for r in replicas) + 1)
+                                              / len(replicas)))
+        pick = None
+        for i, replica in enumerate(self.preference(replicas, hashes)):
+            if replica.in_flight < bound and replica.queue <= self.queue_threshold:
+                pick, self.last_reason = replica, ("prefix_match" if i == 0 and self._matched else "rendezvous")
+                break
+        if pick is None:
+            pick, self.last_reason = self.fallback.choose(replicas, body), "overloaded_least_loaded"
+        self._remember(hashes, pick)
+        return pick
+
+    def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
+        """Replicas in preference order: the deepest table match first, then rendezvous order."""
+        by_url = {r.base_url: r for r in replicas}
+        key = hashes[min(len(hashes), self.hrw_blocks) - 1].to_bytes(8, "big")
+        order = sorted(replicas, key=lambda r: _weight(key, r.base_url), reverse=True)
+        self._matched = False
+        for h in reversed(hashes):
+            url = self.table.get(h)
+            if url in by_url:
+                self._matched = True
+                first = by_url[url]
+                return [first, *(r for r in order if r is not first)]
+        return order
+
+    def _remember(self, hashes: Sequence[int], replica: Replica) -> None:
+        table = self.table
+        for h in hashes:
+            table[h] = replica.base_url
+            table.move_to_end(h)
+        while len(table) > self.table_blocks:
+            table.popitem(last=False)
+
+
+def _weight(key: bytes, url: str) -> int:
+    return int.from_bytes(hashlib.blake2b(key + url.encode(), digest_size=8).digest(), "big")

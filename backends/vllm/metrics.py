@@ -1,0 +1,173 @@
+"""Replica state from vLLM's Prometheus ``/metrics``, scraped on an interval, and replica
+health.
+
+Metrics read (vLLM "Production Metrics" docs; label sets, e.g. per ``model_name``, are
+summed):
+
+==========================================  ===============================================
+``vllm:num_requests_running``               gauge: sequences in the running batch
+``vllm:num_requests_waiting``               gauge: requests queued for a slot
+``vllm:kv_cache_usage_perc``                gauge, 0-1 (older releases:
+                                            ``vllm:gpu_cache_usage_perc``)
+``vllm:prefix_cache_queries_total``         counter: prompt tokens looked up in the cache
+``vllm:prefix_cache_hits_total``            counter: of those, tokens found
+``vllm:time_to_first_token_seconds``        histogram; ``_sum``/``_count`` deltas between
+                                            scrapes give the recent mean TTFT (seconds)
+==========================================  ===============================================
+
+Health: a replica is ejected after ``eject_after`` consecutive failures, counting scrape
+failures (connect error, timeout, HTTP 5xx) and request failures reported by the backend
+(connect errors, timeouts). An ejected replica keeps being scraped; the first successful
+scrape (any answer below 500, so a replica without ``/metrics`` still probes back in) puts
+it back. A replica whose ``/metrics`` answers 404 is healthy and simply has no metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplicaMetrics:
+    """The last scrape of one replica (``None``: not reported)."""
+
+    running: float | None = None
+    waiting: float | None = None
+    kv_cache_usage: float | None = None
+    prefix_cache_queries: float | None = None
+    prefix_cache_hits: float | None = None
+    ttft_sum_s: float | None = None
+    ttft_count: float | None = None
+    recent_ttft_s: float | None = None
+    scraped_at: float | None = None
+
+    @property
+    def prefix_hit_rate(self) -> float | None:
+        """Lifetime prefix-cache hit rate (hit tokens / queried tokens), ``None`` before any query."""
+        if not self.prefix_cache_queries:
+            return None
+        return (self.prefix_cache_hits or 0.0) / self.prefix_cache_queries
+
+
+_NAMES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:gpu_cache_usage_perc": "kv_cache_usage",
+    "vllm:prefix_cache_queries_total": "prefix_cache_queries",
+    "vllm:prefix_cache_hits_total": "prefix_cache_hits",
+    "vllm:time_to_first_token_seconds_sum": "ttft_sum_s",
+    "vllm:time_to_first_token_seconds_count": "ttft_count",
+}
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Sum of each sample name over its label sets, from Prometheus text exposition format.
+    Comment lines and unparsable lines are skipped."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, _, rest = line.partition("{")
+            _, _, value = rest.rpartition("}")
+        else:
+            name, _, value = line.partition(" ")
+        try:
+            number = float(value.split()[0])
+        except (ValueError, IndexError):
+            continue
+        if math.isfinite(number):
+            out[name.strip()] = out.get(name.strip(), 0.0) + number
+    return out
+
+
+def to_metrics(samples: dict[str, float], previous: ReplicaMetrics | None = None) -> ReplicaMetrics:
+    """:class:`ReplicaMetrics` from parsed samples; ``previous`` gives the TTFT delta."""
+    m = ReplicaMetrics(scraped_at=time.monotonic())
+    for name, attr in _NAMES.items():
+        if name in samples:
+            setattr(m, attr, samples[name])
+    if previous and previous.ttft_count is not None and m.ttft_count is not None:
+        dn = m.ttft_count - previous.ttft_count
+        if dn > 0 and m.ttft_sum_s is not None and previous.ttft_sum_s is not None:
+            m.recent_ttft_s = (m.ttft_sum_s - previous.ttft_sum_s) / dn
+        else:
+            m.recent_ttft_s = previous.recent_ttft_s
+    return m
+
+
+def metrics_url(base_url: str) -> str:
+    """``/metrics`` of a replica whose OpenAI base URL is ``base_url`` (``.../v1``)."""
+    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+    return root + "/metrics"
+
+
+class Scraper:
+    """Scrapes every replica of a pool each ``interval_s`` seconds (first scrape at once).
+
+    Args:
+        pool: the :class:`backends.vllm.pool.Pool` whose replicas are updated.
+        client: the backend's httpx client (its timeouts apply).
+        interval_s: seconds between scrapes.
+    """
+
+    def __init__(self, pool, client_factory, interval_s: float):
+        self.pool = pool
+        self._client = client_factory
+        self.interval_s = interval_s
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="vllm-metrics")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001  # shutting down
+                pass
+
+    async def _run(self) -> None:
+        while True:
+            await self.scrape_all()
+            await asyncio.sleep(self.interval_s)
+
+    async def scrape_all(self) -> None:
+        """Scrape each replica once, concurrently."""
+        await asyncio.gather(*(self.scrape(r) for r in self.pool.replicas))
+
+    async def scrape(self, replica) -> None:
+        """Scrape one replica; record its metrics, or a failure for its health."""
+        try:
+            response = await self._client().get(metrics_url(replica.base_url), timeout=min(5.0, self.interval_s + 1))
+        except httpx.HTTPError as exc:
+            log.debug("metrics scrape failed (%s)", type(exc).__name__)
+            self.pool.failed(replica)
+            return
+        if response.status_code >= 500:
+            self.pool.failed(replica)
+            return
+        self.pool.succeeded(replica)
+        if response.status_code == 200:
+            replica.metrics = to_metrics(parse_prometheus(response.text), replica.metrics)
+
+
+def sum_metrics(replicas: Sequence) -> dict[str, float]:
+    """Pool totals of the prefix-cache counters (for reports)."""
+    q = sum((r.metrics.prefix_cache_queries or 0.0) for r in replicas if r.metrics)
+    h = sum((r.metrics.prefix_cache_hits or 0.0) for r in replicas if r.metrics)
+    return {"prefix_cache_queries": q, "prefix_cache_hits": h}

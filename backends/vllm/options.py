@@ -1,0 +1,42 @@
+"""Typed ``options`` of a ``vllm`` backend in the policy (``backends[].options``).
+
+Example::
+
+    - name: llama-pool
+      kind: vllm
+      model: meta-llama/Llama-3.1-8B-Instruct
+      endpoints: [http://vllm-0:8000/v1, http://vllm-1:8000/v1]
+      options: {affinity: true, queue_threshold: 8, metrics_interval_s: 2}
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PoolOptions(BaseModel):
+    """Replica choice and health of a vLLM pool.
+
+    Attributes:
+        affinity: prefix-affinity choice (:mod:`backends.vllm.affinity`); off: least loaded.
+        block_tokens: tokens per hashed block (vLLM's default KV block size is 16).
+        hrw_blocks: leading blocks that form the rendezvous-hashing key.
+        load_factor: bounded-load factor (>= 1).
+        min_bound: in-flight requests a replica always accepts before load bounds apply.
+        queue_threshold: scraped ``vllm:num_requests_waiting`` above which a replica is
+            not preferred (requests).
+        metrics_interval_s: seconds between ``/metrics`` scrapes; 0 disables scraping
+            (and so probing ejected replicas back in: they return on their next success).
+        eject_after: consecutive failures that eject a replica.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    affinity: bool = True
+    block_tokens: int = Field(default=16, ge=1, le=4096)
+    hrw_blocks: int = Field(default=8, ge=1)
+    load_factor: float = Field(default=1.5, ge=1.0)
+    min_bound: int = Field(default=4, ge=1)
+    queue_threshold: float = Field(default=8, ge=0)
+    metrics_interval_s: float = Field(default=5.0, ge=0)
+    eject_after: int = Field(default=3, ge=1)
