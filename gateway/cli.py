@@ -55,6 +55,8 @@ from gateway.commands.train import train as _train  # noqa: E402
 app.command("train")(_train)
 from gateway.commands import bench as _bench  # noqa: E402
 app.add_typer(_bench.app, name="bench")
+from gateway.commands import logs as _logs  # noqa: E402
+app.add_typer(_logs.app, name="logs")
 
 
 def main() -> None:

@@ -1,0 +1,136 @@
+"""``mixroute logs``: export and prune the decision/outcome/feedback store.
+
+Times (``--since``, ``--until``): an ISO 8601 date or date-time (UTC when no offset is
+given), ``now``, or an age such as ``7d`` (that long before now). Ages (``--older-than``):
+a number and a unit, ``s``, ``m``, ``h``, ``d`` or ``w``: ``90d``, ``12h``, ``2w``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from gateway.commands.db import DatabaseUrl, _url
+
+app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, feedback).", no_args_is_help=True)
+
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def parse_age(text: str) -> timedelta:
+    """``90d`` -> 90 days.
+
+    Raises:
+        ValueError: not a number followed by one of ``s m h d w``.
+    """
+    m = _AGE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not an age like 90d, 12h, 30m, 2w")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """An aware UTC datetime from ``now``, an age (``7d`` ago) or ISO 8601.
+
+    Raises:
+        ValueError: none of those.
+    """
+    now = now or datetime.now(timezone.utc)
+    if text.strip().lower() == "now":
+        return now
+    if _AGE.match(text):
+        return now - parse_age(text)
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time: use ISO 8601 (2026-11-01, 2026-11-01T12:00Z), "
+                         "'now' or an age like 7d") from None
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+def _time_option(value: Optional[str]) -> Optional[datetime]:
+    if value is None:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _age_option(value: str) -> timedelta:
+    try:
+        return parse_age(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def _fail(url: str, err: Exception) -> None:
+    from gateway.store.db import safe_url
+
+    typer.echo(f"{safe_url(url)}: {type(err).__name__}: {getattr(err, 'orig', None) or err}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def export(
+    out: Annotated[Path, typer.Argument(help="Output file.")],
+    since: Annotated[Optional[str], typer.Option(help="First decision time included (default: the beginning).",
+                                                 show_default=False)] = None,
+    until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).",
+                                                 show_default=False)] = None,
+    format: Annotated[str, typer.Option("--format", "-f", help="parquet, csv or jsonl.")] = "jsonl",
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Write one row per request (decision + outcome + aggregated feedback) to OUT."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gateway.store.db import make_engine
+    from gateway.store.export import FORMATS, export as run_export
+
+    if format not in FORMATS:
+        raise typer.BadParameter(f"unknown format {format!r} (known: {', '.join(FORMATS)})", param_hint="--format")
+    start = _time_option(since) or datetime(1970, 1, 1, tzinfo=timezone.utc)
+    end = _time_option(until) or datetime.now(timezone.utc)
+    url = _url(database_url)
+    engine = make_engine(url)
+    try:
+        n = run_export(engine, start, end, format, out)  # type: ignore[arg-type]
+    except SQLAlchemyError as err:
+        _fail(url, err)
+    except RuntimeError as err:  # parquet without pyarrow
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1)
+    finally:
+        engine.dispose()
+    typer.echo(f"{out}: {n} request(s) decided in [{start.isoformat()}, {end.isoformat()})")
+
+
+@app.command()
+def prune(
+    older_than: Annotated[str, typer.Option("--older-than", help="Age, e.g. 90d.")] = "90d",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, delete nothing.")] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Delete requests (decision, outcome, feedback) decided more than --older-than ago."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gateway.store.db import make_engine
+    from gateway.store.retention import count_older, prune as run_prune
+
+    cutoff = datetime.now(timezone.utc) - _age_option(older_than)
+    url = _url(database_url)
+    engine = make_engine(url)
+    try:
+        counts = count_older(engine, cutoff) if dry_run else run_prune(engine, cutoff)
+    except SQLAlchemyError as err:
+        _fail(url, err)
+    finally:
+        engine.dispose()
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"{verb} {counts.decisions} decision(s), {counts.outcomes} outcome(s), "
+               f"{counts.feedback} feedback row(s) older than {cutoff.isoformat()}")
