@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway import errors, observability
+from gateway import dashboard, errors, observability
 from gateway.api import completions, feedback, health, models
 from gateway.auth.guard import Authenticator
 from gateway.runtime import PolicyHolder
@@ -102,6 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.policies = PolicyHolder(settings.policy_path, None)
     errors.install(app)
     observability.install(app)
+    dashboard.install(app, settings)
     for module in (completions, models, health, feedback):
         app.include_router(module.router)
     return app

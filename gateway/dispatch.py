@@ -19,6 +19,7 @@ import orjson
 from backends.base import COST_KEY, Backend
 from backends.errors import BackendError
 from backends.openai_shapes import estimate_tokens
+from gateway import observability
 from gateway.runtime import Runtime
 from router.cost import cost_usd
 from router.engine import Decision
@@ -99,7 +100,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         attempt.backend = backend
         attempt.tried.append(name)
         try:
-            return await backend.send(attempt.endpoint, _body_for(backend, body, stream=False))
+            return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
         except BackendError as exc:
             last = exc
             log.warning("backend %s failed (%s); %s", name, exc.code, "falling back" if exc.retryable else "giving up")
@@ -122,7 +123,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         attempt.tried.append(name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
         try:
-            first = await chunks.__anext__()
+            first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
             attempt.first_at = time.perf_counter()
             return first, chunks
         except StopAsyncIteration:

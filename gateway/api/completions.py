@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 
 from backends.base import COST_KEY
 from backends.errors import BackendError
-from gateway import dispatch
+from gateway import dispatch, observability
 from gateway.api.deps import PrincipalDep, RuntimeDep, SettingsDep
 from gateway.auth.guard import Principal
 from gateway.limits.admission import Admission, admit
@@ -37,7 +37,7 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
     principal.check_model(body["model"])
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
     req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers)
-    return await runtime.router.decide(req), body
+    return await observability.decide(runtime.router, req), body
 
 
 def _headers(decision: Decision, backend: str | None) -> dict[str, str]:
@@ -75,9 +75,9 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     state = request.app.state
     decision, body = await _decide(request, runtime, settings, endpoint, principal)
     admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
-    state.store.record_decision(decision.record)
+    observability.record_decision(state.store, decision.record)
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
-    finish = _finisher(state.store, admission)
+    finish = observability.finisher(decision.record, _finisher(state.store, admission))
     if body.get("stream"):
         return await _stream(runtime, finish, attempt, decision.body)
     try:

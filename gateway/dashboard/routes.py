@@ -1,0 +1,167 @@
+"""The cost dashboard: ``/dashboard`` (page), ``/dashboard/login``, ``/dashboard/logout``,
+``/dashboard/api/summary`` (JSON) and ``/dashboard/static/*`` (bundled Chart.js, no CDN).
+
+Access and sessions: :mod:`gateway.dashboard.session`. Numbers: :mod:`gateway.dashboard.queries`,
+run in a worker thread so the event loop never waits on the database.
+
+``GET /dashboard/api/summary`` query parameters:
+
+- ``since``, ``until``: ISO 8601 times (UTC when no offset) or a duration back from now
+  (``90m``, ``24h``, ``7d``); default the last 24 hours.
+- ``reference``: backend to compute savings against (default: the highest output price).
+
+Errors::
+
+    NotSignedIn   401 authentication_error  dashboard_login_required
+    InvalidRequest 400 invalid_request_error invalid_value  (bad since/until/reference)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from gateway.auth.guard import AuthError
+from gateway.auth.keys import list_keys
+from gateway.dashboard import queries
+from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
+from gateway.responses import FastJSONResponse
+from router.errors import InvalidRequest, MixrouteError
+
+STATIC = Path(__file__).parent / "static"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_FORM_BYTES = 4096
+
+router = APIRouter(include_in_schema=False)
+
+
+class NotSignedIn(MixrouteError):
+    status = 401
+    type = "authentication_error"
+    code = "dashboard_login_required"
+
+
+def install(app, settings) -> None:
+    """Add the dashboard routes and static files to ``app``."""
+    app.state.dashboard_sessions = Sessions(settings.admin_key)
+    app.include_router(router)
+    app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
+
+
+async def viewer(request: Request) -> Viewer | None:
+    """Who is looking, from the session cookie or loopback access; ``None``: sign in first."""
+    state = request.app.state
+    v = state.dashboard_sessions.check(request.cookies.get(COOKIE))
+    if v is not None:
+        if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
+            return None
+        return v
+    if not state.settings.admin_key and is_loopback(request.client.host if request.client else None):
+        return Viewer(admin=True)
+    return None
+
+
+def _key_active(engine, v: Viewer) -> bool:
+    return engine is not None and any(k.key_id == v.key_id for k in list_keys(engine, v.tenant))
+
+
+@router.get("/dashboard")
+async def page(request: Request) -> Response:
+    if await viewer(request) is None:
+        return RedirectResponse("/dashboard/login", status_code=303)
+    return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
+
+
+@router.get("/dashboard/login")
+async def login_form(request: Request) -> Response:
+    return _login_page("")
+
+
+@router.post("/dashboard/login")
+async def login(request: Request) -> Response:
+    key = await _form_key(request)
+    state = request.app.state
+    try:
+        principal = await state.auth.authenticate({"authorization": f"Bearer {key}"} if key else {})
+    except AuthError:
+        return _login_page("Wrong key: use the admin key or a tenant's API key.", status=401)
+    if principal.admin:
+        v = Viewer(admin=True)
+    elif principal.key is not None:
+        v = Viewer(admin=False, tenant=principal.tenant, key_id=principal.key.key_id)
+    else:  # auth is off: there is nothing to log in with
+        return _login_page("This gateway has no admin key: open the dashboard from the gateway's own host "
+                           "(loopback), or set MIXROUTE_ADMIN_KEY.", status=403)
+    resp = RedirectResponse("/dashboard", status_code=303)
+    resp.set_cookie(COOKIE, state.dashboard_sessions.issue(v), max_age=int(state.dashboard_sessions.ttl_s),
+                    path="/dashboard", httponly=True, samesite="strict", secure=request.url.scheme == "https")
+    return resp
+
+
+@router.post("/dashboard/logout")
+async def logout() -> Response:
+    resp = RedirectResponse("/dashboard/login", status_code=303)
+    resp.delete_cookie(COOKIE, path="/dashboard")
+    return resp
+
+
+@router.get("/dashboard/api/summary")
+async def summary(request: Request, since: str | None = None, until: str | None = None,
+                  reference: str | None = None) -> Response:
+    v = await viewer(request)
+    if v is None:
+        raise NotSignedIn("Sign in at /dashboard/login")
+    now = datetime.now(timezone.utc)
+    end = parse_time(until, now, "until") if until else now + timedelta(seconds=1)
+    start = parse_time(since, now, "since") if since else end - timedelta(hours=24)
+    if start >= end:
+        raise InvalidRequest("'since' must be before 'until'", param="since", code="invalid_value")
+    runtime = request.app.state.policies.current
+    pricing = dict(runtime.router.pricing) if runtime is not None else {}
+    if reference is not None and reference not in pricing:
+        raise InvalidRequest(f"Unknown reference backend (known: {', '.join(sorted(pricing))})",
+                             param="reference", code="invalid_value")
+    engine = request.app.state.store.engine
+    window = queries.Window(start, end, v.scope)
+    data = await asyncio.to_thread(queries.summary, engine, window, pricing, reference)
+    data["viewer"] = {"admin": v.admin, "tenant": v.scope}
+    return FastJSONResponse(data, headers={"cache-control": "no-store"})
+
+
+def parse_time(value: str, now: datetime, param: str) -> datetime:
+    """An ISO 8601 time (naive = UTC) or a duration back from ``now`` (``90m``, ``24h``, ``7d``, ``2w``).
+
+    Raises:
+        InvalidRequest: neither form.
+    """
+    m = _DURATION.match(value.strip())
+    if m:
+        return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidRequest(f"'{param}' must be an ISO 8601 time or a duration like 24h", param=param,
+                             code="invalid_value") from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+async def _form_key(request: Request) -> str:
+    from urllib.parse import parse_qs
+
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        return ""
+    return (parse_qs(body.decode(errors="replace")).get("key") or [""])[0].strip()
+
+
+def _login_page(message: str, status: int = 200) -> HTMLResponse:
+    text = (STATIC / "login.html").read_text().replace("{{message}}", html.escape(message))
+    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})

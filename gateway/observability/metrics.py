@@ -1,0 +1,196 @@
+"""Prometheus metrics of one gateway app, in the app's own registry.
+
+Each app gets its own :class:`prometheus_client.CollectorRegistry` (never the global
+default), so several apps in one process (tests) never collide. Labels are low
+cardinality only: route, backend, pool (= backend), tenant and status; never request ids
+or model names chosen by clients (``route`` is always a route or backend of the policy).
+
+Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
+
+    mixroute_requests_total{route,backend,status}             counter   one per outcome
+    mixroute_http_responses_total{path,method,code}          counter   every HTTP response
+    mixroute_decision_latency_seconds{route}                 histogram router decide()
+    mixroute_ttft_seconds{backend}                           histogram time to first token
+    mixroute_itl_seconds{backend}                            histogram mean inter-token latency
+    mixroute_request_latency_seconds{backend}                histogram request to last byte
+    mixroute_tokens_total{tenant,route,backend,kind}         counter   kind=input|output|cached
+    mixroute_cost_usd_total{tenant,route,backend}            counter   USD
+    mixroute_fallbacks_total{route,backend}                  counter   failed attempts before the answer
+    mixroute_pool_in_flight{pool}                            gauge     requests sent, not finished
+    mixroute_pool_queue_depth{pool}                          gauge     requests sent, no first token yet
+    mixroute_prefix_cache_hit_ratio{backend}                 gauge     cached / input tokens since start
+    mixroute_classifier_latency_seconds                      histogram (filled by observe_classifier)
+    mixroute_classifier_batch_size                           histogram (filled by observe_classifier)
+    mixroute_store_rows_total{result}                        counter   store writer stats
+    mixroute_store_queue_rows                                gauge     rows waiting in the write queue
+    mixroute_store_journal_bytes                             gauge     size of the spill journal
+    mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from router.records import DecisionRecord, OutcomeRecord
+
+log = logging.getLogger("mixroute.metrics")
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+"""Seconds; TTFT of hosted models is typically 0.2-2 s, long generations reach minutes."""
+ITL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0)
+"""Seconds per token (a chunk); decode at 10-100 tokens/s gives 0.01-0.1 s."""
+DECIDE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+"""Seconds; decide() is sub-millisecond on priors, a few ms with the classifier."""
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+FEEDBACK_CACHE_S = 30.0
+"""How long the feedback counts are reused between scrapes (seconds): one small query per 30 s."""
+
+
+class Metrics:
+    """The instruments of one app. Recording methods never raise into the request path."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("mixroute_requests", "Completed requests (one per outcome row).",
+                                ["route", "backend", "status"], registry=r)
+        self.http = Counter("mixroute_http_responses", "HTTP responses by path template.",
+                            ["path", "method", "code"], registry=r)
+        self.decide = Histogram("mixroute_decision_latency_seconds", "Time the router takes to decide (s).",
+                                ["route"], buckets=DECIDE_BUCKETS, registry=r)
+        self.ttft = Histogram("mixroute_ttft_seconds", "Time to first token per backend (s); for "
+                              "non-streaming requests the time to the full answer.", ["backend"],
+                              buckets=LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("mixroute_itl_seconds", "Mean inter-token latency of a stream (s).", ["backend"],
+                             buckets=ITL_BUCKETS, registry=r)
+        self.latency = Histogram("mixroute_request_latency_seconds", "Request to last byte (s).", ["backend"],
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.tokens = Counter("mixroute_tokens", "Tokens by kind (input, output, cached input).",
+                              ["tenant", "route", "backend", "kind"], registry=r)
+        self.cost = Counter("mixroute_cost_usd", "Cost of calls (USD).", ["tenant", "route", "backend"], registry=r)
+        self.fallbacks = Counter("mixroute_fallbacks", "Failed backend attempts followed by another one.",
+                                 ["route", "backend"], registry=r)
+        self.in_flight = Gauge("mixroute_pool_in_flight", "Requests sent to a pool (backend) and not finished.",
+                               ["pool"], registry=r)
+        self.queue_depth = Gauge("mixroute_pool_queue_depth", "Requests sent to a pool that have not received "
+                                 "their first token: the autoscaling signal.", ["pool"], registry=r)
+        self.classifier_latency = Histogram("mixroute_classifier_latency_seconds", "One classifier batch (s).",
+                                            buckets=DECIDE_BUCKETS, registry=r)
+        self.classifier_batch = Histogram("mixroute_classifier_batch_size", "Prompts per classifier batch.",
+                                          buckets=BATCH_BUCKETS, registry=r)
+        self._prefix: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # backend -> [cached, input]
+        self._lock = threading.Lock()
+        self.scraped = ScrapeCollector(self)
+        r.register(self.scraped)
+
+    # -- recording (called from the request path) ---------------------------------------
+
+    def observe_decision(self, route: str, seconds: float) -> None:
+        self.decide.labels(route).observe(seconds)
+
+    def observe_outcome(self, decision: DecisionRecord, outcome: OutcomeRecord) -> None:
+        """Count one finished request (tokens in tokens, cost in USD, times in seconds)."""
+        route, tenant, backend = decision.route, decision.tenant or "-", outcome.backend or "-"
+        self.requests.labels(route, backend, outcome.status).inc()
+        for failed in outcome.fallbacks_taken:
+            self.fallbacks.labels(route, failed).inc()
+        if outcome.ttft_s is not None and outcome.status != "error":
+            self.ttft.labels(backend).observe(outcome.ttft_s)
+        if outcome.itl_s is not None:
+            self.itl.labels(backend).observe(outcome.itl_s)
+        if outcome.latency_s is not None:
+            self.latency.labels(backend).observe(outcome.latency_s)
+        for kind, n in (("input", outcome.tokens_in), ("output", outcome.tokens_out), ("cached", outcome.tokens_cached)):
+            if n:
+                self.tokens.labels(tenant, route, backend, kind).inc(n)
+        if outcome.cost_usd:
+            self.cost.labels(tenant, route, backend).inc(outcome.cost_usd)
+        if outcome.tokens_in:
+            with self._lock:
+                acc = self._prefix[backend]
+                acc[0] += outcome.tokens_cached
+                acc[1] += outcome.tokens_in
+
+    def observe_classifier(self, latency_s: float, batch_size: int) -> None:
+        """Record one classifier batch: its encoder + heads time (seconds) and size (prompts).
+
+        The classifier (``router/classify``) does not import the gateway; the gateway can pass
+        this bound method to it as a callback.
+        """
+        self.classifier_latency.observe(latency_s)
+        self.classifier_batch.observe(batch_size)
+
+    def prefix_ratios(self) -> dict[str, float]:
+        with self._lock:
+            return {b: c / i for b, (c, i) in self._prefix.items() if i}
+
+
+class ScrapeCollector(Collector):
+    """Values read at scrape time: prefix-cache ratio, store stats and feedback counts.
+
+    ``store`` and ``engine`` are attached by the app's lifespan (``None`` before it).
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.store: Any = None
+        self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
+
+    def describe(self) -> list:
+        return []  # values appear only once the store exists; nothing to check at register time
+
+    def collect(self) -> Iterator:
+        ratio = GaugeMetricFamily("mixroute_prefix_cache_hit_ratio",
+                                  "Cached input tokens / input tokens since start, per backend.", labels=["backend"])
+        for backend, value in sorted(self.metrics.prefix_ratios().items()):
+            ratio.add_metric([backend], value)
+        yield ratio
+        store = self.store
+        if store is None:
+            return
+        rows = CounterMetricFamily("mixroute_store_rows", "Store rows by result (written, overflowed, "
+                                   "spilled, replayed, rejected, lost).", labels=["result"])
+        for name, value in vars(store.stats).items():
+            rows.add_metric([name], value)
+        yield rows
+        yield GaugeMetricFamily("mixroute_store_queue_rows", "Rows waiting in the store's write queue.",
+                                value=store.queued)
+        yield GaugeMetricFamily("mixroute_store_journal_bytes", "Bytes of journaled rows waiting for replay.",
+                                value=_journal_bytes(store.journal))
+        feedback = self._feedback_counts(store.engine)
+        if feedback is not None:
+            fam = CounterMetricFamily("mixroute_feedback", "Feedback rows in the store by route and verdict "
+                                      "(bad = a quality-bar miss).", labels=["route", "verdict"])
+            for route, verdict, n in feedback:
+                fam.add_metric([route, verdict], n)
+            yield fam
+
+    def _feedback_counts(self, engine) -> list[tuple[str, str, int]] | None:
+        from gateway.dashboard.queries import feedback_verdicts  # dashboard owns the store queries
+
+        at, cached = self._feedback
+        if time.monotonic() - at < FEEDBACK_CACHE_S:
+            return cached
+        counts = feedback_verdicts(engine) if engine is not None else None
+        self._feedback = (time.monotonic(), counts)
+        return counts
+
+
+def _journal_bytes(journal) -> int:
+    total = 0
+    for path in (journal.path, journal.replaying):
+        try:
+            total += Path(path).stat().st_size
+        except OSError:
+            pass
+    return total

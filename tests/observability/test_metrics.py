@@ -1,0 +1,73 @@
+"""``GET /metrics`` after real requests through the gateway."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+
+from gateway.app import create_app
+from gateway.settings import Settings
+from tests.observability.conftest import chat, start_gateway, wait_row
+
+
+def sample(text: str, name: str, **labels) -> float:
+    """The value of one sample in Prometheus text format (0.0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        m = re.match(r"([a-zA-Z_:]+)(\{(.*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            return float(m.group(4))
+    return 0.0
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    gw = start_gateway(tmp_path_factory.mktemp("metrics"))
+    yield gw
+    gw.stop()
+
+
+def test_requests_tokens_cost_and_latency_are_counted(gw):
+    r = chat(gw, "What is 2+2?")
+    assert r.status_code == 200
+    backend = r.headers["x-mixroute-backend"]
+    s = chat(gw, "Tell me a story", stream=True)
+    assert s.status_code == 200 and "[DONE]" in s.text
+    wait_row(gw.settings.database_url, "outcomes", s.headers["x-mixroute-request-id"])
+    text = httpx.get(gw.url + "/metrics").text
+    assert sample(text, "mixroute_requests_total", route="auto", backend=backend, status="ok") >= 1
+    assert sample(text, "mixroute_decision_latency_seconds_count", route="auto") >= 2
+    assert sample(text, "mixroute_ttft_seconds_count", backend=backend) >= 1
+    assert sample(text, "mixroute_itl_seconds_count", backend=s.headers["x-mixroute-backend"]) >= 1
+    usage = r.json()["usage"]
+    assert sample(text, "mixroute_tokens_total", tenant="-", route="auto", backend=backend,
+                  kind="input") >= usage["prompt_tokens"]
+    assert sample(text, "mixroute_cost_usd_total", tenant="-", route="auto", backend=backend) > 0
+    assert sample(text, "mixroute_pool_in_flight", pool=backend) == 0
+    assert sample(text, "mixroute_pool_queue_depth", pool=backend) == 0
+    assert 'mixroute_prefix_cache_hit_ratio{backend="' + backend + '"}' in text
+    assert sample(text, "mixroute_store_rows_total", result="written") >= 2
+    assert "mixroute_store_journal_bytes" in text
+    assert sample(text, "mixroute_http_responses_total", path="/v1/chat/completions", method="POST",
+                  code="200") >= 2
+
+
+def test_errors_are_counted_without_request_ids(gw):
+    r = chat(gw, model="no-such-route")
+    assert r.status_code == 404
+    text = httpx.get(gw.url + "/metrics").text
+    assert sample(text, "mixroute_decision_latency_seconds_count", route="error") >= 1
+    assert "mr-" not in text  # no request id ever becomes a label
+
+
+def test_each_app_has_its_own_registry():
+    a, b = create_app(Settings(classifier="off")), create_app(Settings(classifier="off"))
+    assert a.state.observability.metrics.registry is not b.state.observability.metrics.registry
+    a.state.observability.metrics.requests.labels("r", "b", "ok").inc()
+    assert b.state.observability.metrics.requests.labels("r", "b", "ok")._value.get() == 0
