@@ -99,10 +99,12 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         backend = runtime.backends[name]
         attempt.backend = backend
         attempt.tried.append(name)
+        runtime.router.live.started(name)
         try:
             return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
         except BackendError as exc:
             last = exc
+            runtime.router.live.finished(name, ttft_s=None, latency_s=None)
             log.warning("backend %s failed (%s); %s", name, exc.code, "falling back" if exc.retryable else "giving up")
             if not exc.retryable:
                 break
@@ -121,6 +123,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         backend = runtime.backends[name]
         attempt.backend = backend
         attempt.tried.append(name)
+        runtime.router.live.started(name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
@@ -131,6 +134,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         except BackendError as exc:
             last = exc
         await chunks.aclose()
+        runtime.router.live.finished(name, ttft_s=None, latency_s=None)
         log.warning("backend %s failed before the first chunk (%s)", name, last.code)
         if not last.retryable:
             break

@@ -13,6 +13,7 @@ from pathlib import Path
 from backends.base import Backend
 from backends.registry import build_backend
 from router.engine import Router
+from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
 from router.predict import Predictor
 
@@ -31,11 +32,11 @@ class Runtime:
     backends: dict[str, Backend]
 
     @classmethod
-    async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None) -> "Runtime":
+    async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None) -> "Runtime":
         backends = {b.name: build_backend(b) for b in loaded.policy.backends}
         for backend in backends.values():
             await backend.start()
-        return cls(loaded=loaded, router=Router(loaded, predictor), backends=backends)
+        return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends)
 
     async def aclose(self) -> None:
         for backend in self.backends.values():
@@ -59,6 +60,7 @@ class PolicyHolder:
         self.is_demo = path is None
         self.predictor = predictor
         self.on_loaded = on_loaded
+        self.live = LiveState()
         self.current: Runtime | None = None
         self._watch_task: asyncio.Task | None = None
         self._closing: set[asyncio.Task] = set()
@@ -72,7 +74,7 @@ class PolicyHolder:
         loaded = await asyncio.to_thread(load_policy, self.path)
         if self.current is not None and loaded.hash == self.current.loaded.hash:
             return self.current
-        runtime = await Runtime.build(loaded, self.predictor)
+        runtime = await Runtime.build(loaded, self.predictor, self.live)
         old, self.current = self.current, runtime
         if self.on_loaded:
             self.on_loaded(loaded)

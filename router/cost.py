@@ -8,6 +8,16 @@
 ``cached_input_per_1m`` defaults to ``input_per_1m`` (no discount). Hosted backends
 without prices in the policy take litellm's bundled price map
 (``backends.hosted.pricing.hosted_pricing``).
+
+Self-hosted pools priced by GPU time (:func:`gpu_pricing`): a pool that costs ``H`` USD
+per hour and sustains ``T_out`` output tokens/s (and ``T_in`` prompt tokens/s) under load
+costs, per one million tokens,
+
+    output_per_1m = H / 3600 / T_out * 1e6,    input_per_1m = H / 3600 / T_in * 1e6
+
+i.e. each token kind is charged the GPU time it would occupy alone at the measured rate.
+When ``T_in`` is not measured it is taken as ``10 x T_out``: an assumption (prefill is
+compute-bound and batches far better than decode), to be replaced by a measurement.
 """
 
 from __future__ import annotations
@@ -17,10 +27,26 @@ from router.policy.models import BackendConfig, Pricing
 FREE = Pricing()
 
 
+#: Assumed prompt/output throughput ratio of a GPU pool when only output throughput is known.
+PREFILL_SPEEDUP = 10.0
+
+
+def gpu_pricing(pricing: Pricing) -> Pricing:
+    """Per-1M-token prices derived from ``gpu_usd_per_hour`` and measured throughput
+    (formula in the module docstring); other pricings are returned unchanged."""
+    if pricing.gpu_usd_per_hour is None or pricing.output_tokens_per_s is None:
+        return pricing
+    usd_per_s = pricing.gpu_usd_per_hour / 3600.0
+    tin = pricing.input_tokens_per_s or PREFILL_SPEEDUP * pricing.output_tokens_per_s
+    return pricing.model_copy(update={"output_per_1m": usd_per_s / pricing.output_tokens_per_s * 1e6,
+                                      "input_per_1m": usd_per_s / tin * 1e6})
+
+
 def resolve_pricing(config: BackendConfig) -> Pricing:
-    """The prices of a backend: the policy's, else litellm's bundled map (hosted), else zero."""
+    """The prices of a backend: the policy's (GPU-time pricing derived), else litellm's
+    bundled map (hosted), else zero."""
     if config.pricing is not None:
-        return config.pricing
+        return gpu_pricing(config.pricing)
     if config.kind == "hosted":
         try:
             from backends.hosted.pricing import hosted_pricing

@@ -1,15 +1,20 @@
-"""The decision engine: Policy x Prediction -> Decision.
+"""The decision engine: Policy x Prediction x live state -> Decision.
 
-For a route with candidates C and quality bar q:
+One function decides for the gateway and for offline evaluation. For a route with
+candidates C and quality bar q:
 
-1. Rules drop candidates (``require_tags``, ``max_cost_usd``).
-2. Each candidate gets predicted quality (:mod:`router.predict`) and expected cost
-   (:mod:`router.cost`) with ``input tokens`` estimated from the prompt and ``output
-   tokens`` = min(predicted completion tokens, ``max_tokens`` when the client set it).
-3. The bar: ``min_quality`` (absolute) or ``target x max(predicted quality)`` (relative).
-4. The choice is the cheapest candidate whose predicted quality clears the bar (ties:
-   higher quality, then policy order). If none clears it, ``on_no_candidate`` decides.
-5. Fallbacks: the other candidates, bar-clearing ones by cost first, then the rest by
+1. The predictor reads the prompt once: quality per candidate, expected output length
+   and signals (``pii``, ``injection``, ``domain``...) (:mod:`router.predict`).
+2. Rules (:mod:`router.rules`) may block, redirect, or narrow the candidates (tenant
+   allow lists, tags, signal thresholds) and cap the expected cost.
+3. Each candidate gets an expected cost (:mod:`router.cost`; input tokens estimated from
+   the prompt, output tokens = min(predicted length, ``max_tokens``)) and a predicted
+   TTFT from live state (:mod:`router.live`).
+4. The bar: ``min_quality`` (absolute) or ``target x max(predicted quality)`` (relative).
+5. The choice (:func:`choose`) is the cheapest candidate that clears the bar and meets the
+   route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
+   ``on_no_candidate`` decide the other cases.
+6. Fallbacks: the other candidates, bar-clearing ones by cost first, then the rest by
    predicted quality, truncated to ``max_attempts - 1``.
 """
 
@@ -22,14 +27,18 @@ from typing import Any
 
 from backends.openai_shapes import estimate_tokens, prompt_text
 from router.cost import cost_usd, resolve_pricing
-from router.errors import NoCandidate
+from router.errors import NoCandidate, RequestRejected, UnknownModel
+from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
-from router.predict import Predictor, PriorPredictor
+from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
+from router.rules import apply_rules
 from router.rewrite import CACHE_SCOPE_KEY, RewriteOptions, rewrite
 
 _EPS = 1e-9
+#: Header an admin may send to force a backend on a routed request.
+OVERRIDE_HEADER = "x-mixroute-backend-override"
 
 
 @dataclass
@@ -41,7 +50,9 @@ class Candidate:
     predicted_quality: float | None
     expected_cost_usd: float
     expected_output_tokens: int
+    predicted_ttft_s: float | None = None
     eligible: bool = False
+    meets_slo: bool = True
     note: str = ""
 
 
@@ -69,12 +80,15 @@ class RoutingRequest:
         body: the validated OpenAI request body (``model`` = route or backend name).
         tenant: tenant name when authenticated.
         headers: lower-cased request headers that rules may match (``x-mixroute-*``).
+        admin: the caller holds the admin key (may force a backend with the
+            ``x-mixroute-backend-override`` header).
     """
 
     endpoint: str
     body: dict
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    admin: bool = False
     request_id: str = field(default_factory=lambda: f"mr-{uuid.uuid4().hex}")
 
 
@@ -84,12 +98,14 @@ class Router:
     Args:
         loaded: the validated policy.
         predictor: quality/length predictor; the prior baseline when ``None``.
+        live: live backend state for TTFT prediction (shared across policy reloads).
     """
 
-    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None):
+    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None, live: LiveState | None = None):
         self.loaded = loaded
         self.policy = loaded.policy
         self.predictor: Predictor = predictor or PriorPredictor()
+        self.live = live or LiveState()
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
 
     def target(self, model: str) -> tuple[RouteConfig | None, BackendConfig | None]:
@@ -104,8 +120,6 @@ class Router:
             router.errors.UnknownModel: ``model`` names neither a route nor a backend.
             router.errors.NoCandidate: rules left no candidate, or ``on_no_candidate: reject``.
         """
-        from router.errors import UnknownModel
-
         model = req.body.get("model") or self.policy.default_route
         route, pinned = self.target(model)
         if route is None and pinned is None:
@@ -117,31 +131,45 @@ class Router:
         body, phash = rewritten
         text = prompt_text(req.endpoint, body)
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
+        override = req.headers.get(OVERRIDE_HEADER)
+        if override and req.admin and route is not None:
+            pinned = self.policy.backend(override)
+            if pinned is None:
+                raise UnknownModel(f"{OVERRIDE_HEADER}: unknown backend '{override}'", param=OVERRIDE_HEADER)
         if pinned is not None:
             decision = await self._pinned(req, body, phash, text, pinned)
+            if route is not None:
+                decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
             return decision
         backends = [self.policy.backend(n) for n in route.backends]
-        backends, rule_notes = self._apply_rules(route, req, backends)
-        if not backends:
-            raise NoCandidate(f"No backend of route '{route.name}' is allowed for this request ({'; '.join(rule_notes)})")
         prediction = await self.predictor.predict(text, backends)
-        cands = self._score(req, text, backends, prediction.quality, prediction.output_tokens)
-        cands, rule_notes2 = self._cost_rules(route, req, cands)
-        rule_notes += rule_notes2
+        ruled = apply_rules(self.policy, route, backends, req.tenant, req.headers, prediction.signals)
+        if not ruled.backends:
+            raise NoCandidate(f"No backend of route '{route.name}' is allowed for this request "
+                              f"({'; '.join(ruled.notes)})")
+        quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
+                   for b in ruled.backends}
+        cands = self._score(req, text, ruled.backends, quality, prediction.output_tokens)
+        if ruled.max_cost_usd is not None:
+            cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if not cands:
-            raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits ({'; '.join(rule_notes)})")
+            raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
+                              f"({'; '.join(ruled.notes)})")
         bar = self._bar(route, cands)
         for c in cands:
             c.eligible = c.predicted_quality + _EPS >= bar
-        chosen, reason = self._choose(route, cands)
+            c.predicted_ttft_s = self.live.predicted_ttft(self.policy.backend(c.backend))
+            c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
+        chosen, reason = choose(route, cands)
         rest = [c for c in cands if c is not chosen]
-        rest.sort(key=lambda c: (not c.eligible, c.expected_cost_usd if c.eligible else -c.predicted_quality))
+        rest.sort(key=lambda c: (not c.eligible, not c.meets_slo,
+                                 c.expected_cost_usd if c.eligible else -c.predicted_quality))
         record = DecisionRecord(
             request_id=req.request_id, route=route.name, policy_hash=self.loaded.hash, chosen=chosen.backend,
             reason=reason, candidates=[vars(c).copy() for c in cands],
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
-            signals={**prediction.signals, "predictor": prediction.source, "bar": bar, "rules": rule_notes,
+            signals={**prediction.signals, "predictor": prediction.source, "bar": bar, "rules": ruled.notes,
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
         )
@@ -176,32 +204,6 @@ class Router:
             for b in backends
         ]
 
-    def _apply_rules(self, route: RouteConfig, req: RoutingRequest,
-                     backends: list[BackendConfig]) -> tuple[list[BackendConfig], list[str]]:
-        notes = []
-        for rule in self._rules(route, req):
-            if rule.require_tags:
-                backends = [b for b in backends if set(rule.require_tags) <= set(b.tags)]
-                notes.append(f"{rule.name}: require tags {rule.require_tags}")
-        return backends, notes
-
-    def _cost_rules(self, route: RouteConfig, req: RoutingRequest,
-                    cands: list[Candidate]) -> tuple[list[Candidate], list[str]]:
-        notes = []
-        for rule in self._rules(route, req):
-            if rule.max_cost_usd is not None:
-                cands = [c for c in cands if c.expected_cost_usd <= rule.max_cost_usd]
-                notes.append(f"{rule.name}: max cost {rule.max_cost_usd} USD")
-        return cands, notes
-
-    def _rules(self, route: RouteConfig, req: RoutingRequest):
-        for rule in self.policy.rules:
-            if rule.routes and route.name not in rule.routes:
-                continue
-            if rule.when_header and rule.when_header.lower() not in req.headers:
-                continue
-            yield rule
-
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate]) -> float:
         qb = route.quality_bar
@@ -209,18 +211,43 @@ class Router:
             return qb.min_quality
         return qb.target * max(c.predicted_quality for c in cands)
 
-    @staticmethod
-    def _choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
-        order = {c.backend: i for i, c in enumerate(cands)}
-        eligible = [c for c in cands if c.eligible]
-        if eligible:
-            best = min(eligible, key=lambda c: (c.expected_cost_usd, -c.predicted_quality, order[c.backend]))
-            return best, "cheapest_above_bar" if len(cands) > 1 else "only_candidate"
-        if route.on_no_candidate == "reject":
-            raise NoCandidate(f"No backend of route '{route.name}' is predicted to clear its quality bar")
-        if route.on_no_candidate == "cheapest":
-            return min(cands, key=lambda c: (c.expected_cost_usd, order[c.backend])), "below_bar_cheapest"
-        return max(cands, key=lambda c: (c.predicted_quality, -order[c.backend])), "below_bar_best_quality"
+
+
+def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
+    """Pick a candidate among scored ones (``eligible`` and ``meets_slo`` already set).
+
+    Returns:
+        ``(candidate, reason)``; reasons: ``cheapest_above_bar``, ``only_candidate``,
+        ``best_effort_slo`` / ``degraded_for_slo`` (every bar-clearing candidate breaks the
+        TTFT SLO), ``below_bar_cheapest``, ``below_bar_best_quality``.
+
+    Raises:
+        NoCandidate: nothing clears the bar and ``on_no_candidate: reject``.
+        RequestRejected: every bar-clearing candidate breaks the SLO and ``on_saturated: reject``.
+    """
+    order = {c.backend: i for i, c in enumerate(cands)}
+
+    def cheapest(cs: list[Candidate]) -> Candidate:
+        return min(cs, key=lambda c: (c.expected_cost_usd, -c.predicted_quality, order[c.backend]))
+
+    eligible = [c for c in cands if c.eligible]
+    fast = [c for c in eligible if c.meets_slo]
+    if fast:
+        return cheapest(fast), "cheapest_above_bar" if len(cands) > 1 else "only_candidate"
+    if eligible:
+        if route.on_saturated == "reject":
+            wait = min(c.predicted_ttft_s or 1.0 for c in eligible) - (route.ttft_slo_s or 0.0)
+            raise RequestRejected(f"Every backend of route '{route.name}' that clears its quality bar is "
+                                  f"predicted to break its TTFT SLO of {route.ttft_slo_s} s", retry_after_s=max(1.0, wait))
+        meeting = [c for c in cands if c.meets_slo]
+        if route.on_saturated == "degrade" and meeting:
+            return cheapest(meeting), "degraded_for_slo"
+        return cheapest(eligible), "best_effort_slo"
+    if route.on_no_candidate == "reject":
+        raise NoCandidate(f"No backend of route '{route.name}' is predicted to clear its quality bar")
+    if route.on_no_candidate == "cheapest":
+        return min(cands, key=lambda c: (c.expected_cost_usd, order[c.backend])), "below_bar_cheapest"
+    return max(cands, key=lambda c: (c.predicted_quality, -order[c.backend])), "below_bar_best_quality"
 
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:

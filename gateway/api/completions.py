@@ -36,7 +36,8 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
-    req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers)
+    req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers,
+                         admin=principal.admin)
     return await observability.decide(runtime.router, req), body
 
 
@@ -77,7 +78,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
     observability.record_decision(state.store, decision.record)
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
-    finish = observability.finisher(decision.record, _finisher(state.store, admission))
+    finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live))
     if body.get("stream"):
         return await _stream(runtime, finish, attempt, decision.body)
     try:
@@ -97,12 +98,16 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     return FastJSONResponse(resp, headers=headers)
 
 
-def _finisher(store, admission: Admission) -> Callable[[OutcomeRecord], None]:
-    """Record an outcome and settle the request's limits with it."""
+def _finisher(store, admission: Admission, live) -> Callable[[OutcomeRecord], None]:
+    """Record an outcome, settle the request's limits with it and update live state."""
 
     def finish(outcome: OutcomeRecord) -> None:
         store.record_outcome(outcome)
         admission.settle(outcome)
+        if outcome.backend is not None:
+            ok = outcome.status == "ok"
+            live.finished(outcome.backend, ttft_s=outcome.ttft_s if ok else None,
+                          latency_s=outcome.latency_s if ok else None)
 
     return finish
 

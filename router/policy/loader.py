@@ -189,6 +189,11 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         for j, name in enumerate(rule.routes):
             if name not in routes:
                 add(("rules", i, "routes", j), f"unknown route '{name}'")
+        if rule.route_to is not None and rule.route_to not in seen:
+            add(("rules", i, "route_to"), f"unknown backend '{rule.route_to}' (known: {known})")
+        for j, name in enumerate(rule.allow_backends):
+            if name not in seen:
+                add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
     return problems
 
 

@@ -31,12 +31,24 @@ class Pricing(_Strict):
             (defaults to ``input_per_1m``: no discount).
         per_request: flat USD per call (used by replay backends whose data records
             a per-call cost rather than token prices).
+        gpu_usd_per_hour, output_tokens_per_s, input_tokens_per_s: a self-hosted pool's
+            cost and measured throughput (whole pool, tokens/s under load); the cost model
+            derives USD per token from them (:func:`router.cost.gpu_pricing`).
     """
 
     input_per_1m: float = Field(default=0.0, ge=0)
     output_per_1m: float = Field(default=0.0, ge=0)
     cached_input_per_1m: float | None = Field(default=None, ge=0)
     per_request: float = Field(default=0.0, ge=0)
+    gpu_usd_per_hour: float | None = Field(default=None, gt=0)
+    output_tokens_per_s: float | None = Field(default=None, gt=0)
+    input_tokens_per_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _gpu_needs_throughput(self) -> "Pricing":
+        if self.gpu_usd_per_hour is not None and self.output_tokens_per_s is None:
+            raise ValueError("'gpu_usd_per_hour' needs the pool's measured 'output_tokens_per_s'")
+        return self
 
 
 class BackendConfig(_Strict):
@@ -58,6 +70,8 @@ class BackendConfig(_Strict):
             that stands for this backend (defaults to ``model``).
         tags: free labels used by rules, e.g. ``self_hosted``.
         timeout_s: whole-request timeout (seconds); connect_timeout_s for the connect.
+        max_concurrency: requests the backend serves at once before they queue (for the
+            live TTFT prediction of :mod:`router.live`); ``None``: no queueing modelled.
         data: outcome data files (replay).
         options: extra keyword arguments passed to the provider call (hosted).
         demo: marks a backend of the bundled demo policy in ``/v1/models``.
@@ -75,6 +89,7 @@ class BackendConfig(_Strict):
     tags: list[str] = Field(default_factory=list)
     timeout_s: float = Field(default=600.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
     data: list[Path] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict)
     demo: bool = False
@@ -121,7 +136,11 @@ class RouteConfig(_Strict):
             the candidate with the highest predicted quality), ``cheapest`` or
             ``reject`` (HTTP 503).
         max_attempts: candidates tried in order on retryable failures (>= 1).
-        ttft_slo_s: time-to-first-token SLO in seconds (used with live state).
+        ttft_slo_s: time-to-first-token SLO in seconds: a candidate whose predicted TTFT
+            (:mod:`router.live`) breaks it is skipped.
+        on_saturated: when every candidate that clears the bar breaks the SLO:
+            ``best_effort`` (ignore the SLO), ``degrade`` (the cheapest candidate that
+            meets the SLO, even below the bar) or ``reject`` (HTTP 429 with retry-after).
         description: shown in ``/v1/models``.
         rewrite: rewrite prompts for prefix caches (:mod:`router.rewrite`); off: the
             request is sent as received (its ``prefix_hash`` is still computed).
@@ -133,27 +152,50 @@ class RouteConfig(_Strict):
     on_no_candidate: Literal["best_quality", "cheapest", "reject"] = "best_quality"
     max_attempts: int = Field(default=3, ge=1, le=10)
     ttft_slo_s: float | None = Field(default=None, gt=0)
+    on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
     rewrite: bool = True
 
 
 class RuleConfig(_Strict):
-    """A rule evaluated before scoring.
+    """A rule evaluated before scoring. A rule applies when all its conditions hold
+    (``routes``, ``tenants``, ``when_header``, ``when_signal``); then each action it sets
+    is taken, in this order: ``block``, ``route_to``, ``allow_backends``,
+    ``require_tags``, ``max_cost_usd``.
 
     Attributes:
         name: shown in the decision's reason.
-        when_header: the rule applies when this request header is present
-            (``x-mixroute-...``); ``None`` applies to every request of its routes.
         routes: routes it applies to (empty: all).
+        tenants: tenants it applies to (empty: all).
+        when_header: applies when this request header is present (``x-mixroute-...``).
+        when_signal: applies when every named classifier signal is at least its threshold,
+            e.g. ``{pii: 0.5}`` or ``{injection: 0.8}`` (probabilities).
+        block: refuse the request (HTTP 400, code ``prompt_blocked``).
+        route_to: send the request to this backend only (e.g. a hardened model).
+        allow_backends: only these backends stay candidates (per-tenant allow lists).
         require_tags: only backends with all these tags stay candidates.
         max_cost_usd: candidates whose expected cost exceeds this (USD) are dropped.
     """
 
     name: str = Field(min_length=1)
-    when_header: str | None = None
     routes: list[str] = Field(default_factory=list)
+    tenants: list[str] = Field(default_factory=list)
+    when_header: str | None = None
+    when_signal: dict[str, float] = Field(default_factory=dict)
+    block: bool = False
+    route_to: str | None = None
+    allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: float | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _has_action(self) -> "RuleConfig":
+        if not (self.block or self.route_to or self.allow_backends or self.require_tags
+                or self.max_cost_usd is not None):
+            raise ValueError("a rule needs an action: block, route_to, allow_backends, require_tags or max_cost_usd")
+        if self.block and (self.route_to or self.allow_backends or self.require_tags):
+            raise ValueError("'block' contradicts 'route_to', 'allow_backends' and 'require_tags'")
+        return self
 
 
 class LimitsConfig(_Strict):

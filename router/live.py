@@ -1,0 +1,74 @@
+"""Live backend state and the TTFT prediction used against a route's SLO.
+
+For each backend the gateway keeps its in-flight requests and exponentially weighted
+moving averages (EWMA, weight :data:`ALPHA` on the newest sample) of observed TTFT and
+total latency. The predicted TTFT of a new request is
+
+    TTFT_pred = TTFT_ewma + queued x latency_ewma / max_concurrency
+
+where ``queued = max(0, in_flight - max_concurrency, waiting)`` is the number of requests
+ahead of it that cannot start yet (``waiting`` is a pool's reported queue, e.g. vLLM's
+``vllm:num_requests_waiting``), drained ``max_concurrency`` at a time, one mean latency
+per round (Little's law for a saturated server). A backend with no observation yet has no
+prediction and is never skipped for its SLO. All times in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from router.policy.models import BackendConfig
+
+ALPHA = 0.2
+
+
+@dataclass
+class _State:
+    in_flight: int = 0
+    waiting: int = 0
+    ttft_ewma: float | None = None
+    latency_ewma: float | None = None
+
+
+def _ewma(old: float | None, new: float) -> float:
+    return new if old is None else (1 - ALPHA) * old + ALPHA * new
+
+
+class LiveState:
+    """In-process live state of every backend (one per gateway process, kept across policy reloads)."""
+
+    def __init__(self) -> None:
+        self._s: dict[str, _State] = {}
+
+    def _get(self, backend: str) -> _State:
+        return self._s.setdefault(backend, _State())
+
+    def started(self, backend: str) -> None:
+        self._get(backend).in_flight += 1
+
+    def finished(self, backend: str, *, ttft_s: float | None, latency_s: float | None) -> None:
+        """Count the end of a request; failed attempts pass ``None`` times (not averaged)."""
+        s = self._get(backend)
+        s.in_flight = max(0, s.in_flight - 1)
+        if ttft_s is not None:
+            s.ttft_ewma = _ewma(s.ttft_ewma, ttft_s)
+        if latency_s is not None:
+            s.latency_ewma = _ewma(s.latency_ewma, latency_s)
+
+    def set_waiting(self, backend: str, waiting: int) -> None:
+        """Record a pool's own reported queue depth (requests waiting)."""
+        self._get(backend).waiting = max(0, waiting)
+
+    def in_flight(self, backend: str) -> int:
+        return self._get(backend).in_flight
+
+    def predicted_ttft(self, config: BackendConfig) -> float | None:
+        """Predicted TTFT in seconds (formula in the module docstring), ``None`` if unknown."""
+        s = self._s.get(config.name)
+        if s is None or s.ttft_ewma is None:
+            return None
+        cap = config.max_concurrency
+        queued = max(s.waiting, s.in_flight - cap if cap else 0, 0)
+        if not queued or not cap or s.latency_ewma is None:
+            return s.ttft_ewma
+        return s.ttft_ewma + queued * s.latency_ewma / cap

@@ -1,0 +1,157 @@
+"""Rules on classifier signals, tenant allow lists, admin override, TTFT SLO handling and
+GPU-time pricing."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.cost import gpu_pricing, resolve_pricing
+from router.engine import Router, RoutingRequest
+from router.errors import NoCandidate, RequestRejected, UnknownModel
+from router.live import LiveState
+from router.policy import PolicyError, parse_policy
+from router.policy.models import Pricing
+from router.predict import Prediction
+from router.rules import PromptBlocked
+
+POLICY = """version: 1
+backends:
+  - {name: strong, kind: fake, model: strong, quality: 0.90, pricing: {input_per_1m: 10, output_per_1m: 30}}
+  - {name: mid, kind: fake, model: mid, quality: 0.88, pricing: {input_per_1m: 1, output_per_1m: 3}, max_concurrency: 2}
+  - {name: local, kind: fake, model: local, quality: 0.50, tags: [self_hosted],
+     pricing: {gpu_usd_per_hour: 3.6, output_tokens_per_s: 1000}}
+  - {name: hardened, kind: fake, model: hardened, quality: 0.7}
+routes:
+  - {name: auto, backends: [strong, mid, local], quality_bar: {target: 0.95}}
+  - {name: fast, backends: [strong, mid, local], quality_bar: {target: 0.95}, ttft_slo_s: 1.0}
+  - {name: fast-degrade, backends: [strong, mid, local], quality_bar: {target: 0.95}, ttft_slo_s: 1.0,
+     on_saturated: degrade}
+  - {name: fast-reject, backends: [mid, local], quality_bar: {target: 0.95}, ttft_slo_s: 1.0, on_saturated: reject}
+rules:
+  - {name: pii-local, when_signal: {pii: 0.5}, require_tags: [self_hosted]}
+  - {name: jailbreak, when_signal: {injection: 0.8}, block: true}
+  - {name: suspicious, when_signal: {injection: 0.5}, route_to: hardened}
+  - {name: acme-allow, tenants: [acme], allow_backends: [mid, local]}
+"""
+
+
+class SignalPredictor:
+    """A predictor returning fixed signals (the classifier's shape), priors for quality."""
+
+    def __init__(self, **signals):
+        self.signals = signals
+
+    async def predict(self, text, backends):
+        return Prediction(quality={b.name: b.quality for b in backends}, signals=dict(self.signals),
+                          source="test")
+
+
+def _req(model="auto", tenant=None, headers=None, admin=False):
+    return RoutingRequest("chat", {"model": model, "messages": [{"role": "user", "content": "hello there"}]},
+                          tenant=tenant, headers=headers or {}, admin=admin)
+
+
+async def test_pii_signal_keeps_only_self_hosted():
+    d = await Router(parse_policy(POLICY), SignalPredictor(pii=0.9)).decide(_req())
+    assert [c.backend for c in d.candidates] == ["local"] and d.record.chosen == "local"
+    assert any("pii-local" in n and "pii=0.90" in n for n in d.record.signals["rules"])
+    d = await Router(parse_policy(POLICY), SignalPredictor(pii=0.1)).decide(_req())
+    assert d.record.chosen == "mid"
+
+
+async def test_injection_blocks_or_redirects():
+    with pytest.raises(PromptBlocked) as info:
+        await Router(parse_policy(POLICY), SignalPredictor(injection=0.95)).decide(_req())
+    assert info.value.status == 400 and info.value.code == "prompt_blocked" and "jailbreak" in info.value.message
+    d = await Router(parse_policy(POLICY), SignalPredictor(injection=0.6)).decide(_req())
+    assert d.record.chosen == "hardened"
+
+
+async def test_tenant_allow_list():
+    d = await Router(parse_policy(POLICY)).decide(_req(tenant="acme"))
+    assert {c.backend for c in d.candidates} == {"mid", "local"}
+    d = await Router(parse_policy(POLICY)).decide(_req(tenant="other"))
+    assert {c.backend for c in d.candidates} == {"strong", "mid", "local"}
+
+
+async def test_admin_override_header():
+    headers = {"x-mixroute-backend-override": "strong"}
+    d = await Router(parse_policy(POLICY)).decide(_req(headers=headers, admin=True))
+    assert d.record.chosen == "strong" and d.record.reason == "admin_override" and d.record.route == "auto"
+    d = await Router(parse_policy(POLICY)).decide(_req(headers=headers, admin=False))
+    assert d.record.chosen == "mid"  # ignored for non-admins
+    with pytest.raises(UnknownModel):
+        await Router(parse_policy(POLICY)).decide(_req(headers={"x-mixroute-backend-override": "nope"}, admin=True))
+
+
+def _saturated_live() -> LiveState:
+    live = LiveState()
+    for _ in range(5):
+        live.started("mid")
+    live.finished("mid", ttft_s=0.5, latency_s=2.0)  # 4 in flight, capacity 2 -> 2 queued
+    live.started("strong")
+    live.finished("strong", ttft_s=0.3, latency_s=1.0)
+    return live
+
+
+async def test_slo_skips_saturated_candidate():
+    live = _saturated_live()
+    # mid: 0.5 + 2 queued x 2.0 s / 2 = 2.5 s predicted TTFT > 1.0 s SLO
+    d = await Router(parse_policy(POLICY), live=live).decide(_req("fast"))
+    mid = next(c for c in d.candidates if c.backend == "mid")
+    assert mid.predicted_ttft_s == pytest.approx(2.5) and not mid.meets_slo
+    assert d.record.chosen == "strong" and d.record.reason == "cheapest_above_bar"
+    d = await Router(parse_policy(POLICY), live=live).decide(_req("auto"))  # no SLO on this route
+    assert d.record.chosen == "mid"
+
+
+async def test_saturated_policies():
+    live = _saturated_live()
+    live.set_waiting("strong", 0)
+    for _ in range(3):
+        live.started("strong")
+    pol = parse_policy(POLICY.replace("quality: 0.90, pricing", "quality: 0.90, max_concurrency: 1, pricing"))
+    # strong: 0.3 + 2 queued x 1.0 / 1 = 2.3 s; mid 2.5 s: every adequate candidate breaks the SLO.
+    d = await Router(pol, live=live).decide(_req("fast"))
+    assert d.record.reason == "best_effort_slo" and d.record.chosen == "mid"
+    d = await Router(pol, live=live).decide(_req("fast-degrade"))
+    assert d.record.reason == "degraded_for_slo" and d.record.chosen == "local"
+    with pytest.raises(RequestRejected) as info:
+        await Router(pol, live=live).decide(_req("fast-reject"))
+    assert info.value.status == 429 and info.value.retry_after_s >= 1
+
+
+def test_gpu_pricing_formula():
+    p = gpu_pricing(Pricing(gpu_usd_per_hour=3.6, output_tokens_per_s=1000))
+    # 3.6 USD/h = 0.001 USD/s; 1000 tokens/s -> 1e-6 USD/token = 1 USD per 1M output tokens.
+    assert p.output_per_1m == pytest.approx(1.0)
+    assert p.input_per_1m == pytest.approx(0.1)  # assumed prefill 10x decode throughput
+    p = gpu_pricing(Pricing(gpu_usd_per_hour=3.6, output_tokens_per_s=1000, input_tokens_per_s=4000))
+    assert p.input_per_1m == pytest.approx(0.25)
+    local = parse_policy(POLICY).policy.backend("local")
+    assert resolve_pricing(local).output_per_1m == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("snippet, problem", [
+    ("  - {name: r, route_to: nope}\n", "rules[4].route_to: unknown backend 'nope'"),
+    ("  - {name: r, allow_backends: [mid, nope]}\n", "rules[4].allow_backends[1]: unknown backend 'nope'"),
+    ("  - {name: r, when_signal: {pii: 0.5}}\n", "a rule needs an action"),
+    ("  - {name: r, block: true, route_to: mid}\n", "contradicts"),
+])
+def test_bad_rules_rejected_with_line(snippet, problem):
+    with pytest.raises(PolicyError) as info:
+        parse_policy(POLICY + snippet, source="p.yaml")
+    assert problem in str(info.value) and str(info.value).startswith("p.yaml:19 rules[4]")
+
+
+def test_gpu_pricing_needs_throughput():
+    with pytest.raises(PolicyError) as info:
+        parse_policy(POLICY.replace("gpu_usd_per_hour: 3.6, output_tokens_per_s: 1000", "gpu_usd_per_hour: 3.6"))
+    assert "output_tokens_per_s" in str(info.value)
+
+
+async def test_all_candidates_removed_by_rules_is_a_clear_error():
+    pol = parse_policy(POLICY + "  - {name: none-left, tenants: [t0], require_tags: [gpu-h100]}\n")
+    with pytest.raises(NoCandidate) as info:
+        await Router(pol).decide(_req(tenant="t0"))
+    assert "none-left" in info.value.message
