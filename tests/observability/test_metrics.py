@@ -71,3 +71,18 @@ def test_each_app_has_its_own_registry():
     assert a.state.observability.metrics.registry is not b.state.observability.metrics.registry
     a.state.observability.metrics.requests.labels("r", "b", "ok").inc()
     assert b.state.observability.metrics.requests.labels("r", "b", "ok")._value.get() == 0
+
+
+def test_grafana_dashboard_uses_only_exposed_metrics(gw):
+    """Every metric the Grafana JSON queries is declared by ``/metrics``."""
+    import json
+    from pathlib import Path
+
+    dash = json.loads((Path(__file__).parents[2] / "deploy/grafana/mixroute.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v["definition"] for v in dash["templating"]["list"] if "definition" in v]
+    names = {re.sub(r"_(bucket|sum|count)$", "", n) for e in exprs for n in re.findall(r"mixroute_[a-z_]+", e)}
+    text = httpx.get(gw.url + "/metrics").text
+    declared = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    declared |= {n + "_total" for n in declared}
+    assert names and names <= declared, names - declared
