@@ -87,6 +87,10 @@ def make_engine(url: str | URL, **kwargs: Any) -> Engine:
                            pool_pre_ping=True, **kwargs)
     if parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is not None:
         event.listen(engine, "connect", _sqlite_pragmas)
+    if parsed.get_backend_name() == "postgresql":
+        # A batch upsert as multi-row VALUES statements instead of psycopg's one
+        # statement per row (pipelined): about 25% more rows/s (bench.store_writer).
+        engine.dialect.use_insertmanyvalues_wo_returning = True
     return engine
 
 

@@ -74,6 +74,19 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
+def _row(rec: Any) -> dict[str, Any]:
+    """A record dataclass as a row, ``created_at`` in UTC.
+
+    Not ``dataclasses.asdict``: its recursive deep copy made a decision+outcome pair of
+    ``record_*`` calls cost 85 us instead of 6 us (p50, ``python -m bench.store_writer``)
+    and held the writer to under 2,000 pairs/s. Containers are copied one level deep;
+    records are not mutated after they are recorded.
+    """
+    row = {k: (v.copy() if isinstance(v, (list, dict)) else v) for k, v in vars(rec).items()}
+    row["created_at"] = _utc(row["created_at"])
+    return row
+
+
 def _why(err: BaseException) -> str:
     # The driver's message, not str(err): SQLAlchemy's text includes the bound parameters.
     orig = getattr(err, "orig", None)
@@ -190,22 +203,16 @@ class Store:
 
     def record_decision(self, rec: DecisionRecord) -> None:
         """Queue a decision row (upserted on ``request_id``)."""
-        row = rec.as_dict()
-        row["created_at"] = _utc(row["created_at"])
         self.recent.add(rec.request_id, rec.tenant)
-        self._put(("decisions", row))
+        self._put(("decisions", _row(rec)))
 
     def record_outcome(self, rec: OutcomeRecord) -> None:
         """Queue an outcome row (upserted on ``request_id``)."""
-        row = rec.as_dict()
-        row["created_at"] = _utc(row["created_at"])
-        self._put(("outcomes", row))
+        self._put(("outcomes", _row(rec)))
 
     def record_feedback(self, rec: FeedbackRecord) -> None:
         """Queue a feedback row (inserted once per ``rec.id``)."""
-        row = rec.as_dict()
-        row["created_at"] = _utc(row["created_at"])
-        self._put(("feedback", row))
+        self._put(("feedback", _row(rec)))
 
     async def find_decision(self, request_id: str, *, wait_s: float = 1.0) -> DecisionRef | None:
         """The decision of ``request_id`` if this process recorded it or the database
