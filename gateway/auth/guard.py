@@ -9,6 +9,7 @@ Errors::
 
     AuthError        401 authentication_error  invalid_api_key
     PermissionDenied 403 permission_error      model_not_allowed
+    AuthUnavailable  503 api_error             auth_unavailable  (key store unreachable)
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ class AuthError(MixrouteError):
     status = 401
     type = "authentication_error"
     code = "invalid_api_key"
+
+
+class AuthUnavailable(MixrouteError):
+    status = 503
+    code = "auth_unavailable"
 
 
 class PermissionDenied(MixrouteError):
@@ -75,6 +81,7 @@ class Authenticator:
         self.admin_key = admin_key
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[KeyInfo | None, float]] = {}
+        self._inflight: dict[str, asyncio.Future] = {}
         self._required: tuple[bool, float] = (False, 0.0)
 
     async def required(self) -> bool:
@@ -125,7 +132,21 @@ class Authenticator:
         cached = self._cache.get(key_hash)
         if cached and time.monotonic() < cached[1]:
             return cached[0]
-        info = await asyncio.to_thread(find_key, self.engine, key) if self.engine is not None else None
+        # Single flight: a burst of requests with one uncached key makes one database query.
+        pending = self._inflight.get(key_hash)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch(key, key_hash))
+            self._inflight[key_hash] = pending
+            pending.add_done_callback(lambda _: self._inflight.pop(key_hash, None))
+        return await asyncio.shield(pending)
+
+    async def _fetch(self, key: str, key_hash: str) -> KeyInfo | None:
+        if self.engine is None:
+            return None
+        try:
+            info = await asyncio.to_thread(find_key, self.engine, key)
+        except Exception as exc:  # database unreachable or locked: a clear 503, never a 500
+            raise AuthUnavailable("API keys cannot be checked right now; try again shortly") from exc
         if len(self._cache) > 100_000:
             self._cache.clear()
         self._cache[key_hash] = (info, time.monotonic() + self.ttl_s)

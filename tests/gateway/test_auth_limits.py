@@ -104,7 +104,7 @@ def test_budget_across_two_gateways_on_one_redis(tmp_path):
         rejected = [r for r in responses if r.status_code != 200]
         assert ok and rejected and len(ok) + len(rejected) == 400
         for r in rejected:
-            assert r.status_code == 429 and r.json()["error"]["code"] == "budget_exceeded"
+            assert r.status_code == 429 and r.json()["error"]["code"] == "budget_exceeded", r.text
             assert r.json()["error"]["type"] == "insufficient_quota"
         spent = sum(float(r.headers["x-mixroute-cost-usd"]) for r in ok)
         one_request = max(float(r.headers["x-mixroute-cost-usd"]) for r in ok)
