@@ -85,15 +85,16 @@
   function kpis(d) {
     const t = d.totals, s = d.savings, q = d.quality;
     const items = [
-      ["Spend", usd(t.spend_usd)],
+      ["Spend", usd(t.spend_usd), t.spend_usd],
       ["Requests", t.requests.toLocaleString() + (t.errors ? " (" + t.errors + " errors)" : "")],
-      ["Saved vs strongest model", usd(s.saved_vs_strongest_usd) + " · " + pct(s.saved_vs_strongest_pct)],
+      ["Saved vs strongest model", usd(s.saved_vs_strongest_usd) + " · " + pct(s.saved_vs_strongest_pct), s.saved_vs_strongest_usd],
       ["Saved vs " + (s.reference || "reference"), usd(s.saved_vs_reference_usd) + " · " + pct(s.saved_vs_reference_pct)],
       ["Prefix-cache hit rate", d.prefix_cache.overall == null ? "–" : pct(100 * d.prefix_cache.overall)],
       ["Good answers (feedback)", q && q.good_rate != null ? pct(100 * q.good_rate) + " of " + q.feedback : "no feedback"],
     ];
-    $("kpis").innerHTML = items.map(([l, v]) =>
-      '<div class="kpi"><div class="v" data-kpi="' + esc(l) + '">' + esc(v) + '</div><div class="l">' + esc(l) + "</div></div>").join("");
+    $("kpis").innerHTML = items.map(([l, v, raw]) =>
+      '<div class="kpi"><div class="v" data-kpi="' + esc(l) + '"' + (raw == null ? "" : ' data-value="' + raw + '"') + ">" +
+      esc(v) + '</div><div class="l">' + esc(l) + "</div></div>").join("");
   }
 
   function draw(id, config) {
@@ -104,12 +105,15 @@
     if (charts[id]) charts[id].destroy();
     config.options = Object.assign({ responsive: true, maintainAspectRatio: false, animation: false }, config.options || {});
     charts[id] = new Chart(canvas, config);
+    // Drawn points, for browser tests: values that are not null across every dataset.
+    canvas.dataset.points = config.data.datasets.reduce((n, ds) => n + ds.data.filter((v) => v != null).length, 0);
   }
 
   function empty(id, message) {
     const canvas = $(id);
     if (charts[id]) { charts[id].destroy(); delete charts[id]; }
     canvas.hidden = true;
+    canvas.dataset.points = 0;
     const box = canvas.parentElement;
     box.querySelectorAll(".empty-chart").forEach((e) => e.remove());
     const div = document.createElement("div");
