@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mixroute.observability")
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 _current: ContextVar[RequestObs | None] = ContextVar("mixroute_request_obs", default=None)
 
 
@@ -104,6 +106,7 @@ class ObservabilityMiddleware:
             await send(message)
 
         method = scope.get("method", "")
+        method = method if method in _METHODS else "_OTHER"  # a label: clients may send any token
         try:
             with self.obs.tracing.span(f"{method} {scope.get('path', '')}", {"http.request.method": method,
                                        "url.path": scope.get("path")}, kind="SERVER") as span:
@@ -181,7 +184,7 @@ async def first_chunk(backend, endpoint: str, body: dict, chunks: AsyncIterator[
     try:
         first = await chunks.__anext__()
     except BaseException as exc:
-        ctx.close(error=exc if not isinstance(exc, StopAsyncIteration) else RuntimeError("empty stream"))
+        ctx.close(error="upstream_empty_stream" if isinstance(exc, StopAsyncIteration) else exc)
         raise
     ctx.first_token(first)
     return first
