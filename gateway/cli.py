@@ -57,6 +57,8 @@ from gateway.commands import bench as _bench  # noqa: E402
 app.add_typer(_bench.app, name="bench")
 from gateway.commands import logs as _logs  # noqa: E402
 app.add_typer(_logs.app, name="logs")
+from gateway.commands.eval import eval_cmd as _eval  # noqa: E402
+app.command("eval")(_eval)
 
 
 def main() -> None:

@@ -1,0 +1,126 @@
+"""``mixroute eval``: offline cost-quality evaluation of routers on outcome data.
+
+Every ``--test`` PATH (a file, or a folder = one dataset of all its files, any format of
+:mod:`router.data`) is evaluated with each ``--router`` (default: all): the router's
+curve over its threshold, its NDCH, AIQ (cost-range and max-cost normalisations), and on
+two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
+(:mod:`router.eval`). A ``rich`` table goes to the terminal; ``--json``, ``--report`` and
+``--plot`` write the results.
+
+Exit status: 0; 2 for bad input (the message names the file and the problem) or an
+unknown router.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def eval_cmd(
+    test: Annotated[list[Path], typer.Option("--test", help="Outcome data file or folder (one dataset each); repeatable.")],
+    train: Annotated[Optional[list[Path]], typer.Option("--train", help="Rows to fit learned routers on; repeatable. "
+                                                        "Without: they cross-fit on the test rows (5 folds).")] = None,
+    router: Annotated[Optional[list[str]], typer.Option("--router", help="Router name; repeatable (default: all).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result rows as JSON.")] = None,
+    plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Draw the cost-quality curves (PNG).")] = None,
+    report_out: Annotated[Optional[Path], typer.Option("--report", help="Write a Markdown report.")] = None,
+    exclude: Annotated[Optional[list[Path]], typer.Option("--exclude", help="JSON lines of prompts to drop "
+                                                          "(eval_prompt or prompt keys); repeatable.")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals (0: none).")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of random routers, folds and resampling.")] = 0,
+    holdout: Annotated[bool, typer.Option("--holdout", help="Keep only rows in the classifier's held-out split "
+                                          "(fair for the shipped heads on the shared data).")] = False,
+    adapters: Annotated[Optional[Path], typer.Option(help="Heads folder for the mixroute router "
+                                                     "(default: the shipped adapters/).")] = None,
+    embedder: Annotated[str, typer.Option(help="Embeddings of knn/mlp/mf: minilm (cached) or hashing.")] = "minilm",
+) -> None:
+    """Compare routers on outcome data: cost-quality curves, AIQ, APGR, CPT."""
+    from rich.console import Console
+
+    from router.eval import report
+    from router.eval import routers as registry
+    from router.eval.data import read_exclude
+    from router.eval.errors import EvalDataError
+    from router.eval.runner import EvalConfig, evaluate
+
+    err = Console(stderr=True, soft_wrap=True)
+    names = router or registry.names()
+    unknown = [n for n in names if n not in registry.names()]
+    if unknown:
+        err.print(f"[red]error:[/] unknown router {unknown[0]!r} (known: {', '.join(registry.names())})")
+        raise typer.Exit(2)
+    if embedder not in ("minilm", "hashing"):
+        err.print(f"[red]error:[/] --embedder must be minilm or hashing, not {embedder!r}")
+        raise typer.Exit(2)
+    try:
+        excluded = set().union(*(read_exclude(p) for p in exclude or []))
+        config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
+                            options={"adapters": adapters})
+        with _progress(err) as progress:
+            if embedder == "hashing":
+                from router.eval.embed import make_embedder
+
+                emb = make_embedder("hashing")
+                config.embed = lambda texts: emb(texts)
+            reports = evaluate(test, train or [], config, progress)
+    except EvalDataError as exc:
+        err.print(f"error: {exc}", style="red", markup=False, highlight=False)
+        raise typer.Exit(2)
+    _table(reports)
+    command = "mixroute eval " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    if json_out:
+        report.write_json(reports, json_out)
+    if report_out:
+        report.write_markdown(reports, report_out, command)
+    if plot_out:
+        try:
+            report.plot(reports, plot_out)
+        except ImportError:
+            err.print("matplotlib is not installed (pip install 'mixroute[eval]'): no plot written", style="yellow")
+
+
+class _progress:
+    """A rich progress display fed by ``(label, done, total)`` callbacks (one bar per label)."""
+
+    def __init__(self, console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), console=console, transient=True)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.bars.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.bars.__exit__(*exc)
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        key = label.split(":")[0] if ":" in label else label
+        if key not in self.tasks:
+            self.tasks[key] = self.bars.add_task(label, total=total)
+        self.bars.update(self.tasks[key], description=label, completed=done, total=total)
+
+
+def _table(reports) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from router.eval.report import COLUMNS, describe, fmt
+
+    console = Console()
+    for rep in reports:
+        t = Table(title=f"{rep.data.name}", caption=describe(rep), caption_justify="left")
+        t.add_column("router")
+        for c in COLUMNS:
+            t.add_column(c, justify="right")
+        t.add_column("fit / note")
+        for r in rep.results:
+            t.add_row(r.router, *(fmt(c, r.values.get(c)) for c in COLUMNS), r.note or r.fit)
+        console.print(t)

@@ -1,0 +1,197 @@
+"""Outcome data as arrays for evaluation: ``EvalData`` (scores and costs per row and model).
+
+Loading (:func:`load_eval_data`) goes through :func:`router.data.load` (format detected
+from content, a folder is one dataset, RouteLLM contaminated prompts next to the data
+dropped), then:
+
+- rows with a non-finite score or recorded cost (NaN, inf) are dropped and counted
+  (``dropped["nan"]``), like rows with a missing score (``dropped["missing_score"]``);
+- prompts listed in ``--exclude`` files are dropped (``dropped["excluded"]``);
+- a dataset with fewer than two models, or with no rows left, is an :class:`EvalDataError`
+  naming the file and the problem (for an empty model column: which column).
+
+Costs: the recorded USD per call where the data has it (RouterBench); otherwise the
+per-call price of :func:`backends.replay.plan.per_call_prices` (RouteLLM paper prices for
+GPT-4 / Mixtral, an assumed flat price for other models), the same for every row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from router.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
+from router.eval.errors import EvalDataError
+
+
+@dataclass
+class EvalData:
+    """One dataset as arrays.
+
+    Attributes:
+        name: dataset name (file stem or folder name).
+        path: the path it was loaded from.
+        models: model names, column order of ``scores`` and ``costs``.
+        prompts: ``(n,)`` prompt texts.
+        scores: ``(n, m)`` recorded quality in [0, 1].
+        costs: ``(n, m)`` USD per call.
+        price_source: ``recorded`` or ``price_list``.
+        dropped: reason -> rows dropped.
+    """
+
+    name: str
+    path: str
+    models: list[str]
+    prompts: list[str]
+    scores: np.ndarray
+    costs: np.ndarray
+    price_source: str
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.prompts)
+
+    @property
+    def mean_scores(self) -> np.ndarray:
+        """``(m,)`` mean recorded score per model."""
+        return self.scores.mean(axis=0)
+
+    @property
+    def mean_costs(self) -> np.ndarray:
+        """``(m,)`` mean USD per call per model."""
+        return self.costs.mean(axis=0)
+
+    @property
+    def strong(self) -> int:
+        """Index of the model with the highest mean score (first on ties)."""
+        return int(np.argmax(self.mean_scores))
+
+    @property
+    def weak(self) -> int:
+        """Two-model data: the other model. Otherwise the cheapest model."""
+        if len(self.models) == 2:
+            return 1 - self.strong
+        return int(np.argmin(self.mean_costs))
+
+    @property
+    def two_model(self) -> bool:
+        return len(self.models) == 2
+
+    def subset(self, idx: np.ndarray) -> "EvalData":
+        """The rows ``idx`` (indices into this dataset) as a new dataset."""
+        idx = np.asarray(idx, dtype=int)
+        return EvalData(self.name, self.path, list(self.models), [self.prompts[i] for i in idx],
+                        self.scores[idx], self.costs[idx], self.price_source, dict(self.dropped))
+
+    def restrict_models(self, models: list[str]) -> "EvalData":
+        """The same rows with only ``models`` (in that order); every one must be present."""
+        cols = [self.models.index(m) for m in models]
+        return EvalData(self.name, self.path, list(models), list(self.prompts), self.scores[:, cols],
+                        self.costs[:, cols], self.price_source, dict(self.dropped))
+
+
+def read_exclude(path: Path) -> set[str]:
+    """Normalised prompts to drop, from a JSON-lines file of ``{"eval_prompt": ...}`` (RouteLLM's
+    ``contaminated_prompts.jsonl``) or ``{"prompt": ...}`` objects.
+
+    Raises:
+        EvalDataError: unreadable file, or a line that is not such an object.
+    """
+    out: set[str] = set()
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise EvalDataError(path, f"cannot read exclude file: {exc.strerror or exc}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+            text = obj.get("eval_prompt", obj.get("prompt"))
+        except (orjson.JSONDecodeError, AttributeError):
+            text = None
+        if not isinstance(text, str):
+            raise EvalDataError(path, f"line {n}: not a JSON object with a string 'eval_prompt' or 'prompt'")
+        out.add(normalise_prompt(text))
+    return out
+
+
+def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalData:
+    """Load ``path`` (file or folder) for evaluation (see the module docstring).
+
+    Raises:
+        EvalDataError: unknown format, malformed content, fewer than two models, a model
+            column without scores, or no rows left.
+    """
+    from backends.replay.plan import per_call_prices
+
+    path = Path(path)
+    try:
+        ds = load(path)
+    except DataFormatError as exc:
+        raise EvalDataError(exc.path, exc.reason) from None
+    if len(ds.models) < 2:
+        found = ", ".join(repr(m) for m in ds.models) or "none"
+        raise EvalDataError(path, f"single-model dataset (models: {found}); routing needs at least two models")
+    dropped = dict(ds.dropped)
+    rows = _finite_rows(ds.rows, ds.models, dropped)
+    if exclude:
+        kept = [r for r in rows if normalise_prompt(r.prompt) not in exclude]
+        if len(kept) < len(rows):
+            dropped["excluded"] = len(rows) - len(kept)
+        rows = kept
+    if not rows:
+        raise EvalDataError(path, _why_empty(path, ds, dropped))
+    clean = Dataset(ds.name, ds.format, ds.models, rows, dropped)
+    scores = np.array([[r.scores[m] for m in ds.models] for r in rows], dtype=float)
+    prices, source = per_call_prices(clean)
+    costs = np.array([[_cost(r, m, prices) for m in ds.models] for r in rows], dtype=float)
+    return EvalData(ds.name, str(path), list(ds.models), [r.prompt for r in rows], scores, costs, source,
+                    {k: v for k, v in dropped.items() if v})
+
+
+def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, int]) -> list[OutcomeRow]:
+    out = []
+    for r in rows:
+        values = [r.scores[m] for m in models] + [c for m in models if (c := r.costs.get(m)) is not None]
+        if all(math.isfinite(v) for v in values):
+            out.append(r)
+    if len(out) < len(rows):
+        dropped["nan"] = dropped.get("nan", 0) + len(rows) - len(out)
+    return out
+
+
+def _cost(row: OutcomeRow, model: str, prices: dict[str, float]) -> float:
+    c = row.costs.get(model)
+    return prices[model] if c is None else float(c)
+
+
+def _why_empty(path: Path, ds: Dataset, dropped: dict[str, int]) -> str:
+    counts = ", ".join(f"{v} {k}" for k, v in dropped.items() if v) or "the data has no rows"
+    empty = _empty_columns(path, ds.models) if dropped.get("missing_score") else []
+    if empty:
+        cols = ", ".join(repr(c) for c in empty)
+        return f"model column {cols} has no scores, so every row was dropped ({counts})"
+    return f"no rows left to evaluate ({counts})"
+
+
+def _empty_columns(path: Path, models: list[str]) -> list[str]:
+    """Model columns of a CSV (or of every CSV in a folder) that hold no value at all."""
+    files = sorted(path.glob("*.csv")) if path.is_dir() else [path]
+    seen: dict[str, bool] = {m: False for m in models}
+    for f in files:
+        try:
+            with f.open(newline="", encoding="utf-8-sig") as fh:
+                for rec in csv.DictReader(fh):
+                    for m in models:
+                        if (rec.get(m) or "").strip():
+                            seen[m] = True
+        except (OSError, UnicodeDecodeError, csv.Error):
+            return []
+    return [m for m, s in seen.items() if not s]

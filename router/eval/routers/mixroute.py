@@ -1,0 +1,140 @@
+"""``mixroute``: the gateway's own routing, offline. The quality head's predictions go
+through the decision engine itself (:meth:`router.engine.Router.decide`, not a copy),
+under an in-memory policy with one ``fake`` backend per model of the data (per-call price
+= the model's mean USD per call on the rows) and one route over all of them. The route's
+relative quality bar ``quality_bar.target`` is swept over :data:`TARGETS`: the engine
+picks the cheapest backend predicted to reach ``target x`` the best predicted quality.
+
+The heads run once per prompt in batches (``classify_batch``); the engine then decides
+each (prompt, target) from those outputs. Backends the quality head does not know get
+the unknown prior (0.5) and are listed in ``extra["quality_prior_for"]``.
+
+Bar compliance (``extra["compliance"]``): per target, the achieved mean quality as a
+share of the strongest model's, and whether it reached the target.
+
+Options (``Context.options``): ``adapters`` (a heads folder; default the shipped
+``adapters/``), ``predictor`` (an object with ``classify_batch`` and ``head_model``,
+e.g. a loaded ``ClassifierPredictor``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import yaml
+
+from router.eval.data import EvalData
+from router.eval.errors import RouterUnavailable
+from router.eval.routers import register
+from router.eval.routers.base import Context, EvalRouter, RouterRun
+
+#: Relative quality bars swept (share of the best predicted quality).
+TARGETS = np.array([0.05, 0.2, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98,
+                    0.99, 1.0])
+BATCH = 64
+ROUTE = "auto"
+
+
+class _Outputs:
+    """A :class:`router.predict.Predictor` serving precomputed head outputs: the caller
+    sets :attr:`current` to the prompt's outputs before each ``decide``."""
+
+    def __init__(self, heads: Any):
+        self.heads = heads
+        self.current: dict[str, Any] = {}
+        self.prior_for: set[str] = set()
+
+    async def predict(self, text: str, backends: Sequence[Any]):
+        from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
+
+        head_quality = self.current.get("quality", {})
+        quality = {}
+        for b in backends:
+            label = self.heads.head_model(b)
+            if label is not None and label in head_quality:
+                quality[b.name] = float(head_quality[label])
+            else:
+                quality[b.name] = UNKNOWN_QUALITY
+                self.prior_for.add(b.model)
+        tokens = self.current.get("output_length")
+        return Prediction(quality=quality, source="classifier",
+                          output_tokens=max(1, int(round(tokens))) if tokens is not None else DEFAULT_OUTPUT_TOKENS)
+
+
+def policy_text(test: EvalData, names: dict[str, str], target: float) -> str:
+    """The policy YAML for one target: a ``fake`` backend per model, one route."""
+    prices = test.mean_costs
+    backends = [{"name": name, "kind": "fake", "model": model,
+                 "pricing": {"per_request": float(prices[test.models.index(model)])}}
+                for name, model in names.items()]
+    route = {"name": ROUTE, "backends": list(names), "quality_bar": {"target": float(target)}}
+    return yaml.safe_dump({"version": 1, "default_route": ROUTE, "backends": backends, "routes": [route]},
+                          sort_keys=False)
+
+
+@register
+class MixrouteRouter(EvalRouter):
+    name = "mixroute"
+    learned = True
+    description = "quality head + decision engine"
+
+    def _heads(self, ctx: Context) -> Any:
+        if ctx.options.get("predictor") is not None:
+            return ctx.options["predictor"]
+        try:
+            from router.classify import load_predictor
+        except ImportError as exc:
+            raise RouterUnavailable(f"the classifier package is unavailable: {exc}") from exc
+        try:
+            return load_predictor(ctx.options.get("adapters"))
+        except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
+            raise RouterUnavailable(f"no usable heads: {exc}") from exc
+
+    def run(self, test: EvalData, ctx: Context) -> RouterRun:
+        from backends.replay.plan import backend_name
+        from router.engine import Router, RoutingRequest
+        from router.policy import parse_policy
+
+        heads = self._heads(ctx)
+        outputs: list[dict[str, Any]] = []
+        for s in range(0, test.n, BATCH):
+            outputs.extend(heads.classify_batch(test.prompts[s:s + BATCH]))
+            ctx.tick("mixroute heads", min(s + BATCH, test.n), test.n)
+        names: dict[str, str] = {}
+        for m in test.models:
+            names[backend_name(m, set(names))] = m
+        index = {name: test.models.index(m) for name, m in names.items()}
+        predictor = _Outputs(heads)
+        if all(heads.head_model(b) is None for b in parse_policy(policy_text(test, names, 1.0)).policy.backends):
+            raise RouterUnavailable(f"the quality head knows none of the models {test.models}")
+        choices = np.empty((len(TARGETS), test.n), dtype=int)
+
+        async def decide_all() -> None:
+            for k, target in enumerate(TARGETS):
+                router = Router(parse_policy(policy_text(test, names, target)), predictor)
+                for i, prompt in enumerate(test.prompts):
+                    predictor.current = outputs[i]
+                    body = {"model": ROUTE, "messages": [{"role": "user", "content": prompt}]}
+                    decision = await router.decide(RoutingRequest(endpoint="chat", body=body))
+                    choices[k, i] = index[decision.record.chosen]
+                ctx.tick("mixroute decide", k + 1, len(TARGETS))
+
+        asyncio.run(decide_all())
+        return RouterRun(self.name, choices, TARGETS.copy(), "quality_bar.target", "shipped heads",
+                         extra={"quality_prior_for": sorted(predictor.prior_for),
+                                "compliance": compliance(test, choices, TARGETS)})
+
+
+def compliance(test: EvalData, choices: np.ndarray, targets: np.ndarray) -> list[dict[str, float | bool]]:
+    """Per relative target: achieved quality / strongest model's quality, and whether it met the target."""
+    best = float(test.mean_scores[test.strong])
+    rows = np.arange(test.n)
+    out = []
+    for k, t in enumerate(targets):
+        q = float(test.scores[rows, choices[k]].mean())
+        ratio = q / best if best > 0 else 1.0
+        out.append({"target": float(t), "quality": round(q, 4), "ratio": round(ratio, 4), "met": ratio + 1e-9 >= t})
+    return out

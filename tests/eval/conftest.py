@@ -1,0 +1,61 @@
+"""Fixtures of the evaluation tests.
+
+``data_dir``: the shared real outcome data (``MIXROUTE_DATA_DIR``, else ``../shared/data``);
+tests using it are skipped with a message when it is absent. ``tiny_csv``: a small
+RouterBench-style file written per test, in which the topic word of a prompt decides which
+model answers it well, so a router that reads the prompt can beat the zero router.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA_DIR = Path(os.environ.get("MIXROUTE_DATA_DIR") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
+
+#: model -> (USD per call, topics it answers well)
+TINY_MODELS = {"small": (0.001, {"greeting"}), "medium": (0.004, {"greeting", "poem"}),
+               "large": (0.02, {"greeting", "poem", "proof"})}
+TOPICS = ("greeting", "poem", "proof")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (DATA_DIR / "README.md").is_file():
+        pytest.skip(f"shared outcome data not found at {DATA_DIR} (set MIXROUTE_DATA_DIR)")
+    return DATA_DIR.resolve()
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXROUTE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def write_tiny(path: Path, n: int = 90, seed: int = 0, two_models: bool = False) -> Path:
+    """A RouterBench-style CSV of ``n`` prompts (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    models = {k: v for k, v in TINY_MODELS.items() if not two_models or k != "medium"}
+    header = ["sample_id", "prompt", "eval_name", *models, *(f"{m}|total_cost" for m in models)]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for i in range(n):
+            topic = TOPICS[i % 3]
+            prompt = f"['please write a {topic} number {i} about {rng.choice(['cats', 'stars', 'rivers'])}']"
+            scores = [1.0 if topic in good or rng.random() < 0.1 else 0.0 for _, good in models.values()]
+            w.writerow([i, prompt, "tiny", *scores, *(price for price, _ in models.values())])
+    return path
+
+
+@pytest.fixture
+def tiny_csv(tmp_path) -> Path:
+    return write_tiny(tmp_path / "tiny.csv")
+
+
+@pytest.fixture
+def tiny_pair_csv(tmp_path) -> Path:
+    return write_tiny(tmp_path / "pair.csv", two_models=True)

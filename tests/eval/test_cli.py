@@ -1,0 +1,79 @@
+"""``mixroute eval`` end to end: outputs, and bad input named by file and problem."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gateway.cli import app
+
+runner = CliRunner()
+KEYS = {"dataset", "router", "aiq", "apgr", "cpt50", "cpt80", "quality", "cost"}
+
+
+def test_eval_writes_json_report_and_plot(tiny_pair_csv, tmp_path):
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--router", "random",
+                              "--router", "oracle", "--router", "knn", "--embedder", "hashing", "--bootstrap", "30",
+                              "--json", str(out / "r.json"), "--report", str(out / "r.md"),
+                              "--plot", str(out / "r.png")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((out / "r.json").read_text())
+    assert [r["router"] for r in rows] == ["zero", "random", "oracle", "knn"]
+    assert all(KEYS <= set(r) for r in rows)
+    zero = rows[0]
+    assert zero["apgr"] == pytest.approx(0.5) and zero["cpt50"] == pytest.approx(0.5)
+    assert "apgr" in rows[1]["ci"]
+    assert (out / "r.png").stat().st_size > 1000
+    md = (out / "r.md").read_text()
+    assert "| zero |" in md and "mixroute eval" in md
+    assert "zero" in res.output
+
+
+def test_folder_is_one_dataset_and_exclude_drops_prompts(tmp_path):
+    from tests.eval.conftest import write_tiny
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    write_tiny(folder / "a.csv", n=30, seed=1)
+    write_tiny(folder / "b.csv", n=30, seed=2)
+    excl = tmp_path / "exclude.jsonl"
+    excl.write_text(json.dumps({"eval_prompt": "please write a greeting number 0 about cats"}) + "\n"
+                    + json.dumps({"prompt": "please write a poem number 1 about stars"}) + "\n")
+    res = runner.invoke(app, ["eval", "--test", str(folder), "--router", "zero", "--bootstrap", "0",
+                              "--exclude", str(excl), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert len(rows) == 1 and rows[0]["dataset"] == "mixed"
+    assert 56 <= rows[0]["n"] <= 59  # 60 rows minus the excluded prompts that occur
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("a,b\n1,2\n", "no known format"),
+    ("prompt,m1,m2\nhi,True,\nyo,False,\n", "model column 'm2' has no scores"),
+    ("prompt,m1\nhi,True\n", "single-model dataset"),
+    ("prompt,eval_name,a,b,a|total_cost,b|total_cost\nhi,x,nan,1,0.1,0.2\n", "no rows left to evaluate (1 nan)"),
+])
+def test_bad_input_names_the_file_and_the_problem(tmp_path, content, problem):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(content)
+    res = runner.invoke(app, ["eval", "--test", str(bad), "--router", "zero"])
+    assert res.exit_code == 2
+    assert str(bad) in res.output and problem in res.output
+
+
+def test_nan_rows_are_dropped_and_counted(tmp_path):
+    f = tmp_path / "some_nan.csv"
+    f.write_text("prompt,eval_name,a,b,a|total_cost,b|total_cost\n"
+                 "hi,x,nan,1,0.1,0.2\nyo,x,1,0,0.1,0.2\nho,x,0,1,0.1,0.2\n")
+    res = runner.invoke(app, ["eval", "--test", str(f), "--router", "zero", "--bootstrap", "0",
+                              "--report", str(tmp_path / "r.md")])
+    assert res.exit_code == 0, res.output
+    assert "2 rows" in (tmp_path / "r.md").read_text() and "1 nan" in (tmp_path / "r.md").read_text()
+
+
+def test_unknown_router_is_refused(tiny_csv):
+    res = runner.invoke(app, ["eval", "--test", str(tiny_csv), "--router", "gpt5"])
+    assert res.exit_code == 2 and "unknown router 'gpt5'" in res.output

@@ -1,0 +1,40 @@
+"""Baselines reproduce the reference figures of ``../shared/data/README.md`` on its rows
+(skipped when the shared data is absent)."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.eval import routers
+from router.eval.data import load_eval_data
+from router.eval.routers.base import Context
+from router.eval.summary import summarise
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("arc_challenge_train.csv", 0.9172), ("mbpp_train.csv", 0.6580), ("winograde_train.csv", 0.8004),
+])
+def test_zero_router_aiq_on_routerbench_train_files(data_dir, name, expected):
+    data = load_eval_data(data_dir / "routerbench" / name)
+    result = summarise(data, routers.get("zero").run(data, Context()), bootstrap=0)
+    assert result.values["aiq"] == pytest.approx(expected, abs=5e-5)
+    if name.startswith("arc"):
+        assert data.n == 1019 and data.dropped == {"missing_score": 20}
+
+
+def test_random_router_apgr_is_about_one_half_on_mmlu(data_dir):
+    data = load_eval_data(data_dir / "routellm" / "mmlu")
+    result = summarise(data, routers.get("random").run(data, Context(seed=0)), bootstrap=50)
+    assert result.values["apgr"] == pytest.approx(0.5, abs=0.05)
+    lo, hi = result.ci["apgr"]
+    assert lo <= result.values["apgr"] <= hi
+
+
+def test_oracle_beats_every_model_and_recovers_more_than_the_gap_on_gsm8k(data_dir):
+    data = load_eval_data(data_dir / "routellm" / "gsm8k" / "gsm8k_responses.csv")
+    assert data.dropped.get("contaminated", 0) > 0
+    oracle = summarise(data, routers.get("oracle").run(data, Context()), bootstrap=0)
+    zero = summarise(data, routers.get("zero").run(data, Context()), bootstrap=0)
+    assert zero.values["apgr"] == pytest.approx(0.5)
+    assert oracle.values["apgr"] > 1.0  # README: 1.121 on the full public set
+    assert oracle.values["aiq"] > zero.values["aiq"]
