@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 
@@ -56,9 +57,13 @@ def sqlite_path(url: str | URL) -> Path | None:
 
 
 def _json_dumps(value: Any) -> str:
-    # default=str: a stray non-JSON value (a datetime in signals) must not make a row
-    # unwritable; the journal uses the same rule.
-    return json.dumps(value, default=str, separators=(",", ":"))
+    # default=str: a stray non-JSON value (a set in signals) must not make a row
+    # unwritable; the journal uses the same rule. orjson: JSON columns are a large part
+    # of the writer's CPU time, and it is several times faster than json.dumps.
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (TypeError, orjson.JSONEncodeError):  # e.g. an int beyond 64 bits
+        return json.dumps(value, default=str, separators=(",", ":"))
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -7,6 +7,11 @@ the result does not depend on the order rows arrive in; a journal replayed after
 rows were written cannot roll them back. ``policies`` insert once per hash and keep the
 first ``first_seen``; ``feedback`` rows insert once per ``id`` (feedback is never edited,
 so a replayed or retried row is simply ignored).
+
+Time-partitioned PostgreSQL tables (docs/STORE.md) cannot have a unique key without the
+partition column, so their primary key is ``(<key>, created_at)``: :func:`conflict_keys`
+finds such tables and the upserts then conflict on both columns. A replayed row carries
+its original ``created_at``, so replays still never double a row.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Table, text
 
 from gateway.store.journal import Item
 from gateway.store.models import TABLES
@@ -34,36 +39,56 @@ def _insert(dialect: str) -> Any:
     return insert
 
 
-def _statement(table: Table, dialect: str) -> Any:
+Keys = dict[str, tuple[str, ...]]
+"""Table name -> the columns its upserts conflict on."""
+
+DEFAULT_KEYS: Keys = {name: (pk,) for name, pk in _PK.items()}
+
+
+def conflict_keys(conn: Connection) -> Keys:
+    """The conflict columns of each table on ``conn``'s database: ``(key, created_at)``
+    for PostgreSQL tables partitioned by time, ``(key,)`` otherwise."""
+    keys = dict(DEFAULT_KEYS)
+    if conn.dialect.name != "postgresql":
+        return keys
+    partitioned = conn.execute(text(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'p' AND n.nspname = current_schema()")).scalars().all()
+    for name in set(partitioned) & {"decisions", "outcomes", "feedback"}:
+        keys[name] = (_PK[name], "created_at")
+    return keys
+
+
+def _statement(table: Table, dialect: str, key: tuple[str, ...]) -> Any:
     stmt = _insert(dialect)(table)
-    pk = _PK[table.name]
     if table.name in _INSERT_ONCE:
-        return stmt.on_conflict_do_nothing(index_elements=[pk])
+        return stmt.on_conflict_do_nothing(index_elements=list(key))
     return stmt.on_conflict_do_update(
-        index_elements=[pk],
-        set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name != pk},
+        index_elements=list(key),
+        set_={c.name: stmt.excluded[c.name] for c in table.columns if c.name not in key},
         where=stmt.excluded.created_at >= table.c.created_at,
     )
 
 
-def _dedupe(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _dedupe(table: str, rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
     # One statement must not touch a key twice (PostgreSQL refuses that for a
     # multi-row upsert); keep, per key, the row that would win anyway.
-    pk = _PK[table]
     newest: dict[Any, dict[str, Any]] = {}
     for row in rows:
-        old = newest.get(row[pk])
+        k = tuple(row[c] for c in key)
+        old = newest.get(k)
         if old is None or (table not in _INSERT_ONCE and row["created_at"] >= old["created_at"]):
-            newest[row[pk]] = row
+            newest[k] = row
     return list(newest.values())
 
 
-def write_items(conn: Connection, items: Sequence[Item]) -> int:
+def write_items(conn: Connection, items: Sequence[Item], keys: Keys | None = None) -> int:
     """Upsert ``items`` on ``conn`` (the caller owns the transaction).
 
     Args:
         conn: an open connection inside a transaction.
         items: ``(table, row)`` pairs; rows hold exactly the table's columns.
+        keys: conflict columns per table (:func:`conflict_keys`); default the primary keys.
 
     Returns:
         Number of distinct rows sent (after collapsing duplicate keys; rows).
@@ -75,12 +100,13 @@ def write_items(conn: Connection, items: Sequence[Item]) -> int:
     for table, row in items:
         by_table.setdefault(table, []).append(row)
     dialect = conn.dialect.name
+    keys = keys or DEFAULT_KEYS
     sent = 0
     for name in _ORDER:
         rows = by_table.pop(name, None)
         if rows:
-            rows = _dedupe(name, rows)
-            conn.execute(_statement(TABLES[name], dialect), rows)
+            rows = _dedupe(name, rows, keys[name])
+            conn.execute(_statement(TABLES[name], dialect, keys[name]), rows)
             sent += len(rows)
     if by_table:
         raise ValueError(f"store: unknown table(s) {sorted(by_table)}")

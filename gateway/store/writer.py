@@ -34,7 +34,7 @@ from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, sqlite_path, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
 from gateway.store.journal import Item, Journal
-from gateway.store.upsert import write_items
+from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
 from router.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger("mixroute.store")
@@ -135,6 +135,7 @@ class Store:
         self._hurry = asyncio.Event()  # set by flush()/stop(): do not wait to fill a batch
         self._io = threading.Lock()
         self._migrated = False
+        self._keys = DEFAULT_KEYS
         self._down = False
         self._closed = False
         self._policies_seen: set[str] = set()
@@ -332,6 +333,8 @@ class Store:
             try:
                 if not self._migrated:
                     upgrade(self._engine)
+                    with self._engine.connect() as conn:
+                        self._keys = conflict_keys(conn)
                     self._migrated = True
                 self._replay()
                 self.stats.written += self._write(batch)
@@ -377,7 +380,7 @@ class Store:
         assert self._engine is not None
         try:
             with self._engine.begin() as conn:
-                write_items(conn, items)
+                write_items(conn, items, self._keys)
             return len(items)
         except _DOWN:
             raise
@@ -387,7 +390,7 @@ class Store:
         for item in items:
             try:
                 with self._engine.begin() as conn:
-                    write_items(conn, [item])
+                    write_items(conn, [item], self._keys)
                 ok += 1
             except _DOWN:
                 raise
