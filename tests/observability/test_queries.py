@@ -1,0 +1,90 @@
+"""Dashboard queries and sessions without a server: a store with no feedback table, the
+percentile and savings rules, cookie expiry."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+import sqlalchemy as sa
+
+from gateway.dashboard import queries
+from gateway.dashboard.session import Sessions, Viewer, is_loopback
+from gateway.store.models import Base, Decision, Outcome
+from router.policy.models import Pricing
+
+NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
+PRICES = {"big": Pricing(input_per_1m=10, output_per_1m=30), "small": Pricing(input_per_1m=1, output_per_1m=2)}
+
+
+@pytest.fixture
+def engine(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/q.db")
+    Base.metadata.create_all(engine, tables=[Decision.__table__, Outcome.__table__])  # no feedback table
+    yield engine
+    engine.dispose()
+
+
+def _request(engine, rid: str, chosen: str, cost: float, *, tenant="t", status="ok", at=NOW, pinned=False):
+    cands = [{"backend": "big", "predicted_quality": 0.9, "expected_cost_usd": 0.01},
+             {"backend": "small", "predicted_quality": 0.8, "expected_cost_usd": 0.001}]
+    with engine.begin() as conn:
+        conn.execute(sa.insert(Decision).values(
+            request_id=rid, created_at=at, tenant=tenant, route="auto", endpoint="chat", policy_hash="h",
+            pinned=pinned, chosen=chosen, reason="r", probability=1.0, prefix_hash=None,
+            candidates=[c for c in cands if not pinned or c["backend"] == chosen], fallbacks=[], signals={"bar": 0.8}))
+        conn.execute(sa.insert(Outcome).values(
+            request_id=rid, created_at=at, backend=chosen, model=chosen, status=status, http_status=200,
+            error_code=None, fallbacks_taken=[], ttft_s=0.1, itl_s=None, latency_s=0.2, tokens_in=1000,
+            tokens_out=500, tokens_cached=0, cost_usd=cost, streamed=False))
+
+
+def test_summary_without_feedback_table_and_savings(engine):
+    _request(engine, "a", "small", 0.002)                 # big would cost 0.01 + 0.015 = 0.025
+    _request(engine, "b", "small", 0.0, status="error")   # errors save nothing
+    _request(engine, "c", "big", 0.025, pinned=True)      # pinned: strongest is itself
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    data = queries.summary(engine, w, PRICES)
+    assert data["quality"] is None
+    s = data["savings"]
+    assert s["requests"] == 2 and s["actual_usd"] == pytest.approx(0.027)
+    assert s["strongest_usd"] == pytest.approx(0.05) and s["saved_vs_strongest_usd"] == pytest.approx(0.023)
+    assert s["reference"] == "big" and s["saved_vs_reference_usd"] == pytest.approx(0.023)
+    assert data["totals"]["errors"] == 1 and data["mix"]["overall"] == {"small": 2, "big": 1}
+
+
+def test_savings_fall_back_to_expected_cost_when_the_policy_lost_the_backend(engine):
+    _request(engine, "a", "small", 0.002)
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    s = queries.summary(engine, w, {"small": PRICES["small"]})["savings"]
+    assert s["strongest_usd"] == pytest.approx(0.01)  # the decision's expected cost of "big"
+
+
+def test_window_and_tenant_filters(engine):
+    _request(engine, "old", "small", 1.0, at=NOW - timedelta(days=2))
+    _request(engine, "other", "small", 1.0, tenant="u")
+    _request(engine, "mine", "small", 0.5)
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1), tenant="t")
+    data = queries.summary(engine, w, PRICES)
+    assert data["totals"]["requests"] == 1 and data["totals"]["spend_usd"] == 0.5
+    assert queries.summary(engine, queries.Window(NOW, NOW + timedelta(hours=1), "nobody"), PRICES)["empty"]
+
+
+def test_percentile_is_nearest_rank():
+    assert queries.percentile([], 50) is None
+    assert queries.percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert queries.percentile([float(i) for i in range(1, 101)], 99) == 99.0
+
+
+def test_sessions_sign_expire_and_depend_on_the_admin_key():
+    s = Sessions("k1", ttl_s=60)
+    cookie = s.issue(Viewer(admin=False, tenant="acme", key_id="id1"), now=1000)
+    assert s.check(cookie, now=1030) == Viewer(admin=False, tenant="acme", key_id="id1")
+    assert s.check(cookie, now=1061) is None
+    assert Sessions("k2").check(cookie, now=1030) is None
+    assert s.check("garbage", now=1030) is None and s.check(None) is None
+
+
+def test_loopback():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.3.2.1")
+    assert not is_loopback("10.0.0.1") and not is_loopback("testclient") and not is_loopback(None)
