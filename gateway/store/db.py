@@ -59,7 +59,7 @@ def sqlite_path(url: str | URL) -> Path | None:
 def _json_dumps(value: Any) -> str:
     # default=str: a stray non-JSON value (a set in signals) must not make a row
     # unwritable; the journal uses the same rule. orjson: JSON columns are a large part
-    # of the writer's CPU time, and it is several times faster than json.dumps.
+    # of the writer's CPU time (bench.store_writer, docs/STORE.md); NaN becomes null.
     try:
         return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except (TypeError, orjson.JSONEncodeError):  # e.g. an int beyond 64 bits
