@@ -14,8 +14,10 @@ generator ``wrk`` and nginx share CPU 0. For each setup it prints:
 - peak RSS (MiB, ``VmHWM`` of the worker process) and start-up time to readiness (s);
 - routed only: overhead p99 under an open-loop 50 requests/s load (:func:`bench.loadgen.open_loop`).
 
-LiteLLM's proxy (pinned ``litellm[proxy]==1.110.2``) is installed by this script into its
-own virtual environment under ``~/.cache/mixroute/bench/`` on first use.
+LiteLLM's proxy (pinned ``litellm[proxy]==1.106.12``: the newest release whose ``proxy``
+extra installs from PyPI here; later ones need a ``litellm-proxy`` package that the index
+does not serve) is installed by this script into its own virtual environment under
+``~/.cache/mixroute/bench/`` on first use.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import orjson
 from bench.loadgen import Result, open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
-LITELLM_VERSION = "1.110.2"
+LITELLM_VERSION = "1.106.12"
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_CPU, LOAD_CPU = 1, 0
 SWEEP = (1, 8, 32, 64, 128)
