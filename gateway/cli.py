@@ -59,6 +59,8 @@ from gateway.commands import logs as _logs  # noqa: E402
 app.add_typer(_logs.app, name="logs")
 from gateway.commands.eval import eval_cmd as _eval  # noqa: E402
 app.command("eval")(_eval)
+from gateway.commands.eval import whatif_cmd as _whatif  # noqa: E402
+policy_app.command("what-if")(_whatif)
 
 
 def main() -> None:

@@ -114,13 +114,100 @@ def _table(reports) -> None:
 
     from router.eval.report import COLUMNS, describe, fmt
 
-    console = Console()
+    # Piped output gets a fixed width so that no column is cut to "…".
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     for rep in reports:
         t = Table(title=f"{rep.data.name}", caption=describe(rep), caption_justify="left")
-        t.add_column("router")
+        t.add_column("router", no_wrap=True)
         for c in COLUMNS:
-            t.add_column(c, justify="right")
+            t.add_column(c, justify="right", no_wrap=True)
         t.add_column("fit / note")
         for r in rep.results:
             t.add_row(r.router, *(fmt(c, r.values.get(c)) for c in COLUMNS), r.note or r.fit)
         console.print(t)
+
+
+def whatif_cmd(
+    new_policy: Annotated[Path, typer.Argument(help="The policy YAML to try.")],
+    logs: Annotated[Optional[str], typer.Option("--logs", help="Store URL, or a `mixroute logs export` file "
+                                                "(.jsonl, .csv, .parquet); default: the configured store.")] = None,
+    since: Annotated[Optional[str], typer.Option(help="First decision time (ISO 8601, `now`, or an age like 7d).")] = None,
+    until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the estimate as JSON.")] = None,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals.")] = 200,
+) -> None:
+    """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes."""
+    import json
+    from datetime import datetime, timezone
+
+    from gateway.commands.logs import parse_time
+    from router.eval.whatif import Logged, what_if
+    from router.policy import PolicyError, load_policy
+
+    try:
+        loaded = load_policy(new_policy)
+    except PolicyError as exc:
+        for line in exc.lines():
+            typer.echo(line, err=True)
+        raise typer.Exit(2)
+    try:
+        start = parse_time(since) if since else None
+        end = parse_time(until) if until else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    try:
+        raw = _logged_rows(logs, start, end)
+        rows = [Logged.from_row(r) for r in raw]
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: {logs}: {exc}", err=True)
+        raise typer.Exit(2)
+    result = what_if(loaded, rows, bootstrap=bootstrap)
+    typer.echo(f"{len(rows)} logged request(s); policy {new_policy} (hash {loaded.hash})")
+    typer.echo(result.summary())
+    if json_out:
+        doc = {**vars(result), "moves": [{"from": a, "to": b, "n": k} for (a, b), k in result.moves.items()],
+               "summary": result.summary(), "policy_hash": loaded.hash,
+               "generated_at": datetime.now(timezone.utc).isoformat()}
+        json_out.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+
+
+def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
+    """Export rows from a file, or from the store (``iter_rows``) filtered by decision time."""
+    import csv
+    import json
+    from datetime import datetime, timezone
+
+    path = Path(logs) if logs else None
+    if path is not None and path.is_file():
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        elif path.suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        else:
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [r for r in rows if _in_window(r.get("created_at"), start, end)]
+    if path is not None and "://" not in str(logs):
+        raise OSError("no such export file, and not a database URL")
+    from gateway.commands.db import _url
+    from gateway.store.db import make_engine
+    from gateway.store.export import iter_rows
+
+    engine = make_engine(_url(logs))
+    try:
+        return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
+                                         end or datetime.now(timezone.utc)) for r in chunk]
+    finally:
+        engine.dispose()
+
+
+def _in_window(created: object, start, end) -> bool:
+    from datetime import datetime, timezone
+
+    if created in (None, "") or (start is None and end is None):
+        return True
+    t = created if isinstance(created, datetime) else datetime.fromisoformat(str(created))
+    t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    return (start is None or t >= start) and (end is None or t < end)

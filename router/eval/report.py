@@ -39,7 +39,7 @@ def fmt(key: str, value: float | None) -> str:
     if key in _PERCENT:
         return f"{100 * value:.1f}%"
     if key == "cost":
-        return f"${value:.3g}"
+        return f"${value:.2e}"
     return f"{value:.4f}"
 
 

@@ -99,10 +99,14 @@ class MixrouteRouter(EvalRouter):
         from router.policy import parse_policy
 
         heads = self._heads(ctx)
-        outputs: list[dict[str, Any]] = []
-        for s in range(0, test.n, BATCH):
-            outputs.extend(heads.classify_batch(test.prompts[s:s + BATCH]))
-            ctx.tick("mixroute heads", min(s + BATCH, test.n), test.n)
+        try:
+            outputs: list[dict[str, Any]] = []
+            for s in range(0, test.n, BATCH):
+                outputs.extend(heads.classify_batch(test.prompts[s:s + BATCH]))
+                ctx.tick("mixroute heads", min(s + BATCH, test.n), test.n)
+        finally:
+            if ctx.options.get("predictor") is None and hasattr(heads, "close"):
+                heads.close()  # we loaded it: stop its micro-batching thread
         names: dict[str, str] = {}
         for m in test.models:
             names[backend_name(m, set(names))] = m

@@ -1,0 +1,253 @@
+"""``policy what-if``: re-decide logged requests under a new policy and estimate the change.
+
+Input: rows of the store's export (``mixroute logs export``, one per request: the
+decision's ``route``, ``chosen``, ``probability``, ``candidates`` with each backend's
+``predicted_quality`` and ``expected_cost_usd``, ``signals``; the outcome's ``tokens_in``,
+``tokens_out``, ``cost_usd``; ``feedback_score_mean``). Prompts are not stored, so:
+
+- **Re-deciding** goes through the decision engine itself (:meth:`router.engine.Router.decide`)
+  under the new policy, with a predictor that replays the logged per-backend predictions
+  and signals (:class:`LoggedPredictor`; a backend matched by name, else by model; a new
+  backend keeps its policy ``quality`` prior) and a placeholder prompt of the logged
+  ``tokens_in`` (ceil(chars / 4) tokens, the engine's estimate), so token-priced costs come
+  from the new policy's prices. Pinned requests and requests the new policy refuses are
+  counted, not re-decided.
+- **Model-based estimate** (direct method): mean predicted quality and expected cost
+  (USD) of the chosen backend per request, logged choice vs new choice, both from the
+  logged predictions; the difference with a percentile bootstrap 95% interval over requests.
+- **Inverse propensity weighting** (Horvitz & Thompson, 1952; self-normalised, Swaminathan &
+  Joachims, 2015): the feedback score of requests whose new choice equals the logged one,
+  weighted by ``1 / probability``. Only where the logged policy randomised
+  (some ``probability < 1``): a deterministic log says nothing about choices it never
+  made, and the estimate is then reported as unavailable with that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from router.policy.loader import LoadedPolicy
+
+BOOTSTRAP = 200
+
+
+@dataclass
+class Logged:
+    """One logged request, as the what-if needs it."""
+
+    request_id: str
+    route: str
+    chosen: str
+    probability: float
+    candidates: list[dict[str, Any]]
+    signals: dict[str, Any]
+    tokens_in: int
+    tokens_out: int
+    cost_usd: float | None
+    feedback: float | None
+    tenant: str | None = None
+    endpoint: str = "chat"
+    pinned: bool = False
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Logged":
+        """From an export row (JSON columns nested, or as JSON text as in CSV exports).
+
+        Raises:
+            ValueError: a required column (``request_id``, ``chosen``, ``candidates``) is missing.
+        """
+        def js(v: Any, default: Any) -> Any:
+            if isinstance(v, str):
+                return json.loads(v) if v.strip() else default
+            return default if v is None else v
+
+        def num(v: Any) -> float | None:
+            return None if v in (None, "") else float(v)
+
+        for key in ("request_id", "chosen", "candidates"):
+            if row.get(key) in (None, ""):
+                raise ValueError(f"request {row.get('request_id', '?')}: no {key!r} column")
+        return cls(request_id=str(row["request_id"]), route=str(row.get("route") or ""), chosen=str(row["chosen"]),
+                   probability=num(row.get("probability")) or 1.0, candidates=js(row["candidates"], []),
+                   signals=js(row.get("signals"), {}), tokens_in=int(num(row.get("tokens_in")) or 0),
+                   tokens_out=int(num(row.get("tokens_out")) or 0), cost_usd=num(row.get("cost_usd")),
+                   feedback=num(row.get("feedback_score_mean")), tenant=row.get("tenant") or None,
+                   endpoint=str(row.get("endpoint") or "chat"),
+                   pinned=str(row.get("pinned")).lower() in ("true", "1"))
+
+    def candidate(self, backend: str, model: str | None = None) -> dict[str, Any] | None:
+        for c in self.candidates:
+            if c.get("backend") == backend:
+                return c
+        for c in self.candidates:
+            if model is not None and c.get("model") == model:
+                return c
+        return None
+
+
+class LoggedPredictor:
+    """A :class:`router.predict.Predictor` replaying one logged request's predictions."""
+
+    def __init__(self):
+        self.row: Logged | None = None
+        self.unknown: Counter[str] = Counter()
+
+    async def predict(self, text: str, backends: Sequence[Any]):
+        from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
+
+        quality, tokens = {}, None
+        for b in backends:
+            c = self.row.candidate(b.name, b.model)
+            if c is not None and c.get("predicted_quality") is not None:
+                quality[b.name] = float(c["predicted_quality"])
+                tokens = tokens or c.get("expected_output_tokens")
+            else:
+                quality[b.name] = b.quality if b.quality is not None else UNKNOWN_QUALITY
+                self.unknown[b.name] += 1
+        return Prediction(quality=quality, output_tokens=int(tokens or self.row.tokens_out or DEFAULT_OUTPUT_TOKENS),
+                          signals=dict(self.row.signals), source="logged")
+
+
+@dataclass
+class WhatIf:
+    """The estimate. Qualities are predicted probabilities of a good answer; costs USD per request.
+
+    Attributes:
+        n: requests re-decided; skipped: reason -> requests not re-decided.
+        old, new: ``{"quality", "cost"}`` model-based means (logged choice, new choice).
+        delta_ci: ``{"quality": [lo, hi], "cost": [lo, hi]}`` 95% bootstrap of new - old.
+        logged_cost: mean recorded ``cost_usd`` of the logged requests (``None`` if absent).
+        ipw: self-normalised IPW estimate of the new policy's mean feedback score, or ``None``.
+        ipw_note: why IPW is unavailable, or its basis.
+        changed: share of requests whose backend changes; moves: ``(old, new) -> count``.
+        unknown_backends: new backends with no logged prediction (prior used) -> requests.
+    """
+
+    n: int
+    skipped: dict[str, int]
+    old: dict[str, float]
+    new: dict[str, float]
+    delta_ci: dict[str, list[float]]
+    logged_cost: float | None
+    ipw: float | None
+    ipw_ci: list[float] | None
+    ipw_note: str
+    changed: float
+    moves: dict[tuple[str, str], int] = field(default_factory=dict)
+    unknown_backends: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """The change in plain language."""
+        if self.n == 0:
+            return "No logged request could be re-decided under the new policy."
+        dq, dc = self.new["quality"] - self.old["quality"], self.new["cost"] - self.old["cost"]
+        rel = f" ({dc / self.old['cost']:+.0%})" if self.old["cost"] > 0 else ""
+        lines = [f"Under the new policy {self.changed:.0%} of {self.n} logged requests would go to another backend."]
+        for (a, b), k in sorted(self.moves.items(), key=lambda kv: -kv[1])[:5]:
+            lines.append(f"  {k} request(s): {a} -> {b}")
+        lines.append(f"Expected cost per request: ${self.old['cost']:.3g} -> ${self.new['cost']:.3g}{rel}, "
+                     f"95% CI of the change [{self.delta_ci['cost'][0]:+.3g}, {self.delta_ci['cost'][1]:+.3g}] USD.")
+        lines.append(f"Predicted quality: {self.old['quality']:.3f} -> {self.new['quality']:.3f} ({dq:+.3f}), "
+                     f"95% CI of the change [{self.delta_ci['quality'][0]:+.3f}, {self.delta_ci['quality'][1]:+.3f}] "
+                     "(model-based, from the logged head predictions).")
+        lines.append(f"Feedback (IPW): {self.ipw:.3f}" if self.ipw is not None else f"Feedback (IPW): {self.ipw_note}")
+        if self.unknown_backends:
+            lines.append("No logged prediction for " + ", ".join(self.unknown_backends) + ": their policy prior was used.")
+        if self.skipped:
+            lines.append("Not re-decided: " + ", ".join(f"{v} {k}" for k, v in self.skipped.items()) + ".")
+        return "\n".join(lines)
+
+
+async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedPredictor):
+    from router.engine import Router, RoutingRequest
+    from router.errors import NoCandidate, UnknownModel
+
+    router = Router(policy, predictor)
+    out: list[tuple[Logged, Any] | None] = []
+    skipped: Counter[str] = Counter()
+    for row in rows:
+        if row.pinned:
+            skipped["pinned"] += 1
+            continue
+        route = row.route if policy.policy.route(row.route) else policy.policy.default_route
+        body = {"model": route, "messages": [{"role": "user", "content": "x" * (4 * max(row.tokens_in, 1))}]}
+        predictor.row = row
+        try:
+            d = await router.decide(RoutingRequest(endpoint="chat", body=body, tenant=row.tenant))
+        except (NoCandidate, UnknownModel):
+            skipped["refused by the new policy"] += 1
+            continue
+        except Exception as exc:  # e.g. a block rule (prompt_blocked): counted by kind
+            skipped[getattr(exc, "code", None) or type(exc).__name__] += 1
+            continue
+        out.append((row, d))
+    return out, skipped
+
+
+def what_if(policy: LoadedPolicy, rows: list[Logged], *, bootstrap: int = BOOTSTRAP, seed: int = 0) -> WhatIf:
+    """Re-decide ``rows`` under ``policy`` and estimate the change (see the module docstring)."""
+    predictor = LoggedPredictor()
+    decided, skipped = asyncio.run(_redecide(policy, rows, predictor))
+    oq, oc, nq, nc, same, fb, prob, moves = [], [], [], [], [], [], [], Counter()
+    for row, d in decided:
+        old = row.candidate(row.chosen) or {}
+        new = next(c for c in d.candidates if c.backend == d.record.chosen)
+        oq.append(float(old.get("predicted_quality") or 0.0))
+        oc.append(float(old.get("expected_cost_usd") or 0.0))
+        nq.append(new.predicted_quality)
+        nc.append(new.expected_cost_usd)
+        same.append(d.record.chosen == row.chosen)
+        fb.append(np.nan if row.feedback is None else row.feedback)
+        prob.append(row.probability)
+        if d.record.chosen != row.chosen:
+            moves[(row.chosen, d.record.chosen)] += 1
+    n = len(decided)
+    if n == 0:
+        zero = {"quality": 0.0, "cost": 0.0}
+        return WhatIf(0, dict(skipped), zero, zero, {"quality": [0.0, 0.0], "cost": [0.0, 0.0]}, None, None, None,
+                      "no request re-decided", 0.0)
+    oq, oc, nq, nc = map(np.array, (oq, oc, nq, nc))
+    same, fb, prob = np.array(same), np.array(fb), np.array(prob)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(bootstrap, n))
+    dq = (nq[idx] - oq[idx]).mean(1)
+    dc = (nc[idx] - oc[idx]).mean(1)
+    ipw, ipw_ci, note = _ipw(same, fb, prob, idx)
+    costs = [r.cost_usd for r, _ in decided if r.cost_usd is not None]
+    return WhatIf(n=n, skipped=dict(skipped), old={"quality": float(oq.mean()), "cost": float(oc.mean())},
+                  new={"quality": float(nq.mean()), "cost": float(nc.mean())},
+                  delta_ci={"quality": _pct(dq), "cost": _pct(dc)},
+                  logged_cost=float(np.mean(costs)) if costs else None, ipw=ipw, ipw_ci=ipw_ci, ipw_note=note,
+                  changed=float(1 - same.mean()), moves=dict(moves), unknown_backends=dict(predictor.unknown))
+
+
+def _pct(x: np.ndarray) -> list[float]:
+    return [float(np.percentile(x, 2.5)), float(np.percentile(x, 97.5))]
+
+
+def _snips(same: np.ndarray, fb: np.ndarray, prob: np.ndarray) -> float | None:
+    has = ~np.isnan(fb)
+    w = np.where(same & has, 1.0 / np.clip(prob, 1e-6, 1.0), 0.0)
+    den = w.sum()
+    return None if den <= 0 else float((w * np.nan_to_num(fb)).sum() / den)
+
+
+def _ipw(same: np.ndarray, fb: np.ndarray, prob: np.ndarray, idx: np.ndarray):
+    has = ~np.isnan(fb)
+    if not has.any():
+        return None, None, "unavailable: no feedback scores in the logs"
+    if np.all(prob[has] >= 1.0 - 1e-9):
+        return None, None, ("unavailable: the logged policy was deterministic (probability 1.0), so the log "
+                            "says nothing about choices it did not make")
+    est = _snips(same, fb, prob)
+    if est is None:
+        return None, None, "unavailable: no request with feedback where the new choice equals the logged one"
+    draws = [v for i in idx if (v := _snips(same[i], fb[i], prob[i])) is not None]
+    return est, _pct(np.array(draws)) if draws else None, f"self-normalised IPW over {int((same & has).sum())} requests"
