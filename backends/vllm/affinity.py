@@ -5,11 +5,19 @@ For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
 
 1. **Preference order.** (a) The replica that last received the deepest block ``h_i``
    found in the gateway's block table (an LRU map block hash -> replica, updated with every
-   request's blocks; a longer match means more cached prefill). (b) Then every replica in
+   request's blocks; a longer match means more cached prefill), provided the match covers
+   at least ``match_threshold`` of the prompt's blocks (SGLang's cache-aware router uses
+   the same rule, default 0.5): a match on a short shared preamble ("You are a helpful
+   assistant. Current time: [timestamp-1]") would otherwise pull every new prompt to
+   one replica. (b) Then every replica in
    rendezvous-hashing order (highest random weight, Thaler & Ravishankar 1998) of the key
    ``h_k``, ``k = min(n, hrw_blocks)``: requests that share their first ``k`` blocks (a
    system prompt) agree on a replica even across gateway processes that do not share the
-   table, and removing a replica only moves its own keys.
+   table, and removing a replica only moves its own keys. With ``balance_new`` (default),
+   a prefix the table has never seen goes first to the replica owning the fewest blocks
+   in the table (rendezvous order breaks ties), as SGLang's cache-aware router balances
+   new prefixes by cache size: rendezvous alone spreads tenants unevenly (binomially), and
+   the most loaded replica then evicts its own tenants' prefixes.
 2. **Bounded load** (consistent hashing with bounded loads, Mirrokni, Thorup & Zadimoghaddam
    2018): a replica is acceptable while its in-flight count is below
    ``max(min_bound, ceil(load_factor * (total in flight + 1) / replicas))`` and its scraped
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 from backends.vllm.blocks import BLOCK_TOKENS, block_hashes
@@ -42,24 +50,36 @@ class AffinityChooser:
         min_bound: in-flight count always acceptable (continuous batching serves several
             sequences at once, so tiny pools should not spill at the second request).
         queue_threshold: scraped waiting requests above which the replica is skipped.
+        balance_new: send never-seen prefixes to the replica owning the fewest table blocks.
+        match_threshold: share of a prompt's blocks a table match must cover to be followed.
+
+    Attributes:
+        reasons: how many choices were ``prefix_match``, ``rendezvous`` (or balanced new
+            prefix), ``overloaded_least_loaded`` or ``short_prompt``.
     """
 
     def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
-                 load_factor: float = 1.5, min_bound: int = 4, queue_threshold: float = 8):
+                 load_factor: float = 1.25, min_bound: int = 4, queue_threshold: float = 8,
+                 balance_new: bool = True, match_threshold: float = 0.5):
         self.block_tokens = block_tokens
         self.hrw_blocks = hrw_blocks
         self.table_blocks = table_blocks
         self.load_factor = load_factor
         self.min_bound = min_bound
         self.queue_threshold = queue_threshold
+        self.balance_new = balance_new
+        self.match_threshold = match_threshold
         self.table: OrderedDict[int, str] = OrderedDict()
+        self.owned: dict[str, int] = {}
         self.fallback = LeastLoadedChooser()
         self.last_reason = ""
+        self.reasons: Counter[str] = Counter()
 
     def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
         hashes = block_hashes(body, self.block_tokens)
         if not hashes:
             self.last_reason = "short_prompt"
+            self.reasons["short_prompt"] += 1
             return self.fallback.choose(replicas, body)
         bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.in_flight for r in replicas) + 1)
                                               / len(replicas)))
@@ -70,6 +90,7 @@ class AffinityChooser:
                 break
         if pick is None:
             pick, self.last_reason = self.fallback.choose(replicas, body), "overloaded_least_loaded"
+        self.reasons[self.last_reason] += 1
         self._remember(hashes, pick)
         return pick
 
@@ -79,21 +100,31 @@ class AffinityChooser:
         key = hashes[min(len(hashes), self.hrw_blocks) - 1].to_bytes(8, "big")
         order = sorted(replicas, key=lambda r: _weight(key, r.base_url), reverse=True)
         self._matched = False
-        for h in reversed(hashes):
-            url = self.table.get(h)
+        for depth in range(len(hashes), 0, -1):
+            if depth < self.match_threshold * len(hashes):
+                break
+            url = self.table.get(hashes[depth - 1])
             if url in by_url:
                 self._matched = True
                 first = by_url[url]
                 return [first, *(r for r in order if r is not first)]
+        if self.balance_new:
+            order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
         return order
 
     def _remember(self, hashes: Sequence[int], replica: Replica) -> None:
-        table = self.table
+        table, owned, url = self.table, self.owned, replica.base_url
         for h in hashes:
-            table[h] = replica.base_url
+            old = table.get(h)
+            if old != url:
+                if old is not None:
+                    owned[old] -= 1
+                owned[url] = owned.get(url, 0) + 1
+                table[h] = url
             table.move_to_end(h)
         while len(table) > self.table_blocks:
-            table.popitem(last=False)
+            _, old = table.popitem(last=False)
+            owned[old] -= 1
 
 
 def _weight(key: bytes, url: str) -> int:

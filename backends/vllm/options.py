@@ -25,6 +25,8 @@ class PoolOptions(BaseModel):
         min_bound: in-flight requests a replica always accepts before load bounds apply.
         queue_threshold: scraped ``vllm:num_requests_waiting`` above which a replica is
             not preferred (requests).
+        match_threshold: share of a prompt's blocks that a remembered prefix must cover
+            for the request to follow it (:mod:`backends.vllm.affinity`).
         metrics_interval_s: seconds between ``/metrics`` scrapes; 0 disables scraping
             (and so probing ejected replicas back in: they return on their next success).
         eject_after: consecutive failures that eject a replica.
@@ -35,8 +37,9 @@ class PoolOptions(BaseModel):
     affinity: bool = True
     block_tokens: int = Field(default=16, ge=1, le=4096)
     hrw_blocks: int = Field(default=8, ge=1)
-    load_factor: float = Field(default=1.5, ge=1.0)
+    load_factor: float = Field(default=1.25, ge=1.0)
     min_bound: int = Field(default=4, ge=1)
     queue_threshold: float = Field(default=8, ge=0)
+    match_threshold: float = Field(default=0.5, ge=0, le=1)
     metrics_interval_s: float = Field(default=5.0, ge=0)
     eject_after: int = Field(default=3, ge=1)

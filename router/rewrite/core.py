@@ -182,13 +182,21 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
 
 
 def _stable_text(text: str, detectors, counters: dict[str, int], moved: list) -> str:
-    text = normalise_whitespace(text)
-    spans = find_spans(text, detectors)
+    text, spans = _scan(text, detectors)
     if not spans:
         return text
     text, pairs = replace_spans(text, spans, counters)
     moved.extend(pairs)
     return text
+
+
+@lru_cache(maxsize=256)
+def _scan(text: str, detectors: tuple) -> tuple[str, tuple]:
+    """Normalised text and its volatile spans. Cached: the same system prompts come back
+    request after request (that is the point of a prefix cache), and scanning a 3k-token
+    prompt with every detector costs milliseconds."""
+    text = normalise_whitespace(text)
+    return text, tuple(find_spans(text, detectors))
 
 
 def note_text(moved: Sequence[tuple[str, str]]) -> str:
