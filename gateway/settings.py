@@ -27,6 +27,8 @@ class Settings(BaseSettings):
         store_queue_size: bound of the in-memory write queue of the store (rows).
         store_batch_size: rows per batched insert.
         store_flush_interval_s: longest time a row waits in the queue (seconds).
+        store_journal_path: the store's spill journal (default: next to the SQLite file,
+            or ``mixroute-journal.jsonl`` in the working directory); give each replica its own.
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
         policy_watch: hot-reload the policy file when it changes.
@@ -53,6 +55,7 @@ class Settings(BaseSettings):
     store_batch_size: int = Field(default=200, gt=0)
     store_flush_interval_s: float = Field(default=0.2, gt=0)
     store_journal_max_bytes: int = Field(default=1 << 30, gt=0)
+    store_journal_path: Path | None = None
     policy_watch: bool = True
     admin_key: str | None = None
     log_level: str = "info"

@@ -121,6 +121,7 @@ class Store:
                  *, retry_interval_s: float = 1.0) -> None:
         self.settings = settings
         self.url = normalize_url(settings.database_url).render_as_string(hide_password=False)
+        journal_path = journal_path or settings.store_journal_path
         self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url),
                                max_bytes=settings.store_journal_max_bytes)
         self.recent = RecentDecisions()
