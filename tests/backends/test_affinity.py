@@ -1,0 +1,174 @@
+"""Prefix affinity, replica metrics and health of the vLLM pool (fast: fake replicas with
+no modelled delays)."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.vllm.affinity import AffinityChooser
+from backends.vllm.backend import VllmBackend
+from backends.vllm.blocks import block_hashes
+from backends.vllm.metrics import metrics_url, parse_prometheus, to_metrics
+from backends.vllm.pool import Pool, Replica
+from bench.fake_vllm import ReplicaModel, serve_replicas
+from router.policy.models import BackendConfig
+
+FAST = ReplicaModel(prefill_base_s=0.0, prefill_s_per_token=0.0, itl_s=0.0, output_tokens=3, capacity_blocks=512)
+
+
+def conv(tenant: int, turns: int = 1) -> dict:
+    system = f"You are the helper of tenant {tenant}. " + " ".join(f"rule{tenant}-{i}" for i in range(120))
+    msgs = [{"role": "system", "content": system}]
+    for t in range(turns):
+        msgs += [{"role": "user", "content": f"question {t} " * 10}, {"role": "assistant", "content": "answer"}]
+    return {"model": "m", "messages": msgs[:-1]}
+
+
+def replicas(n: int = 4) -> list[Replica]:
+    return [Replica(f"http://r{i}/v1") for i in range(n)]
+
+
+def test_block_hashes_share_a_prefix_and_skip_partial_blocks():
+    a, b = block_hashes(conv(1, 1)), block_hashes(conv(1, 3))
+    assert a and a == b[: len(a)]
+    assert block_hashes({"messages": [{"role": "user", "content": "hi"}]}) == []
+
+
+def test_same_prefix_same_replica_and_new_prefixes_spread():
+    chooser, reps = AffinityChooser(), replicas()
+    first = {t: chooser.choose(reps, conv(t)).base_url for t in range(8)}
+    assert len(set(first.values())) == 4  # new prefixes are balanced over the pool
+    for t in range(8):
+        for turns in (2, 3):
+            assert chooser.choose(reps, conv(t, turns)).base_url == first[t]
+    assert chooser.reasons["prefix_match"] == 16
+
+
+def test_short_prompts_fall_back_to_least_loaded():
+    chooser, reps = AffinityChooser(), replicas(2)
+    short = {"messages": [{"role": "user", "content": "hi"}]}
+    assert [chooser.choose(reps, short).base_url for _ in range(4)] == ["http://r0/v1", "http://r1/v1"] * 2
+
+
+def test_overloaded_preferred_replica_spills_to_least_loaded():
+    chooser, reps = AffinityChooser(min_bound=2, load_factor=1.0), replicas(3)
+    home = chooser.choose(reps, conv(5))
+    home.in_flight = 5
+    other = chooser.choose(reps, conv(5, 2))
+    assert other is not home and chooser.last_reason in ("rendezvous", "overloaded_least_loaded")
+    home.in_flight = 0
+    home.metrics.waiting = 50  # scraped queue above the threshold
+    assert chooser.choose(reps, conv(5, 3)) is not home
+
+
+def test_short_shared_preamble_does_not_pull_new_prompts():
+    chooser, reps = AffinityChooser(), replicas()
+    preamble = "Current time: [timestamp-1]. Request id: [request-id-1]. " * 2
+
+    def body(t: int) -> dict:
+        b = conv(t)
+        b["messages"][0]["content"] = preamble + b["messages"][0]["content"]
+        return b
+
+    picks = {chooser.choose(reps, body(t)).base_url for t in range(4)}
+    assert len(picks) == 4
+
+
+METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="1",model_name="m"} 1.0
+vllm:gpu_cache_usage_perc{model_name="m"} 0.25
+vllm:prefix_cache_queries_total{model_name="m"} 1000.0
+vllm:prefix_cache_hits_total{model_name="m"} 750.0
+vllm:time_to_first_token_seconds_sum{model_name="m"} 4.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 10.0
+garbage line
+"""
+
+
+def test_parse_vllm_metrics_including_older_names():
+    m = to_metrics(parse_prometheus(METRICS))
+    assert (m.running, m.waiting, m.kv_cache_usage) == (3.0, 3.0, 0.25)
+    assert m.prefix_hit_rate == 0.75
+    later = to_metrics(parse_prometheus(METRICS.replace("sum{model_name=\"m\"} 4.0", "sum{model_name=\"m\"} 5.0")
+                                        .replace("count{model_name=\"m\"} 10.0", "count{model_name=\"m\"} 12.0")), m)
+    assert later.recent_ttft_s == pytest.approx(0.5)
+    assert metrics_url("http://h:8000/v1") == "http://h:8000/metrics"
+
+
+def test_ejection_after_consecutive_failures_and_back_in():
+    pool = Pool(["http://a/v1", "http://b/v1"], eject_after=3)
+    a, b = pool.replicas
+    for _ in range(2):
+        pool.failed(a)
+    assert a.healthy
+    pool.failed(a)
+    assert not a.healthy
+    assert {pool.pick({}).base_url for _ in range(4)} == {"http://b/v1"}
+    pool.failed(b), pool.failed(b), pool.failed(b)
+    assert pool.pick({}) is not None  # all ejected: fail open
+    pool.succeeded(a)
+    assert a.healthy and a.failures == 0
+
+
+@pytest.fixture(scope="module")
+def fakes():
+    servers = serve_replicas(3, FAST)
+    yield servers
+    servers.stop()
+
+
+def vllm(urls: list[str], **options) -> VllmBackend:
+    return VllmBackend(BackendConfig(name="pool", kind="vllm", model="m", endpoints=urls, timeout_s=10,
+                                     connect_timeout_s=1, options={"metrics_interval_s": 0.05, **options}))
+
+
+async def test_conversation_sticks_to_one_replica_and_hits_its_cache(fakes):
+    fakes.reset()
+    backend = vllm(fakes.urls)
+    await backend.start()
+    usages = []
+    for turns in (1, 2, 3):
+        chunks = [c async for c in backend.stream("chat", conv(7, turns))]
+        usages.append(chunks[-1]["usage"])
+    out = await backend.send("chat", conv(7, 4))
+    usages.append(out["usage"])
+    await backend.scraper.scrape_all()
+    await backend.aclose()
+    assert [r.state.requests for r in fakes.replicas].count(0) == 2  # one replica served all four
+    assert usages[0]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert all(u["prompt_tokens_details"]["cached_tokens"] > 0.8 * u["prompt_tokens"] for u in usages[1:])
+    scraped = [r.metrics for r in backend.pool.replicas if r.metrics.prefix_cache_queries]
+    assert len(scraped) == 1 and scraped[0].prefix_cache_hits > 0
+
+
+async def test_dead_replica_is_ejected_by_the_scraper_and_avoided(fakes):
+    import asyncio
+
+    from tests.backends.test_vllm import dead_url
+
+    backend = vllm([dead_url(), *fakes.urls[:2]], eject_after=2)
+    await backend.start()
+    for _ in range(100):
+        if not backend.pool.replicas[0].healthy:
+            break
+        await asyncio.sleep(0.02)
+    assert not backend.pool.replicas[0].healthy and all(r.healthy for r in backend.pool.replicas[1:])
+    for t in range(6):
+        assert (await backend.send("chat", conv(t)))["usage"]
+    await backend.aclose()
+
+
+async def test_private_cache_scope_is_not_sent_upstream(upstream, upstream_state):
+    backend = vllm([upstream.v1("r1")], metrics_interval_s=0)
+    await backend.send("chat", {**conv(1), "x_mixroute_cache": {"tenant": "t", "prefix_hash": "h"}})
+    await backend.aclose()
+    assert "x_mixroute_cache" not in upstream_state.last_body
+
+
+def test_options_are_typed():
+    with pytest.raises(ValueError):
+        vllm(["http://x/v1"], affinty=True)
+    assert vllm(["http://x/v1"], affinity=False).pool.chooser.__class__.__name__ == "LeastLoadedChooser"
