@@ -33,3 +33,26 @@ def classifier(
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+@app.command("prefix-cache")
+def prefix_cache(
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
+    tenants: Annotated[int, typer.Option(help="Tenants (one 1-3k-token system prompt each).")] = 48,
+    concurrency: Annotated[int, typer.Option(help="Sessions in flight at once.")] = 24,
+    seed: Annotated[int, typer.Option(help="Workload seed.")] = 7,
+) -> None:
+    """Prefix-cache hit rate and TTFT over 4 fake vLLM replicas: round-robin, least-loaded and
+    mixroute replica choice; rewriting off vs on for prompts with timestamps (bench/prefix_cache.py)."""
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    if (root / "bench" / "prefix_cache.py").exists() and str(root) not in sys.path:
+        sys.path.insert(0, str(root))  # bench/ ships with the source tree, not with the package
+    try:
+        from bench.prefix_cache import main as run_prefix_cache
+    except ImportError as exc:
+        typer.echo(f"error: the prefix-cache benchmark needs a source checkout ({exc})", err=True)
+        raise typer.Exit(1)
+    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seed", str(seed)]
+    raise typer.Exit(run_prefix_cache(args + (["--json", str(json_out)] if json_out else [])))
