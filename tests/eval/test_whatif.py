@@ -87,3 +87,35 @@ def test_cli_names_a_missing_log(tmp_path):
     pol.write_text(_policy(0.6))
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(tmp_path / "nope.jsonl")])
     assert res.exit_code == 2 and "nope.jsonl" in res.output
+
+
+def test_cli_reads_the_store(tmp_path):
+    """The same log written to a real SQLite store and read back through the export query."""
+    from datetime import datetime, timezone
+
+    from sqlalchemy import create_engine
+
+    from gateway.store.models import Base
+    from gateway.store.upsert import write_items
+    from router.records import DecisionRecord, OutcomeRecord
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    items = []
+    for r in _log(10):
+        at = datetime.fromisoformat(r["created_at"]).astimezone(timezone.utc)
+        items.append(("decisions", DecisionRecord(
+            request_id=r["request_id"], route="auto", policy_hash="p0", chosen=r["chosen"], reason="cheapest_above_bar",
+            candidates=r["candidates"], created_at=at).as_dict()))
+        items.append(("outcomes", OutcomeRecord(
+            request_id=r["request_id"], backend=r["chosen"], model=r["chosen"], status="ok", http_status=200,
+            tokens_in=50, tokens_out=100, cost_usd=r["cost_usd"], created_at=at).as_dict()))
+    with engine.begin() as conn:
+        write_items(conn, items)
+    engine.dispose()
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", url, "--bootstrap", "20"])
+    assert res.exit_code == 0, res.output
+    assert "10 logged request(s)" in res.output and "50% of 10 logged requests" in res.output
