@@ -2,7 +2,7 @@
 
 Loading (:func:`load_eval_data`) goes through :func:`router.data.load` (format detected
 from content, a folder is one dataset, RouteLLM contaminated prompts next to the data
-dropped), then:
+dropped; a folder of dataset folders is one dataset too, see :func:`load_tree`), then:
 
 - rows with a non-finite score or recorded cost (NaN, inf) are dropped and counted
   (``dropped["nan"]``), like rows with a missing score (``dropped["missing_score"]``);
@@ -133,7 +133,7 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalDat
 
     path = Path(path)
     try:
-        ds = load(path)
+        ds = load_tree(path)
     except DataFormatError as exc:
         raise EvalDataError(exc.path, exc.reason) from None
     if len(ds.models) < 2:
@@ -154,6 +154,46 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalDat
     costs = np.array([[_cost(r, m, prices) for m in ds.models] for r in rows], dtype=float)
     return EvalData(ds.name, str(path), list(ds.models), [r.prompt for r in rows], scores, costs, source,
                     {k: v for k, v in dropped.items() if v})
+
+
+_NO_FILES = "no outcome data files in the folder"
+
+
+def load_tree(path: Path) -> Dataset:
+    """:func:`router.data.load`, and for a folder with no data files of its own, the rows of
+    its sub-folders as ONE dataset named after the folder (``routellm/`` = MMLU + GSM8K as
+    mixed traffic). Sub-folders without data (e.g. only a contaminated-prompt list) are
+    skipped; the others must share one model set.
+
+    Raises:
+        DataFormatError: as :func:`router.data.load`; sub-folders with different model sets.
+    """
+    try:
+        return load(path)
+    except DataFormatError as exc:
+        if not (path.is_dir() and exc.reason == _NO_FILES):
+            raise
+    parts = []
+    for sub in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            parts.append(load_tree(sub))
+        except DataFormatError as exc:
+            if not exc.reason.startswith(_NO_FILES):
+                raise
+    if not parts:
+        raise DataFormatError(path, _NO_FILES + " or its sub-folders")
+    first = parts[0]
+    for part in parts[1:]:
+        if set(part.models) != set(first.models):
+            raise DataFormatError(path, f"sub-folder datasets {first.name!r} and {part.name!r} have different "
+                                        f"models ({sorted(first.models)} vs {sorted(part.models)}); a folder is "
+                                        "one dataset with one model set: pass them as separate --test paths")
+    dropped: dict[str, int] = {}
+    for part in parts:
+        for k, v in part.dropped.items():
+            dropped[k] = dropped.get(k, 0) + v
+    fmt = first.format if all(p.format == first.format for p in parts) else "mixed"
+    return Dataset(path.name, fmt, list(first.models), [r for p in parts for r in p.rows], dropped)
 
 
 def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, int]) -> list[OutcomeRow]:

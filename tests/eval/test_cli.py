@@ -77,3 +77,23 @@ def test_nan_rows_are_dropped_and_counted(tmp_path):
 def test_unknown_router_is_refused(tiny_csv):
     res = runner.invoke(app, ["eval", "--test", str(tiny_csv), "--router", "gpt5"])
     assert res.exit_code == 2 and "unknown router 'gpt5'" in res.output
+
+
+def test_folder_of_dataset_folders_is_one_dataset(tmp_path):
+    from tests.eval.conftest import write_tiny
+
+    root = tmp_path / "traffic"
+    for name, seed in (("a", 1), ("b", 2)):
+        (root / name).mkdir(parents=True)
+        write_tiny(root / name / f"{name}.csv", n=12, seed=seed)
+    (root / "empty").mkdir()
+    (root / "empty" / "contaminated_prompts.jsonl").write_text("")
+    res = runner.invoke(app, ["eval", "--test", str(root), "--router", "zero", "--bootstrap", "0",
+                              "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "r.json").read_text())
+    assert rows[0]["dataset"] == "traffic" and rows[0]["n"] == 24
+    write_tiny(root / "c.csv", n=6, two_models=True)  # now the folder has a file of its own: loaded alone
+    (root / "c.csv").rename(root / "a" / "c.csv")
+    res = runner.invoke(app, ["eval", "--test", str(root), "--router", "zero"])
+    assert res.exit_code == 2 and "model" in res.output
