@@ -118,7 +118,7 @@ class Scraper:
 
     Args:
         pool: the :class:`backends.vllm.pool.Pool` whose replicas are updated.
-        client: the backend's httpx client (its timeouts apply).
+        client_factory: returns the backend's httpx client (opened lazily).
         interval_s: seconds between scrapes.
     """
 
