@@ -1,1 +1,1 @@
-"""Benchmarks runnable as ``python -m bench.<name>`` (and ``mixroute bench ...``)."""
+"""Benchmarks: runnable commands that print numbers (python -m bench.<name>)."""
