@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -112,6 +114,7 @@ def test_mixroute_router_decides_with_the_engine(tiny_csv):
     # at target 0.05 every model clears the bar: the cheapest
     assert set(run.choices[lax]) == {small}
     result = summarise(data, run, bootstrap=0)
+    json.dumps(result.row())  # JSON-ready, numpy scalars included
     assert result.values["quality"] > 0.9
     assert all(c["met"] for c in run.extra["compliance"] if c["target"] <= 0.9)
 

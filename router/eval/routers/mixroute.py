@@ -89,6 +89,12 @@ class MixrouteRouter(EvalRouter):
         except ImportError as exc:
             raise RouterUnavailable(f"the classifier package is unavailable: {exc}") from exc
         try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the rich progress bars are ours
+        except ImportError:
+            pass
+        try:
             return load_predictor(ctx.options.get("adapters"))
         except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
@@ -140,5 +146,5 @@ def compliance(test: EvalData, choices: np.ndarray, targets: np.ndarray) -> list
     for k, t in enumerate(targets):
         q = float(test.scores[rows, choices[k]].mean())
         ratio = q / best if best > 0 else 1.0
-        out.append({"target": float(t), "quality": round(q, 4), "ratio": round(ratio, 4), "met": ratio + 1e-9 >= t})
+        out.append({"target": float(t), "quality": round(q, 4), "ratio": round(ratio, 4), "met": bool(ratio + 1e-9 >= t)})
     return out
