@@ -156,7 +156,7 @@ class WhatIf:
                      f"95% CI of the change [{self.delta_ci['cost'][0]:+.3g}, {self.delta_ci['cost'][1]:+.3g}] USD.")
         lines.append(f"Predicted quality: {self.old['quality']:.3f} -> {self.new['quality']:.3f} ({dq:+.3f}), "
                      f"95% CI of the change [{self.delta_ci['quality'][0]:+.3f}, {self.delta_ci['quality'][1]:+.3f}] "
-                     "(model-based, from the logged head predictions).")
+                     "(model-based, from the logged predictions).")
         lines.append(f"Feedback (IPW): {self.ipw:.3f}" if self.ipw is not None else f"Feedback (IPW): {self.ipw_note}")
         if self.unknown_backends:
             lines.append("No logged prediction for " + ", ".join(self.unknown_backends) + ": their policy prior was used.")
