@@ -1,7 +1,8 @@
 """The ``vllm`` backend: OpenAI-compatible HTTP to a pool of replicas.
 
-One pooled :class:`httpx.AsyncClient` per backend (created by :meth:`VllmBackend.start`, or
-lazily on first use; closed by :meth:`VllmBackend.aclose`) sends requests to
+One pooled :class:`httpx.AsyncClient` per backend, over aiohttp's connection handling
+(:mod:`backends.vllm.transport`; created by :meth:`VllmBackend.start`, or lazily on first
+use; closed by :meth:`VllmBackend.aclose`) sends requests to
 ``{replica}/chat/completions`` or ``{replica}/completions``. Replica choice is prefix
 affinity with bounded load (:class:`backends.vllm.affinity.AffinityChooser`), or
 :class:`backends.vllm.pool.LeastLoadedChooser` (least in-flight requests, ties
@@ -59,6 +60,7 @@ from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper
 from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
+from backends.vllm.transport import PoolTransport
 from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 
@@ -117,7 +119,7 @@ class VllmBackend(Backend):
                 headers=headers,
                 timeout=httpx.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
                 limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_KEEPALIVE),
-                transport=self._transport,
+                transport=self._transport or PoolTransport(),
             )
         return self._client
 
