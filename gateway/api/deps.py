@@ -1,4 +1,8 @@
-"""Shared FastAPI dependencies (``Annotated`` aliases)."""
+"""Shared FastAPI dependencies (``Annotated`` aliases).
+
+All are ``async def``: FastAPI runs a plain ``def`` dependency in its thread pool, which
+costs a thread hand-off per request on the hot path.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ class NotReady(MixrouteError):
     code = "not_ready"
 
 
-def _runtime(request: Request) -> Runtime:
+async def _runtime(request: Request) -> Runtime:
     runtime = request.app.state.policies.current
     if runtime is None:
         raise NotReady("The gateway is starting: the policy and router are not loaded yet")
@@ -34,7 +38,7 @@ async def _admin(request: Request) -> Principal:
     return principal
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
