@@ -4,7 +4,8 @@ JSON (``--json``): a list with one object per (dataset, router), see
 :meth:`router.eval.summary.Result.row`. Markdown (``--report``): per dataset, what was
 loaded, then a table of the metrics with 95% bootstrap intervals. Plot (``--plot``):
 one panel per dataset, cost (USD per call, log scale when the range spans over 20x)
-against quality, each router's points and its NDCH.
+against quality, each router's points and its NDCH; a dataset whose models all cost the
+same gets a bar per router instead.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import platform
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from router.eval.metrics import ndch
 from router.eval.runner import DatasetReport
@@ -81,6 +84,23 @@ def write_markdown(reports: list[DatasetReport], path: Path, command: str = "") 
     path.write_text(markdown(reports, command), encoding="utf-8")
 
 
+def _dense(x: np.ndarray, y: np.ndarray, per_segment: int = 40) -> tuple[np.ndarray, np.ndarray]:
+    """The hull's segments sampled densely, so a linear chord shows as such on a log axis."""
+    if len(x) < 2:
+        return x, y
+    xs = np.concatenate([np.linspace(a, b, per_segment, endpoint=False) for a, b in zip(x[:-1], x[1:])] + [x[-1:]])
+    return xs, np.interp(xs, x, y)
+
+
+def _bars(ax, rep: DatasetReport) -> None:
+    """All models priced alike: no cost axis, so each router's best quality as a bar."""
+    names = [r.router for r in rep.results if r.points]
+    best = [max(p["quality"] for p in r.points) for r in rep.results if r.points]
+    ax.barh(names, best, color="tab:gray")
+    ax.set_xlabel("quality (mean score); every model has the same price")
+    ax.invert_yaxis()
+
+
 def plot(reports: list[DatasetReport], path: Path) -> None:
     """Draw the cost-quality curves (see the module docstring).
 
@@ -98,17 +118,20 @@ def plot(reports: list[DatasetReport], path: Path) -> None:
     fig, axes = plt.subplots(nrows, cols, figsize=(5.5 * cols, 4.2 * nrows), squeeze=False)
     for ax, rep in zip(axes.flat, reports):
         costs = rep.data.mean_costs
+        ax.set_title(f"{rep.data.name} (n={rep.data.n})")
+        if np.ptp(costs) <= 0:
+            _bars(ax, rep)
+            continue
         for r in rep.results:
             if not r.points:
                 continue
             c = [p["cost"] for p in r.points]
             q = [p["quality"] for p in r.points]
-            hx, hy = ndch(c, q)
-            line, = ax.plot(hx, hy, "-", lw=1.5, label=r.router)
+            hx, hy = _dense(*ndch(c, q))
+            line, = ax.plot(hx, hy, "-" if len(hx) > 1 else "o", lw=1.5, label=r.router)
             ax.plot(c, q, ".", ms=4, color=line.get_color(), alpha=0.6)
         if costs.min() > 0 and costs.max() / costs.min() > 20:
             ax.set_xscale("log")
-        ax.set_title(f"{rep.data.name} (n={rep.data.n})")
         ax.set_xlabel("cost (USD per call)")
         ax.set_ylabel("quality (mean score)")
         ax.grid(alpha=0.3)

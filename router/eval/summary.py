@@ -71,7 +71,8 @@ def skipped(data: EvalData, router: str, reason: str) -> Result:
 
 
 def _round(v: float | None) -> float | None:
-    return None if v is None else round(float(v), 6)
+    """Six significant digits (costs are small: 2.79e-05 USD must not become 2.8e-05)."""
+    return None if v is None else float(f"{float(v):.6g}")
 
 
 def _metrics(q: np.ndarray, c: np.ndarray, share: np.ndarray | None, model_q: np.ndarray, model_c: np.ndarray,
@@ -90,7 +91,8 @@ def _metrics(q: np.ndarray, c: np.ndarray, share: np.ndarray | None, model_q: np
             out["cpt50"] = metrics.cpt(share, q, qw, qs, 0.5)
             out["cpt80"] = metrics.cpt(share, q, qw, qs, 0.8)
     reach = np.flatnonzero(q >= BAR * float(model_q[strong]) - 1e-12)
-    k = int(reach[np.argmin(c[reach])]) if len(reach) else int(np.argmax(q))
+    # cheapest point over the bar; among equal costs the best quality
+    k = int(reach[np.lexsort((-q[reach], c[reach]))[0]]) if len(reach) else int(np.argmax(q))
     out["quality"], out["cost"] = float(q[k]), float(c[k])
     return out
 
