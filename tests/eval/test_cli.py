@@ -97,3 +97,17 @@ def test_folder_of_dataset_folders_is_one_dataset(tmp_path):
     (root / "c.csv").rename(root / "a" / "c.csv")
     res = runner.invoke(app, ["eval", "--test", str(root), "--router", "zero"])
     assert res.exit_code == 2 and "model" in res.output
+
+
+def test_holdout_keeps_only_the_classifiers_held_out_prompts(tiny_csv, tmp_path):
+    from router.classify.data import split_of
+    from router.eval.data import load_eval_data
+
+    expected = sum(split_of(p) == "test" for p in load_eval_data(tiny_csv).prompts)
+    res = runner.invoke(app, ["eval", "--test", str(tiny_csv), "--router", "zero", "--holdout", "--bootstrap", "0",
+                              "--json", str(tmp_path / "r.json")])
+    if expected == 0:
+        assert res.exit_code == 2 and "held-out" in res.output
+    else:
+        assert res.exit_code == 0, res.output
+        assert json.loads((tmp_path / "r.json").read_text())[0]["n"] == expected

@@ -133,7 +133,10 @@ class MixrouteRouter(EvalRouter):
                 ctx.tick("mixroute decide", k + 1, len(TARGETS))
 
         asyncio.run(decide_all())
-        return RouterRun(self.name, choices, TARGETS.copy(), "quality_bar.target", "shipped heads",
+        fit = "shipped heads" if ctx.options.get("adapters") is None else f"heads {ctx.options['adapters']}"
+        if ctx.train is not None:
+            fit += " (--train rows not used: train heads with `mixroute train`)"
+        return RouterRun(self.name, choices, TARGETS.copy(), "quality_bar.target", fit,
                          extra={"quality_prior_for": sorted(predictor.prior_for),
                                 "compliance": compliance(test, choices, TARGETS)})
 
