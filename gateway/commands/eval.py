@@ -61,7 +61,7 @@ def eval_cmd(
         excluded = set().union(*(read_exclude(p) for p in exclude or []))
         config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
                             options={"adapters": adapters})
-        with _progress(err) as progress:
+        with _Progress(err) as progress:
             if embedder == "hashing":
                 from router.eval.embed import make_embedder
 
@@ -72,7 +72,8 @@ def eval_cmd(
         err.print(f"error: {exc}", style="red", markup=False, highlight=False)
         raise typer.Exit(2)
     _table(reports)
-    command = "mixroute eval " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    args = sys.argv[sys.argv.index("eval") + 1:] if "eval" in sys.argv else []
+    command = "mixroute eval " + " ".join(shlex.quote(a) for a in args)
     if json_out:
         report.write_json(reports, json_out)
     if report_out:
@@ -84,7 +85,7 @@ def eval_cmd(
             err.print("matplotlib is not installed (pip install 'mixroute[eval]'): no plot written", style="yellow")
 
 
-class _progress:
+class _Progress:
     """A rich progress display fed by ``(label, done, total)`` callbacks (one bar per label)."""
 
     def __init__(self, console):
