@@ -107,3 +107,14 @@ def test_willingness_sweep_moves_from_best_to_cheapest():
     assert ch[0].tolist() == [1, 1]   # best predicted quality
     assert ch[1].tolist() == [1, 0]   # 0.05 more quality is not worth 9 USD at 0.01/USD
     assert ch[2].tolist() == [0, 0]   # cheapest
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 12), st.integers(2, 5), st.integers(0, 2**31))
+def test_willingness_sweep_cost_never_rises_with_the_price_of_quality(n, m, seed):
+    rng = np.random.default_rng(seed)
+    pred, cost = rng.uniform(size=(n, m)), rng.uniform(0.001, 1.0, size=(n, m))
+    lams = np.concatenate(([0.0], np.logspace(-3, 3, 40), [np.inf]))
+    _, ch = willingness_sweep(pred, cost, lams)
+    chosen = cost[np.arange(n), ch]  # (K, n) cost of each row's choice
+    assert np.all(np.diff(chosen, axis=0) <= 1e-12)
