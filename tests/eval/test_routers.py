@@ -127,3 +127,22 @@ def test_mixroute_router_without_heads_is_reported_not_raised(tiny_csv, tmp_path
                                                      options={"adapters": tmp_path / "heads"}))
     mix = reports[0].results[1]
     assert mix.values["aiq"] is None and mix.note
+
+
+class RandomHeads(FakeHeads):
+    """Random quality predictions per prompt (seeded by the prompt)."""
+
+    def classify_batch(self, texts):
+        out = []
+        for t in texts:
+            rng = np.random.default_rng(abs(hash(t)) % 2**32)
+            out.append({"quality": dict(zip(("small", "medium", "large"), rng.uniform(size=3).tolist()))})
+        return out
+
+
+def test_mixroute_cost_never_falls_as_the_bar_rises(tiny_csv):
+    data = load_eval_data(tiny_csv)
+    run = routers.get("mixroute").run(data, Context(options={"predictor": RandomHeads()}))
+    chosen = data.costs[np.arange(data.n), run.choices]  # (targets, n)
+    assert np.all(np.diff(run.thresholds) > 0)
+    assert np.all(np.diff(chosen, axis=0) >= -1e-12)
