@@ -40,7 +40,8 @@ class Result:
     Attributes:
         values: metric name -> value (``None`` where it does not apply); see :data:`METRICS`.
         ci: metric name -> ``[low, high]`` 95% bootstrap interval.
-        points: the curve: ``{"threshold", "cost", "quality", "share"}`` per operating point.
+        points: the curve: ``{"threshold", "cost", "quality"}`` per operating point, plus
+            ``"share"`` (strong-model calls) and ``"pgr"`` on two-model data.
     """
 
     dataset: str
@@ -106,8 +107,16 @@ def summarise(data: EvalData, run: RouterRun, *, bootstrap: int = BOOTSTRAP, see
     strong, weak = data.strong, data.weak
     values = _metrics(qk.mean(1), ck.mean(1), None if sk is None else sk.mean(1),
                       data.mean_scores, data.mean_costs, strong, weak)
+    qw, qs = float(data.mean_scores[weak]), float(data.mean_scores[strong])
+
+    def two_model(share: float | None, q: float) -> dict[str, Any]:
+        if share is None:
+            return {}
+        gap = metrics.pgr(q, qw, qs)
+        return {"share": _round(share), "pgr": None if gap is None else _round(gap)}
+
     points = [{"threshold": _round(t) if np.isfinite(t) else str(t), "cost": _round(c), "quality": _round(q),
-               **({"share": _round(s)} if sk is not None else {})}
+               **two_model(s, q)}
               for t, c, q, s in zip(run.thresholds, ck.mean(1), qk.mean(1),
                                     sk.mean(1) if sk is not None else [None] * len(qk))]
     ci = _bootstrap(data, qk, ck, sk, bootstrap, seed) if bootstrap and data.n > 1 else {}

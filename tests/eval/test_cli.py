@@ -111,3 +111,12 @@ def test_holdout_keeps_only_the_classifiers_held_out_prompts(tiny_csv, tmp_path)
     else:
         assert res.exit_code == 0, res.output
         assert json.loads((tmp_path / "r.json").read_text())[0]["n"] == expected
+
+
+def test_two_model_points_carry_share_and_pgr(tiny_pair_csv, tmp_path):
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--bootstrap", "0",
+                              "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    points = json.loads((tmp_path / "r.json").read_text())[0]["points"]
+    assert [p["share"] for p in points] == [0.0, 1.0]
+    assert [p["pgr"] for p in points] == [0.0, 1.0]
