@@ -135,6 +135,8 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalDat
     try:
         ds = load_tree(path)
     except DataFormatError as exc:
+        if path.is_file() and _is_log_export(path):
+            raise EvalDataError(path, LOG_EXPORT_REASON) from None
         raise EvalDataError(exc.path, exc.reason) from None
     if len(ds.models) < 2:
         found = ", ".join(repr(m) for m in ds.models) or "none"
@@ -157,6 +159,19 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalDat
 
 
 _NO_FILES = "no outcome data files in the folder"
+LOG_EXPORT_REASON = ("a mixroute log export (`mixroute logs export`): it holds the outcome of one model per request, "
+                     "not of every model, so routers cannot be compared on it; try a policy edit on it with "
+                     "`mixroute policy what-if NEW_POLICY --logs FILE`")
+
+
+def _is_log_export(path: Path) -> bool:
+    """Whether ``path`` looks like ``mixroute logs export`` output (JSON lines or CSV)."""
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return all(k in first for k in ("request_id", "candidates", "chosen"))
 
 
 def load_tree(path: Path) -> Dataset:

@@ -120,3 +120,18 @@ def test_two_model_points_carry_share_and_pgr(tiny_pair_csv, tmp_path):
     points = json.loads((tmp_path / "r.json").read_text())[0]["points"]
     assert [p["share"] for p in points] == [0.0, 1.0]
     assert [p["pgr"] for p in points] == [0.0, 1.0]
+
+
+def test_a_log_export_is_pointed_to_what_if(tmp_path):
+    log = tmp_path / "export.jsonl"
+    log.write_text(json.dumps({"request_id": "r1", "route": "auto", "chosen": "small", "candidates": []}) + "\n")
+    res = runner.invoke(app, ["eval", "--test", str(log), "--router", "zero"])
+    assert res.exit_code == 2 and "mixroute log export" in res.output and "policy what-if" in res.output
+
+
+def test_mt_bench_folder(data_dir, tmp_path):
+    res = runner.invoke(app, ["eval", "--test", str(data_dir / "formats" / "mt_bench_example"), "--router", "zero",
+                              "--bootstrap", "0", "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    row = json.loads((tmp_path / "r.json").read_text())[0]
+    assert row["dataset"] == "mt_bench_example" and row["n"] == 2 and row["apgr"] == 0.5
