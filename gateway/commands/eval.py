@@ -38,13 +38,15 @@ def eval_cmd(
     adapters: Annotated[Optional[Path], typer.Option(help="Heads folder for the mixroute router "
                                                      "(default: the shipped adapters/).")] = None,
     embedder: Annotated[str, typer.Option(help="Embeddings of knn/mlp/mf: minilm (cached) or hashing.")] = "minilm",
+    prices: Annotated[Optional[Path], typer.Option(help="YAML/JSON model -> USD per 1M tokens, for data that "
+                                                   "records no cost (default: the replay price list).")] = None,
 ) -> None:
     """Compare routers on outcome data: cost-quality curves, AIQ, APGR, CPT."""
     from rich.console import Console
 
     from router.eval import report
     from router.eval import routers as registry
-    from router.eval.data import read_exclude
+    from router.eval.data import read_exclude, read_prices
     from router.eval.errors import EvalDataError
     from router.eval.runner import EvalConfig, evaluate
 
@@ -60,7 +62,7 @@ def eval_cmd(
     try:
         excluded = set().union(*(read_exclude(p) for p in exclude or []))
         config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
-                            options={"adapters": adapters})
+                            options={"adapters": adapters}, prices_per_1m=read_prices(prices) if prices else {})
         with _Progress(err) as progress:
             if embedder == "hashing":
                 from router.eval.embed import make_embedder

@@ -122,8 +122,13 @@ def read_exclude(path: Path) -> set[str]:
     return out
 
 
-def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalData:
+def load_eval_data(path: str | Path, exclude: set[str] | None = None,
+                   prices_per_1m: dict[str, float] | None = None) -> EvalData:
     """Load ``path`` (file or folder) for evaluation (see the module docstring).
+
+    Args:
+        prices_per_1m: model -> USD per 1M tokens replacing the price list's figure for
+            models whose calls record no cost (``--prices``); recorded costs are kept.
 
     Raises:
         EvalDataError: unknown format, malformed content, fewer than two models, a model
@@ -153,6 +158,10 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None) -> EvalDat
     clean = Dataset(ds.name, ds.format, ds.models, rows, dropped)
     scores = np.array([[r.scores[m] for m in ds.models] for r in rows], dtype=float)
     prices, source = per_call_prices(clean)
+    if prices_per_1m and source == "price_list":
+        prices = {m: _reprice(m, p, prices_per_1m) for m, p in prices.items()}
+        if any(m in prices_per_1m for m in ds.models):
+            source = "price_list+--prices"
     costs = np.array([[_cost(r, m, prices) for m in ds.models] for r in rows], dtype=float)
     return EvalData(ds.name, str(path), list(ds.models), [r.prompt for r in rows], scores, costs, source,
                     {k: v for k, v in dropped.items() if v})
@@ -209,6 +218,39 @@ def load_tree(path: Path) -> Dataset:
             dropped[k] = dropped.get(k, 0) + v
     fmt = first.format if all(p.format == first.format for p in parts) else "mixed"
     return Dataset(path.name, fmt, list(first.models), [r for p in parts for r in p.rows], dropped)
+
+
+def _reprice(model: str, per_call: float, per_1m: dict[str, float]) -> float:
+    """The per-call price at ``per_1m[model]`` USD per 1M tokens instead of the price list's
+    (same tokens per call: ``per_call`` is the list price times tokens / 1e6)."""
+    from backends.replay.plan import DEFAULT_PRICE_PER_1M_TOKENS, PRICE_PER_1M_TOKENS
+
+    if model not in per_1m:
+        return per_call
+    listed = PRICE_PER_1M_TOKENS.get(model, DEFAULT_PRICE_PER_1M_TOKENS)
+    return per_call / listed * per_1m[model]
+
+
+def read_prices(path: Path) -> dict[str, float]:
+    """``--prices``: a YAML or JSON mapping of model name -> USD per 1M tokens.
+
+    Raises:
+        EvalDataError: unreadable, not a mapping, or a price that is not a number >= 0.
+    """
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise EvalDataError(path, f"cannot read prices: {exc}") from None
+    if not isinstance(doc, dict):
+        raise EvalDataError(path, "prices must be a mapping of model name -> USD per 1M tokens")
+    out = {}
+    for model, price in doc.items():
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0 or not math.isfinite(price):
+            raise EvalDataError(path, f"price of {model!r} is {price!r}, not a number >= 0 (USD per 1M tokens)")
+        out[str(model)] = float(price)
+    return out
 
 
 def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, int]) -> list[OutcomeRow]:

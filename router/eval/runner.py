@@ -46,6 +46,7 @@ class EvalConfig:
         seed: seed of random routers, folds, initialisation and resampling.
         holdout: keep only the classifier's held-out split (see the module docstring).
         options: passed to routers (``adapters``, ``predictor``).
+        prices_per_1m: ``--prices``: model -> USD per 1M tokens for data without recorded costs.
     """
 
     routers: list[str] = field(default_factory=list)
@@ -55,6 +56,7 @@ class EvalConfig:
     seed: int = 0
     holdout: bool = False
     options: dict[str, Any] = field(default_factory=dict)
+    prices_per_1m: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -122,10 +124,10 @@ def evaluate(tests: list[Path], train: list[Path] | None = None, config: EvalCon
     config = config or EvalConfig()
     names = config.routers or registry.names()
     routers = [registry.get(n) for n in names]
-    datasets = [load_eval_data(p, config.exclude) for p in tests]
+    datasets = [load_eval_data(p, config.exclude, config.prices_per_1m) for p in tests]
     if config.holdout:
         datasets = [holdout_rows(d) for d in datasets]
-    trains = [load_eval_data(p, config.exclude) for p in train or []]
+    trains = [load_eval_data(p, config.exclude, config.prices_per_1m) for p in train or []]
     embed = config.embed
     if embed is None and any(r.learned and r.name != "mixroute" for r in routers):
         embed = default_embed(progress)

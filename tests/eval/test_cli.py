@@ -135,3 +135,18 @@ def test_mt_bench_folder(data_dir, tmp_path):
     assert res.exit_code == 0, res.output
     row = json.loads((tmp_path / "r.json").read_text())[0]
     assert row["dataset"] == "mt_bench_example" and row["n"] == 2 and row["apgr"] == 0.5
+
+
+def test_prices_file_reprices_data_without_costs(tmp_path):
+    data = tmp_path / "pair.csv"
+    data.write_text("prompt,cheap,dear\n" + "".join(f"q{i},{i % 2 == 0},True\n" for i in range(20)))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("cheap: 0.1\ndear: 10\n")
+    res = runner.invoke(app, ["eval", "--test", str(data), "--router", "zero", "--bootstrap", "0",
+                              "--prices", str(prices), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    points = json.loads((tmp_path / "r.json").read_text())[0]["points"]
+    assert points[1]["cost"] == pytest.approx(100 * points[0]["cost"])  # 10 vs 0.1 USD per 1M tokens
+    prices.write_text("cheap: free\n")
+    res = runner.invoke(app, ["eval", "--test", str(data), "--router", "zero", "--prices", str(prices)])
+    assert res.exit_code == 2 and "price of 'cheap'" in res.output and str(prices) in res.output
