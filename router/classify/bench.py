@@ -12,6 +12,7 @@ import copy
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -55,12 +56,13 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 
 
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
-              separate: bool = True, log: Callable[[dict], None] | None = None) -> list[dict]:
+              separate: bool = True, adapters: Path | None = None,
+              log: Callable[[dict], None] | None = None) -> list[dict]:
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}``."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
-    shipped = load_encoder(device="cpu")
+    shipped = load_encoder(adapters, device="cpu")
     base, heads = shipped.base, shipped.heads
     rows = []
 

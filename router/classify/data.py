@@ -62,6 +62,7 @@ class Row:
             and for partial mbpp scores).
         response_tokens: approximate completion tokens of each recorded response.
         domain: one of :data:`DOMAINS`, or ``None`` when the source does not say.
+        flags: binary labels of the ``pii`` / ``injection`` heads (1.0 / 0.0), where known.
     """
 
     text: str
@@ -70,6 +71,7 @@ class Row:
     scores: dict[str, float]
     response_tokens: list[int] = field(default_factory=list)
     domain: str | None = None
+    flags: dict[str, float] = field(default_factory=dict)
 
 
 def split_of(text: str, *, test_pct: int = 10, calib_pct: int = 10) -> str:

@@ -51,6 +51,7 @@ class BaseEncoder:
         model = AutoModel.from_pretrained(path, local_files_only=True)
         state = {k: v.detach().float() for k, v in model.state_dict().items()}
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        tok.model_max_length = 1 << 30  # we cut to max_tokens ourselves (head + tail)
         return cls.from_state(state, tok, n_layers=cfg.num_hidden_layers, n_attn_heads=cfg.num_attention_heads,
                               eps=cfg.layer_norm_eps, max_tokens=max_tokens, head_tokens=head_tokens,
                               name=name or str(path))

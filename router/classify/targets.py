@@ -43,6 +43,8 @@ class HeadSpec:
         if self.name == "output_length":
             return torch.tensor([[sum(math.log1p(t) for t in r.response_tokens) / len(r.response_tokens)
                                   if r.response_tokens else nan] for r in rows])
+        if self.name in ("pii", "injection"):
+            return torch.tensor([[r.flags.get(self.name, nan)] for r in rows])
         raise KeyError(self.name)
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -89,6 +91,14 @@ class HeadSpec:
                     "pearson_log": _r(metrics.pearson(pred.tolist(), truth.tolist())), "n": int(keep.sum())}
         truth = y[keep, 0]
         pred = out[keep, 0]
+        if self.name in ("pii", "injection"):
+            t, p = truth.int().tolist(), pred.tolist()
+            tp = sum(1 for a, b in zip(p, t) if a >= 0.5 and b)
+            fp = sum(1 for a, b in zip(p, t) if a >= 0.5 and not b)
+            fn = sum(1 for a, b in zip(p, t) if a < 0.5 and b)
+            neg = max(1, t.count(0))
+            return {"auc": _r(metrics.auc(p, t)), "f1_at_0.5": _r(2 * tp / max(1, 2 * tp + fp + fn)),
+                    "false_positive_rate_at_0.5": _r(fp / neg), "positives": sum(t), "negatives": t.count(0)}
         return {"mae": _r(float((pred - truth).abs().mean())), "baseline_mae": _r(float((baseline[0] - truth).abs().mean())),
                 "pearson": _r(metrics.pearson(pred.tolist(), truth.tolist())),
                 "auc_hard_vs_easy": _r(metrics.auc(pred.tolist(), (truth > 0.5).int().tolist())), "n": int(keep.sum())}
@@ -103,4 +113,6 @@ SPECS: dict[str, HeadSpec] = {s.name: s for s in (
     HeadSpec("output_length", "log_regression", "expected completion tokens (geometric mean over recorded models)"),
     HeadSpec("domain", "multiclass", "topic class derived from the data source / MMLU subject"),
     HeadSpec("difficulty", "probability", "share of evaluated models that answered incorrectly"),
+    HeadSpec("pii", "probability", "the prompt carries personal data (contact details, ids, card numbers)"),
+    HeadSpec("injection", "probability", "prompt-injection / jailbreak attempt"),
 )}

