@@ -7,6 +7,7 @@ policy file -> ready. On shutdown: stop watching, close backends, drain the stor
 from __future__ import annotations
 
 import logging
+import uuid
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -75,7 +76,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if broadcast is not None:
                 broadcast.announce(lp.hash)
 
-        holder = PolicyHolder(settings.policy_path, predictor, on_loaded=on_loaded)
+        shared = (settings.redis_url, settings.redis_prefix, uuid.uuid4().hex[:12]) if settings.redis_url else None
+        holder = PolicyHolder(settings.policy_path, predictor, on_loaded=on_loaded, shared=shared)
         app.state.policies = holder
         await holder.load()
         if settings.redis_url and not holder.is_demo:

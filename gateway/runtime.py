@@ -32,9 +32,18 @@ class Runtime:
     backends: dict[str, Backend]
 
     @classmethod
-    async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None) -> "Runtime":
+    async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None,
+                    shared: tuple[str, str, str] | None = None) -> "Runtime":
+        """Build and start the backends of ``loaded``.
+
+        Args:
+            shared: ``(redis_url, prefix, gateway_id)`` to share pool state between gateway
+                replicas (backends that support it: ``vllm``).
+        """
         backends = {b.name: build_backend(b) for b in loaded.policy.backends}
         for backend in backends.values():
+            if shared is not None and hasattr(backend, "share_state"):
+                backend.share_state(*shared)
             await backend.start()
         return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends)
 
@@ -53,14 +62,17 @@ class PolicyHolder:
         path: policy file (``None``: the bundled demo policy, not watched).
         predictor: shared by every runtime (the classifier is loaded once).
         on_loaded: called with each newly applied :class:`LoadedPolicy` (store it).
+        shared: ``(redis_url, prefix, gateway_id)``: share pool state between replicas.
     """
 
-    def __init__(self, path: Path | None, predictor: Predictor | None, on_loaded=None):
+    def __init__(self, path: Path | None, predictor: Predictor | None, on_loaded=None,
+                 shared: tuple[str, str, str] | None = None):
         self.path = Path(path) if path else Path(DEMO_POLICY)
         self.is_demo = path is None
         self.predictor = predictor
         self.on_loaded = on_loaded
         self.live = LiveState()
+        self.shared = shared
         self.current: Runtime | None = None
         self._watch_task: asyncio.Task | None = None
         self._closing: set[asyncio.Task] = set()
@@ -74,7 +86,7 @@ class PolicyHolder:
         loaded = await asyncio.to_thread(load_policy, self.path)
         if self.current is not None and loaded.hash == self.current.loaded.hash:
             return self.current
-        runtime = await Runtime.build(loaded, self.predictor, self.live)
+        runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared)
         old, self.current = self.current, runtime
         if self.on_loaded:
             self.on_loaded(loaded)

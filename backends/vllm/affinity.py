@@ -19,7 +19,8 @@ For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
    new prefixes by cache size: rendezvous alone spreads tenants unevenly (binomially), and
    the most loaded replica then evicts its own tenants' prefixes.
 2. **Bounded load** (consistent hashing with bounded loads, Mirrokni, Thorup & Zadimoghaddam
-   2018): a replica is acceptable while its in-flight count is below
+   2018): a replica is acceptable while its in-flight count (all gateways', see
+   :attr:`backends.vllm.pool.Replica.load`) is below
    ``max(min_bound, ceil(load_factor * (total in flight + 1) / replicas))`` and its scraped
    queue (``vllm:num_requests_waiting``) is at most ``queue_threshold``. The first
    acceptable replica in preference order wins.
@@ -54,6 +55,8 @@ class AffinityChooser:
         match_threshold: share of a prompt's blocks a table match must cover to be followed.
 
     Attributes:
+        on_choice: called with ``(block hashes, replica url)`` after each choice
+            (:mod:`backends.vllm.shared` publishes it to the other gateway replicas).
         reasons: how many choices were ``prefix_match``, ``rendezvous`` (or balanced new
             prefix), ``overloaded_least_loaded`` or ``short_prompt``.
     """
@@ -74,6 +77,7 @@ class AffinityChooser:
         self.fallback = LeastLoadedChooser()
         self.last_reason = ""
         self.reasons: Counter[str] = Counter()
+        self.on_choice = None  # callable(hashes, url): shares each choice with other gateways
 
     def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
         hashes = block_hashes(body, self.block_tokens)
@@ -81,17 +85,19 @@ class AffinityChooser:
             self.last_reason = "short_prompt"
             self.reasons["short_prompt"] += 1
             return self.fallback.choose(replicas, body)
-        bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.in_flight for r in replicas) + 1)
+        bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.load for r in replicas) + 1)
                                               / len(replicas)))
         pick = None
         for i, replica in enumerate(self.preference(replicas, hashes)):
-            if replica.in_flight < bound and replica.queue <= self.queue_threshold:
+            if replica.load < bound and replica.queue <= self.queue_threshold:
                 pick, self.last_reason = replica, ("prefix_match" if i == 0 and self._matched else "rendezvous")
                 break
         if pick is None:
             pick, self.last_reason = self.fallback.choose(replicas, body), "overloaded_least_loaded"
         self.reasons[self.last_reason] += 1
-        self._remember(hashes, pick)
+        self.learn(hashes, pick.base_url)
+        if self.on_choice is not None:
+            self.on_choice(hashes, pick.base_url)
         return pick
 
     def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
@@ -112,8 +118,10 @@ class AffinityChooser:
             order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
         return order
 
-    def _remember(self, hashes: Sequence[int], replica: Replica) -> None:
-        table, owned, url = self.table, self.owned, replica.base_url
+    def learn(self, hashes: Sequence[int], url: str) -> None:
+        """Remember that the prompt with block ``hashes`` went to replica ``url`` (this
+        gateway's choice, or another gateway's shared through :mod:`backends.vllm.shared`)."""
+        table, owned = self.table, self.owned
         for h in hashes:
             old = table.get(h)
             if old != url:

@@ -97,13 +97,25 @@ class VllmBackend(Backend):
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
         self.scraper = Scraper(self.pool, self._http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
+        self.shared = None
+
+    def share_state(self, redis_url: str, prefix: str, gateway_id: str) -> None:
+        """Share in-flight counts and affinity choices with other gateway replicas through
+        Redis (:mod:`backends.vllm.shared`); call before :meth:`start`."""
+        from backends.vllm.shared import SharedPoolState
+
+        self.shared = SharedPoolState(redis_url, prefix, self.name, gateway_id)
 
     async def start(self) -> None:
         self._http()
         if self.scraper is not None:
             self.scraper.start()
+        if self.shared is not None:
+            self.shared.start(self.pool, self.pool.chooser)
 
     async def aclose(self) -> None:
+        if self.shared is not None:
+            await self.shared.aclose()
         if self.scraper is not None:
             await self.scraper.stop()
         client, self._client = self._client, None

@@ -30,7 +30,10 @@ class Replica:
 
     Attributes:
         base_url: the replica's OpenAI base URL, ending in ``/v1`` (no trailing slash).
-        in_flight: requests sent to it that have not finished (streams count until closed).
+        in_flight: requests this gateway sent to it that have not finished (streams count
+            until closed).
+        remote_in_flight: the other gateway replicas' in-flight requests to it, as last
+            shared through Redis (:mod:`backends.vllm.shared`; 0 without Redis).
         metrics: its last scraped ``/metrics`` (empty until the first scrape).
         failures: consecutive failures (requests or scrapes).
         healthy: ``False`` while ejected.
@@ -38,9 +41,15 @@ class Replica:
 
     base_url: str
     in_flight: int = 0
+    remote_in_flight: int = 0
     metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
     failures: int = 0
     healthy: bool = True
+
+    @property
+    def load(self) -> int:
+        """In-flight requests from every gateway replica (this one's exact, others' as last shared)."""
+        return self.in_flight + self.remote_in_flight
 
     @property
     def queue(self) -> float:
@@ -57,7 +66,7 @@ class ReplicaChooser(Protocol):
 
 
 class LeastLoadedChooser:
-    """Least in-flight requests first; ties broken round-robin.
+    """Least in-flight requests (all gateway replicas' when shared) first; ties broken round-robin.
 
     The round-robin cursor advances past each pick, so equally loaded replicas (e.g. an
     idle pool under sequential traffic) take turns instead of the first one taking all.
@@ -68,10 +77,10 @@ class LeastLoadedChooser:
 
     def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
         n = len(replicas)
-        least = min(r.in_flight for r in replicas)
+        least = min(r.load for r in replicas)
         for step in range(n):
             i = (self._cursor + step) % n
-            if replicas[i].in_flight == least:
+            if replicas[i].load == least:
                 self._cursor = i + 1
                 return replicas[i]
         raise AssertionError("unreachable: some replica has the least in-flight count")
