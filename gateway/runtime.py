@@ -99,13 +99,15 @@ class PolicyHolder:
 
     async def reload(self) -> bool:
         """Try to apply the file again; on error log it and keep the old policy. Returns success."""
+        keep = self.current.loaded.hash if self.current else None
         try:
             await self.load()
             return True
         except PolicyError as exc:
-            log.error("policy reload rejected, keeping hash %s:\n%s",
-                      self.current.loaded.hash if self.current else None, exc)
-            return False
+            log.error("policy reload rejected, keeping hash %s:\n%s", keep, exc)
+        except Exception:  # never let one bad edit stop the watcher: later edits must still apply
+            log.exception("policy reload failed unexpectedly, keeping hash %s", keep)
+        return False
 
     def watch(self) -> None:
         """Start watching the policy file for changes (no-op for the demo policy)."""
@@ -116,9 +118,16 @@ class PolicyHolder:
         from watchfiles import awatch
 
         # Watch the folder: editors replace files by rename, which a file watch misses.
-        async for changes in awatch(self.path.parent, debounce=200, step=50):
-            if any(Path(p).name == self.path.name for _, p in changes):
-                await self.reload()
+        while True:
+            try:
+                async for changes in awatch(self.path.parent, debounce=200, step=50):
+                    if any(Path(p).name == self.path.name for _, p in changes):
+                        await self.reload()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("policy watcher failed; restarting it in 1 s")
+                await asyncio.sleep(1.0)
 
     async def _close_later(self, runtime: Runtime) -> None:
         await asyncio.sleep(DRAIN_GRACE_S)

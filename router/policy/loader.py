@@ -86,11 +86,18 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         raise PolicyError(source, [PolicyProblem(line, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
     if root is None:
         raise PolicyError(source, [PolicyProblem(1, "", "the file is empty")])
-    problems: list[PolicyProblem] = []
+    problems = _check_tree(root)
+    if problems:
+        raise PolicyError(source, problems)
     _substitute_env(root, (), problems)
     if problems:
         raise PolicyError(source, problems)
-    data = yaml.SafeLoader(text).construct_document(root)
+    try:
+        data = yaml.SafeLoader(text).construct_document(root)
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise PolicyError(source, [PolicyProblem(mark.line + 1 if mark else 0, "",
+                                                 f"invalid YAML: {getattr(exc, 'problem', None) or exc}")]) from None
     if not isinstance(data, dict):
         raise PolicyError(source, [PolicyProblem(root.start_mark.line + 1, "", "the top level must be a mapping")])
     try:
@@ -117,6 +124,45 @@ def policy_hash(policy: Policy) -> str:
     return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
+#: Most YAML nodes a policy may expand to (aliases counted at every use): a guard against
+#: "billion laughs" alias bombs, far above any real policy.
+MAX_NODES = 100_000
+_STANDARD_TAG = "tag:yaml.org,2002:"
+
+
+def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
+    """Structural problems no schema can see: custom tags, duplicate keys, recursive
+    aliases and alias bombs."""
+    problems: list[PolicyProblem] = []
+    visits = 0
+    stack: list[tuple[yaml.Node, tuple, frozenset]] = [(root, (), frozenset())]
+    while stack:
+        node, path, ancestors = stack.pop()
+        visits += 1
+        if visits > MAX_NODES:
+            return [PolicyProblem(root.start_mark.line + 1, "",
+                                  f"the document expands to more than {MAX_NODES} nodes (alias bomb?)")]
+        line = node.start_mark.line + 1
+        if id(node) in ancestors:
+            return [PolicyProblem(line, _fmt(path), "recursive alias")]
+        if not node.tag.startswith(_STANDARD_TAG):
+            problems.append(PolicyProblem(line, _fmt(path), f"unsupported YAML tag '{node.tag}'"))
+            continue
+        inner = ancestors | {id(node)}
+        if isinstance(node, yaml.MappingNode):
+            seen: set = set()
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    if key.value in seen:
+                        problems.append(PolicyProblem(key.start_mark.line + 1, _fmt(path + (key.value,)),
+                                                      f"duplicate key '{key.value}'"))
+                    seen.add(key.value)
+                stack.append((value, path + (getattr(key, "value", "?"),), inner))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, path + (i,), inner) for i, item in enumerate(node.value))
+    return problems
+
+
 def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) -> None:
     if isinstance(node, yaml.ScalarNode):
         if "${" not in node.value:
@@ -131,6 +177,10 @@ def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem])
             return value
 
         node.value = _ENV.sub(repl, node.value)
+        if "${" in node.value:
+            problems.append(PolicyProblem(node.start_mark.line + 1, _fmt(path),
+                                          "malformed ${VAR} reference (names: letters, digits, _; not starting "
+                                          "with a digit)"))
     elif isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             _substitute_env(value, path + (key.value,), problems)

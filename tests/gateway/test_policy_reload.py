@@ -47,5 +47,15 @@ def test_hot_reload(tmp_path):
         assert httpx.get(gw.url + "/readyz").json()["policy_hash"] == second
         resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
         assert resp.status_code == 200
+
+        # Edits that once stopped the watcher for good (custom tags, recursive aliases) are
+        # rejected like any bad edit, and a later good edit still applies.
+        path.write_text(POLICY.replace("model: model-one", "model: !env FOO"))
+        time.sleep(0.6)
+        path.write_text("version: 1\na: &a [*a]\n")
+        time.sleep(0.6)
+        assert httpx.get(gw.url + "/readyz").json()["policy_hash"] == second
+        path.write_text(POLICY.replace("quality: 0.9", "quality: 0.7"))
+        assert _wait_for(lambda: httpx.get(gw.url + "/readyz").json()["policy_hash"] not in (first, second))
     finally:
         gw.stop()

@@ -114,3 +114,25 @@ def test_cli_validate(tmp_path):
     result = runner.invoke(app, ["policy", "validate", str(bad)])
     assert result.exit_code == 1
     assert f"{bad}:13 routes[0].backends[1]: unknown backend 'nope'" in result.output
+
+
+@pytest.mark.parametrize("text, problem", [
+    (GOOD.replace("model: big-model", "model: !env FOO"), "policy.yaml:5 backends[0].model: unsupported YAML tag '!env'"),
+    ("version: 1\na: &a [*a]\n", "recursive alias"),
+    (GOOD.replace("    quality: 0.9\n", "    quality: 0.9\n    model: other\n"),
+     "policy.yaml:7 backends[0].model: duplicate key 'model'"),
+    (GOOD.replace("model: big-model", "model: ${}"), "malformed ${VAR}"),
+    (GOOD.replace("model: big-model", "model: ${1BAD}"), "malformed ${VAR}"),
+])
+def test_yaml_traps_are_clear_errors(text, problem):
+    assert problem in _problem(text)
+
+
+def test_alias_bomb_is_rejected_quickly():
+    import time
+
+    lines = ["version: 1", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    start = time.monotonic()
+    msg = _problem("\n".join(lines) + "\n")
+    assert "alias bomb" in msg and time.monotonic() - start < 5
