@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import orjson
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from router.errors import ContextTooLarge, InvalidRequest
@@ -68,11 +69,16 @@ async def read_json(request: Request, max_bytes: int) -> dict:
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise ContextTooLarge(f"Request body of {declared} bytes exceeds the limit of {max_bytes} bytes")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ContextTooLarge(f"Request body exceeds the limit of {max_bytes} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ContextTooLarge(f"Request body exceeds the limit of {max_bytes} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client went away mid-upload: nothing was accepted, nobody reads the answer.
+        raise InvalidRequest("The client disconnected before the request body was complete",
+                             code="client_disconnected") from None
     raw = b"".join(chunks)
     try:
         raw.decode("utf-8")

@@ -6,7 +6,12 @@ import logging
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from router.policy import PolicyError, load_policy
+
+
+_FLAGS = {"policy_path": "--policy", "host": "--host", "port": "--port", "database_url": "--database-url"}
 
 
 def run(*, policy: Path | None, host: str | None, port: int | None, database_url: str | None) -> None:
@@ -19,7 +24,15 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
 
     overrides = {k: v for k, v in {"policy_path": policy, "host": host, "port": port,
                                    "database_url": database_url}.items() if v is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else "?"
+            flag = _FLAGS.get(field)
+            print(f"mixroute: invalid setting MIXROUTE_{field.upper()}{f' (or {flag})' if flag else ''}: "
+                  f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
+        raise SystemExit(2)
     if settings.policy_path is not None:
         try:
             load_policy(settings.policy_path)

@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     database_url: str = "sqlite:///mixroute.db"
     redis_url: str | None = None
     host: str = "127.0.0.1"
-    port: int = 8000
+    port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     store_queue_size: int = Field(default=10_000, gt=0)
     store_batch_size: int = Field(default=200, gt=0)

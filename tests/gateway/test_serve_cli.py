@@ -1,0 +1,30 @@
+"""``mixroute serve`` refuses bad settings with one clear line, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def _serve(*args, **env):
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "serve", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env})
+
+
+def test_bad_env_setting():
+    res = _serve(MIXROUTE_MAX_BODY_BYTES="abc")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "MIXROUTE_MAX_BODY_BYTES" in res.stderr
+
+
+def test_port_out_of_range():
+    res = _serve("--port", "99999")
+    assert res.returncode == 2 and "MIXROUTE_PORT (or --port)" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_bad_policy_file(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("version: 1\nbackends: []\nroutes: []\n")
+    res = _serve("--policy", str(bad))
+    assert res.returncode == 1 and f"{bad}:2 backends" in res.stderr and "Traceback" not in res.stderr
