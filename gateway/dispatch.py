@@ -95,6 +95,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         BackendError: the last failure when every backend failed (or a non-retryable one).
     """
     last: BackendError | None = None
+    failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
         backend = runtime.backends[name]
         attempt.backend = backend
@@ -104,12 +105,13 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
             return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
         except BackendError as exc:
             last = exc
+            failures.append((name, exc.code))
             runtime.router.live.finished(name, ttft_s=None, latency_s=None)
             log.warning("backend %s failed (%s); %s", name, exc.code, "falling back" if exc.retryable else "giving up")
             if not exc.retryable:
                 break
     assert last is not None
-    raise last
+    raise _all_failed(last, failures)
 
 
 async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[dict, AsyncIterator[dict]]:
@@ -119,6 +121,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         BackendError: every backend failed before its first chunk.
     """
     last: BackendError | None = None
+    failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
         backend = runtime.backends[name]
         attempt.backend = backend
@@ -134,12 +137,21 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         except BackendError as exc:
             last = exc
         await chunks.aclose()
+        failures.append((name, last.code))
         runtime.router.live.finished(name, ttft_s=None, latency_s=None)
         log.warning("backend %s failed before the first chunk (%s)", name, last.code)
         if not last.retryable:
             break
     assert last is not None
-    raise last
+    raise _all_failed(last, failures)
+
+
+def _all_failed(last: BackendError, failures: list[tuple[str, str]]) -> BackendError:
+    """``last`` with a message naming every backend tried, when more than one was."""
+    if len(failures) > 1:
+        tried = ", ".join(f"{name} ({code})" for name, code in failures)
+        last.message = f"All {len(failures)} backends tried failed: {tried}. Last error: {last.message}"
+    return last
 
 
 def sse(data: dict) -> bytes:

@@ -29,7 +29,7 @@ def envelope(status: int, message: str, type_: str, code: str | None, param: str
 
 
 async def _mixroute_error(request: Request, exc: MixrouteError) -> FastJSONResponse:
-    headers = {}
+    headers = dict(getattr(exc, "headers", None) or {})
     if isinstance(exc, RequestRejected):
         headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
     return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)

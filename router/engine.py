@@ -71,6 +71,11 @@ class Decision:
         return [self.record.chosen, *self.record.fallbacks]
 
 
+def new_request_id() -> str:
+    """A new request id: ``mr-`` and 32 hex digits."""
+    return f"mr-{uuid.uuid4().hex}"
+
+
 @dataclass
 class RoutingRequest:
     """What the engine needs from an HTTP request.
@@ -89,7 +94,7 @@ class RoutingRequest:
     tenant: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     admin: bool = False
-    request_id: str = field(default_factory=lambda: f"mr-{uuid.uuid4().hex}")
+    request_id: str = field(default_factory=lambda: new_request_id())
 
 
 class Router:

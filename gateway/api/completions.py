@@ -21,8 +21,10 @@ from gateway.limits.admission import Admission, admit
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
-from router.engine import Decision, RoutingRequest, candidate_dict
-from router.records import OutcomeRecord
+from router.engine import Decision, RoutingRequest, candidate_dict, new_request_id
+from router.errors import MixrouteError, NoCandidate, RequestRejected
+from router.records import DecisionRecord, OutcomeRecord
+from router.rules import PromptBlocked
 from router.rewrite import CACHE_SCOPE_KEY
 
 router = APIRouter()
@@ -31,20 +33,43 @@ _SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
 
 
 async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
-                  principal: Principal) -> tuple[Decision, dict]:
+                  principal: Principal, request_id: str | None = None) -> tuple[Decision, dict]:
     body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
     req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers,
                          admin=principal.admin)
+    if request_id:
+        req.request_id = request_id
     return await observability.decide(runtime.router, req), body
 
 
-def _headers(decision: Decision, backend: str | None) -> dict[str, str]:
+#: Refusals by the router or the limits after parsing: recorded as a decision with no
+#: choice (or the decided one) and an outcome with status ``rejected``.
+_REFUSALS = (NoCandidate, RequestRejected, PromptBlocked)
+
+
+def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, principal: Principal,
+                    exc: MixrouteError, decision: Decision | None = None) -> None:
+    rec = decision.record if decision is not None else DecisionRecord(
+        request_id=request_id, route="", policy_hash=runtime.loaded.hash, chosen="", reason=exc.code,
+        candidates=[], tenant=principal.tenant, endpoint=endpoint)
+    store.record_decision(rec)
+    store.record_outcome(OutcomeRecord(request_id=request_id, backend=None, model=None, status="rejected",
+                                       http_status=exc.status, error_code=exc.code))
+    exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": request_id}
+
+
+def _headers(decision: Decision, backend: str | None, tried: list[str] | None = None) -> dict[str, str]:
+    """Response headers; ``x-mixroute-fallbacks`` lists the backends that failed before ``backend``."""
     rec = decision.record
-    return {"x-mixroute-request-id": rec.request_id, "x-mixroute-route": rec.route,
-            "x-mixroute-backend": backend or "", "x-mixroute-reason": rec.reason}
+    headers = {"x-mixroute-request-id": rec.request_id, "x-mixroute-route": rec.route,
+               "x-mixroute-backend": backend or "", "x-mixroute-reason": rec.reason}
+    failed = [name for name in tried or () if name != backend]
+    if failed:
+        headers["x-mixroute-fallbacks"] = ",".join(failed)
+    return headers
 
 
 @router.post("/v1/chat/completions")
@@ -74,8 +99,17 @@ async def route(request: Request, runtime: RuntimeDep, settings: SettingsDep, pr
 
 async def _complete(request: Request, runtime: Runtime, settings, principal: Principal, endpoint: str):
     state = request.app.state
-    decision, body = await _decide(request, runtime, settings, endpoint, principal)
-    admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
+    request_id = new_request_id()
+    try:
+        decision, body = await _decide(request, runtime, settings, endpoint, principal, request_id)
+    except _REFUSALS as exc:
+        _record_refusal(state.store, runtime, request_id, endpoint, principal, exc)
+        raise
+    try:
+        admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
+    except RequestRejected as exc:
+        _record_refusal(state.store, runtime, request_id, endpoint, principal, exc, decision)
+        raise
     observability.record_decision(state.store, decision.record)
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live))
@@ -93,7 +127,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
                               recorded_cost=recorded, ttft=elapsed)
     finish(outcome)
-    headers = _headers(decision, attempt.backend.name)
+    headers = _headers(decision, attempt.backend.name, attempt.tried)
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
     return FastJSONResponse(resp, headers=headers)
 
@@ -123,7 +157,8 @@ async def _stream(runtime: Runtime, finish, attempt: dispatch.Attempt, body: dic
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     gen = _relay(runtime, finish, attempt, first, chunks, wants_usage)
     return StreamingResponse(gen, media_type="text/event-stream",
-                             headers={**_headers(decision, attempt.backend.name), "cache-control": "no-cache"})
+                             headers={**_headers(decision, attempt.backend.name, attempt.tried),
+                                      "cache-control": "no-cache"})
 
 
 async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],

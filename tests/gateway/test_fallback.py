@@ -67,3 +67,32 @@ def test_client_disconnect_records_outcome(fallback_gateway):
         next(resp.iter_lines())
     outcome = _rows(fallback_gateway, "outcomes", rid)
     assert outcome["status"] == "client_disconnected"
+
+
+def test_fallback_header_and_all_failed_message(fallback_gateway):
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "auto", "messages": MSG})
+    assert resp.headers["x-mixroute-fallbacks"] == "broken-500,limited-429"
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "all-broken", "messages": MSG})
+    msg = resp.json()["error"]["message"]
+    assert "broken-500 (upstream_server_error)" in msg and "limited-429 (upstream_rate_limited)" in msg
+
+
+def test_refused_request_is_recorded(tmp_path):
+    from tests.gateway.conftest import start_gateway
+
+    policy = """version: 1
+backends:
+  - {name: weak, kind: fake, model: weak-model, quality: 0.3}
+routes:
+  - {name: auto, backends: [weak], quality_bar: {min_quality: 0.9}, on_no_candidate: reject}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG})
+        assert resp.status_code == 503 and resp.json()["error"]["code"] == "no_candidate"
+        rid = resp.headers["x-mixroute-request-id"]
+        assert _rows(gw, "decisions", rid)["reason"] == "no_candidate"
+        outcome = _rows(gw, "outcomes", rid)
+        assert outcome["status"] == "rejected" and outcome["http_status"] == 503
+    finally:
+        gw.stop()
