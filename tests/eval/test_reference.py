@@ -38,3 +38,20 @@ def test_oracle_beats_every_model_and_recovers_more_than_the_gap_on_gsm8k(data_d
     assert zero.values["apgr"] == pytest.approx(0.5)
     assert oracle.values["apgr"] > 1.0  # README: 1.121 on the full public set
     assert oracle.values["aiq"] > zero.values["aiq"]
+
+
+def test_mixroute_router_with_the_shipped_heads(data_dir):
+    """The shipped heads through the engine on 40 GSM8K prompts (skipped without torch or heads)."""
+    import numpy as np
+
+    from router.eval.errors import RouterUnavailable
+
+    data = load_eval_data(data_dir / "routellm" / "gsm8k" / "gsm8k_responses.csv").subset(np.arange(40))
+    try:
+        run = routers.get("mixroute").run(data, Context())
+    except RouterUnavailable as exc:
+        pytest.skip(f"no usable shipped heads here: {exc}")
+    assert run.extra["quality_prior_for"] == []  # the quality head knows both models
+    share = (run.choices == data.strong).mean(axis=1)
+    assert share[0] <= share[-1]  # a higher bar never sends fewer prompts to the strong model
+    assert summarise(data, run, bootstrap=0).values["apgr"] is not None
