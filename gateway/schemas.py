@@ -10,7 +10,7 @@ from typing import Any, Literal
 import orjson
 from fastapi import Request
 from starlette.requests import ClientDisconnect
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from router.errors import ContextTooLarge, InvalidRequest
 
@@ -18,10 +18,41 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 class Message(BaseModel):
+    """One chat message. ``content`` may be null only for an assistant message that
+    carries ``tool_calls`` (or a legacy ``function_call``); a ``tool`` message needs
+    ``tool_call_id`` (the OpenAI API's rules)."""
+
     model_config = ConfigDict(extra="allow", strict=True)
 
     role: Role
     content: str | list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+
+    @model_validator(mode="after")
+    def _rules(self) -> "Message":
+        extra = self.model_extra or {}
+        if self.content is None and not (self.role == "assistant" and (extra.get("tool_calls")
+                                                                       or extra.get("function_call"))):
+            raise ValueError(f"a '{self.role}' message needs 'content'")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a 'tool' message needs 'tool_call_id'")
+        return self
+
+
+class ResponseFormat(BaseModel):
+    """``response_format``: ``text``, ``json_object`` or ``json_schema`` (with a ``json_schema``
+    object naming the schema)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _schema(self) -> "ResponseFormat":
+        if self.type == "json_schema" and not (self.json_schema and isinstance(self.json_schema.get("name"), str)):
+            raise ValueError("type 'json_schema' needs a 'json_schema' object with a 'name'")
+        return self
 
 
 class _Common(BaseModel):
@@ -45,8 +76,22 @@ class ChatCompletionRequest(_Common):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
     tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    response_format: ResponseFormat | None = None
+
+    @model_validator(mode="after")
+    def _tool_choice(self) -> "ChatCompletionRequest":
+        choice = self.tool_choice
+        if choice in (None, "none", "auto"):
+            return self
+        names = {(t.get("function") or {}).get("name") for t in self.tools or () if isinstance(t, dict)}
+        if not self.tools:
+            raise ValueError("'tool_choice' is set but no 'tools' are given")
+        if isinstance(choice, dict):
+            wanted = (choice.get("function") or {}).get("name")
+            if wanted not in names:
+                raise ValueError(f"'tool_choice' names the function {wanted!r}, which is not in 'tools'")
+        return self
 
 
 class CompletionRequest(_Common):
@@ -105,12 +150,32 @@ def validate(model: type[BaseModel], data: dict) -> dict:
         model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        param = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "union[")))
-        if err["type"] == "literal_error" and err["loc"][-1] == "role":
+        param = _param(data, err["loc"])
+        if err["type"] == "literal_error" and err["loc"] and err["loc"][-1] == "role":
             msg = f"{param}: unknown role {err.get('input')!r} (expected one of {', '.join(Role.__args__)})"
         elif err["type"] == "too_short" and param in ("messages", "prompt"):
             msg = f"{param}: must not be empty"
         else:
-            msg = f"{param}: {err['msg']}"
-        raise InvalidRequest(msg, param=param, code=_MISSING.get(err["type"], "invalid_value")) from None
+            msg = f"{param}: {err['msg'].removeprefix('Value error, ')}" if param else err["msg"]
+        raise InvalidRequest(msg, param=param or None, code=_MISSING.get(err["type"], "invalid_value")) from None
     return data
+
+
+_TYPE_TAGS = {"str", "int", "float", "bool", "none", "dict", "list"}
+
+
+def _param(data: Any, loc: tuple) -> str:
+    """The request field a validation error is about, as ``a.0.b``: the error location
+    without pydantic's union-member and validator tags (``str``, ``list[...]``...)."""
+    parts, node = [], data
+    for part in loc:
+        if isinstance(part, str) and ("[" in part or part in _TYPE_TAGS):
+            continue  # a union member or validator tag, not a field
+        parts.append(str(part))
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break  # a missing field: its name is the param
+    return ".".join(parts)

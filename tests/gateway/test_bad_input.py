@@ -78,3 +78,32 @@ def test_emoji_and_non_english_are_fine(demo_gateway):
                       json={"messages": [{"role": "user", "content": "Bonjour 👋 你好 مرحبا"}]})
     assert resp.status_code == 200
     assert "你好" in resp.json()["choices"][0]["message"]["content"]
+
+
+@pytest.mark.parametrize("body, param, fragment", [
+    ({"messages": [{"role": "user", "content": None}]}, "messages.0", "needs 'content'"),
+    ({"messages": [{"role": "user"}]}, "messages.0", "needs 'content'"),
+    ({"messages": [{"role": "tool", "content": "42"}]}, "messages.0", "tool_call_id"),
+    ({"messages": MSG, "tool_choice": "required"}, "", "no 'tools'"),
+    ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "a"}}],
+      "tool_choice": {"type": "function", "function": {"name": "b"}}}, "", "'b'"),
+    ({"messages": MSG, "response_format": {"type": "xml"}}, "response_format.type", "json_object"),
+    ({"messages": MSG, "response_format": {"type": "json_schema", "json_schema": 5}},
+     "response_format.json_schema", "valid dictionary"),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content", ""),
+    ({"messages": MSG, "stop": 7}, "stop", ""),
+])
+def test_openai_semantics(demo_gateway, body, param, fragment):
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
+    err = _assert_envelope(resp, 400)
+    assert (err["param"] or "") == param, err
+    assert fragment in err["message"]
+    assert ".str" not in (err["param"] or "") and "list[" not in (err["param"] or "")
+
+
+def test_assistant_tool_call_without_content_is_fine(demo_gateway):
+    msgs = [{"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
+    assert httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": msgs}).status_code == 200
