@@ -3,6 +3,10 @@
 A subclass implements :meth:`SyntheticBackend.answer`; this class turns the answer into
 OpenAI response objects and SSE chunks (one chunk per word), with usage from the token
 estimate of :func:`backends.openai_shapes.estimate_tokens`.
+
+With ``n > 1`` every choice carries the same answer: a response lists choices ``0..n-1``,
+a stream interleaves chunks of every index (role, each word, tool calls, finish), and
+usage counts the completion tokens of all ``n`` choices, streaming or not.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Answer:
         cost_usd: the real cost of this call when known (recorded data), else ``None``.
         first_token_delay_s: simulated TTFT (seconds); token_delay_s: simulated ITL.
         fail_after_chunks: end the stream with :class:`BackendStreamError` after this many chunks.
+        finish_reason: ``stop`` or ``length``; ``None`` derives it (``tool_calls`` when there
+            are tool calls, else ``stop``).
     """
 
     text: str
@@ -38,6 +44,16 @@ class Answer:
     first_token_delay_s: float = 0.0
     token_delay_s: float = 0.0
     fail_after_chunks: int | None = None
+    finish_reason: str | None = None
+
+    @property
+    def finish(self) -> str:
+        """The choice's ``finish_reason``."""
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
+
+
+def _n(body: dict) -> int:
+    return int(body.get("n") or 1)
 
 
 class SyntheticBackend(Backend):
@@ -48,11 +64,12 @@ class SyntheticBackend(Backend):
         """Produce the answer for ``body``; may raise :class:`backends.errors.BackendError`."""
 
     def _usage(self, endpoint: Endpoint, body: dict, answer: Answer) -> dict:
-        completion = shapes.estimate_tokens(answer.text) + sum(
+        """Usage of the whole response: the prompt once, completion tokens summed over the
+        ``n`` (identical) choices."""
+        per_choice = shapes.estimate_tokens(answer.text) + sum(
             shapes.estimate_tokens(c["function"]["arguments"]) + 4 for c in answer.tool_calls
         )
-        n = int(body.get("n") or 1)
-        return shapes.usage(shapes.estimate_tokens(shapes.prompt_text(endpoint, body)), completion * n)
+        return shapes.usage(shapes.estimate_tokens(shapes.prompt_text(endpoint, body)), per_choice * _n(body))
 
     async def send(self, endpoint: Endpoint, body: dict) -> dict:
         answer = await self.answer(endpoint, body)
@@ -62,15 +79,14 @@ class SyntheticBackend(Backend):
             raise BackendServerError(f"{self.name}: upstream closed the connection", backend=self.name)
         await asyncio.sleep(answer.first_token_delay_s)
         use = self._usage(endpoint, body, answer)
-        n = int(body.get("n") or 1)
+        n = _n(body)
         if endpoint == "chat":
             message: dict = {"role": "assistant", "content": answer.text or None, "refusal": None}
             if answer.tool_calls:
                 message["tool_calls"] = answer.tool_calls
-            finish = "tool_calls" if answer.tool_calls else "stop"
-            out = shapes.chat_completion(self.model, message, finish, use, n)
+            out = shapes.chat_completion(self.model, message, answer.finish, use, n)
         else:
-            out = shapes.text_completion(self.model, answer.text, "stop", use, n)
+            out = shapes.text_completion(self.model, answer.text, answer.finish, use, n)
         if answer.cost_usd is not None:
             out[COST_KEY] = answer.cost_usd
         return out
@@ -80,7 +96,7 @@ class SyntheticBackend(Backend):
         await asyncio.sleep(answer.first_token_delay_s)
         cid = shapes.new_id("chatcmpl" if endpoint == "chat" else "cmpl")
         sent = 0
-        for chunk in self._chunks(endpoint, cid, answer):
+        for chunk in self._chunks(endpoint, cid, answer, _n(body)):
             if answer.fail_after_chunks is not None and sent >= answer.fail_after_chunks:
                 raise BackendStreamError(f"{self.name}: upstream dropped the stream", backend=self.name)
             if sent and answer.token_delay_s:
@@ -93,16 +109,24 @@ class SyntheticBackend(Backend):
             last[COST_KEY] = answer.cost_usd
         yield last
 
-    def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer):
+    def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer, n: int = 1):
+        """Chunks of all ``n`` choices, interleaved step by step as an upstream sends them."""
         words = _WORDS.findall(answer.text)
+        indices = range(n)
         if endpoint == "chat":
-            yield shapes.chat_chunk(cid, self.model, {"role": "assistant", "content": ""})
+            for i in indices:
+                yield shapes.chat_chunk(cid, self.model, {"role": "assistant", "content": ""}, index=i)
             for w in words:
-                yield shapes.chat_chunk(cid, self.model, {"content": w})
-            for i, call in enumerate(answer.tool_calls):
-                yield shapes.chat_chunk(cid, self.model, {"tool_calls": [{"index": i, **call}]})
-            yield shapes.chat_chunk(cid, self.model, {}, "tool_calls" if answer.tool_calls else "stop")
+                for i in indices:
+                    yield shapes.chat_chunk(cid, self.model, {"content": w}, index=i)
+            for k, call in enumerate(answer.tool_calls):
+                for i in indices:
+                    yield shapes.chat_chunk(cid, self.model, {"tool_calls": [{"index": k, **call}]}, index=i)
+            for i in indices:
+                yield shapes.chat_chunk(cid, self.model, {}, answer.finish, index=i)
         else:
             for w in words:
-                yield shapes.text_chunk(cid, self.model, w)
-            yield shapes.text_chunk(cid, self.model, "", "stop")
+                for i in indices:
+                    yield shapes.text_chunk(cid, self.model, w, index=i)
+            for i in indices:
+                yield shapes.text_chunk(cid, self.model, "", answer.finish, index=i)

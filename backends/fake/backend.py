@@ -9,8 +9,20 @@ Model-name suffixes (TensorZero's dummy-provider idea):
 - anything else: normal.
 
 The answer text is ``[<model>] `` followed by a deterministic reply derived from the last
-user message. When the request offers ``tools`` (and ``tool_choice`` is not ``none``), the
-fake calls the forced tool, or the first one, with arguments built from its JSON schema.
+user message. Request fields it honours, as a real model would:
+
+- ``tools`` (``tool_choice`` not ``none``): calls the forced tool, or the first one, with
+  arguments built from its JSON schema -- unless the last message is a ``tool`` result,
+  which it answers in text, so agent loops terminate.
+- ``response_format``: ``json_object`` answers ``{"model": ..., "answer": <text>}``;
+  ``json_schema`` answers an object with the schema's required properties (every property
+  when ``strict``) filled by type (``enum``/``const``: the first value; nested objects and
+  ``$ref`` to ``$defs`` recursively).
+- ``stop`` (a string or a list): the text is cut before the first occurrence of any stop
+  string (finish_reason ``stop``).
+- ``max_completion_tokens`` / ``max_tokens``: the text is cut to that many estimated tokens
+  (:func:`backends.openai_shapes.estimate_tokens`, 4 characters a token), finish_reason
+  ``length``.
 """
 
 from __future__ import annotations
@@ -24,7 +36,10 @@ from backends.errors import BackendRateLimited, BackendServerError
 from backends.openai_shapes import prompt_text
 from backends.synthetic import Answer, SyntheticBackend
 
-_SAMPLE = {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {}}
+_SAMPLE = {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {},
+           "null": None}
+_CHARS_PER_TOKEN = 4  # the inverse of backends.openai_shapes.estimate_tokens
+_MAX_SCHEMA_DEPTH = 8  # a self-referencing $ref stops here
 
 
 class FakeBackend(SyntheticBackend):
@@ -38,12 +53,7 @@ class FakeBackend(SyntheticBackend):
             raise BackendServerError(f"{self.name}: internal error (fake)", backend=self.name, upstream_status=500)
         text = prompt_text(endpoint, body)
         digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
-        last = _last_user_text(body) if endpoint == "chat" else text
-        reply = f"[{model}] This is a demo answer ({digest}) to: {' '.join(last.split()[:24])}"
-        answer = Answer(text=reply)
-        tool_calls = _tool_calls(body, digest) if endpoint == "chat" else []
-        if tool_calls:
-            answer = Answer(text="", tool_calls=tool_calls)
+        answer = _answer(endpoint, body, model, text, digest)
         if model.endswith("-slow"):
             answer.first_token_delay_s = float(self.config.options.get("first_token_delay_s", 0.5))
             answer.token_delay_s = float(self.config.options.get("token_delay_s", 0.02))
@@ -52,14 +62,93 @@ class FakeBackend(SyntheticBackend):
         return answer
 
 
+def _answer(endpoint: Endpoint, body: dict, model: str, text: str, digest: str) -> Answer:
+    messages = (body.get("messages") or []) if endpoint == "chat" else []
+    after_tool = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
+    if after_tool:
+        result = _content_text(messages[-1].get("content"))
+        reply = f"[{model}] Based on the tool result ({digest}): {' '.join(result.split()[:24])}"
+    else:
+        tool_calls = _tool_calls(body, digest) if endpoint == "chat" else []
+        if tool_calls:
+            return Answer(text="", tool_calls=tool_calls)
+        last = _last_user_text(body) if endpoint == "chat" else text
+        reply = f"[{model}] This is a demo answer ({digest}) to: {' '.join(last.split()[:24])}"
+    if endpoint == "chat":
+        reply = _formatted(body.get("response_format"), model, reply)
+    reply, finish = _limited(body, reply)
+    return Answer(text=reply, finish_reason=finish)
+
+
+def _formatted(response_format, model: str, reply: str) -> str:
+    """``reply`` shaped by ``response_format`` (unchanged for ``text`` or none)."""
+    if not isinstance(response_format, dict):
+        return reply
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return orjson.dumps({"model": model, "answer": reply}).decode()
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema") or {"type": "object"}
+        return orjson.dumps(_sample(schema, schema, bool(spec.get("strict")))).decode()
+    return reply
+
+
+def _sample(schema, root: dict, strict: bool, depth: int = 0):
+    """A value valid for the JSON schema ``schema`` (the subset structured outputs use)."""
+    if not isinstance(schema, dict) or depth > _MAX_SCHEMA_DEPTH:
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target = root
+        for part in ref[2:].split("/"):
+            target = target.get(part, {}) if isinstance(target, dict) else {}
+        return _sample(target, root, strict, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return _sample(schema[key][0], root, strict, depth + 1)
+    kind = schema.get("type", "object" if {"properties", "required"} & schema.keys() else "string")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        props = schema.get("properties") or {}
+        names = list(props) if strict else list(schema.get("required") or [])
+        return {k: _sample(props.get(k, {"type": "string"}), root, strict, depth + 1) for k in names}
+    if kind == "array":
+        count = int(schema.get("minItems") or 0)
+        return [_sample(schema.get("items") or {"type": "string"}, root, strict, depth + 1) for _ in range(count)]
+    return _SAMPLE.get(kind, "example")
+
+
+def _limited(body: dict, text: str) -> tuple[str, str]:
+    """``text`` cut at the first ``stop`` string, then to the token limit; the finish_reason."""
+    stops = body.get("stop")
+    stops = [stops] if isinstance(stops, str) else [s for s in stops or [] if isinstance(s, str)]
+    cuts = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    if cuts:
+        text = text[:min(cuts)]
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(limit, int) and len(text) > limit * _CHARS_PER_TOKEN:
+        return text[:limit * _CHARS_PER_TOKEN], "length"
+    return text, "stop"
+
+
+def _content_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
 def _last_user_text(body: dict) -> str:
     for m in reversed(body.get("messages", [])):
         if m.get("role") == "user":
-            c = m.get("content")
-            if isinstance(c, str):
-                return c
-            if isinstance(c, list):
-                return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
+            return _content_text(m.get("content"))
     return ""
 
 
@@ -73,10 +162,7 @@ def _tool_calls(body: dict, digest: str) -> list[dict]:
         wanted = (choice.get("function") or {}).get("name")
         tool = next((t for t in tools if t["function"].get("name") == wanted), tool)
     fn = tool.get("function", {})
-    params = fn.get("parameters") or {}
-    args = {
-        k: _SAMPLE.get((params.get("properties", {}).get(k) or {}).get("type", "string"), "example")
-        for k in params.get("required", [])
-    }
+    params = {"type": "object", **(fn.get("parameters") or {})}  # arguments are always an object
+    args = _sample(params, params, bool(fn.get("strict")))
     return [{"id": f"call_{digest}", "type": "function",
              "function": {"name": fn.get("name", "tool"), "arguments": orjson.dumps(args).decode()}}]
