@@ -1,5 +1,6 @@
 """``GET /healthz`` (the process is up) and ``GET /readyz`` (200 only once the policy and
-router are loaded; 503 before)."""
+router are loaded; 503 before). Both answer ``HEAD`` too: the same status and headers, no
+body (load balancers and uptime checkers often probe with ``HEAD``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ router = APIRouter()
 
 
 @router.get("/healthz")
+@router.head("/healthz", include_in_schema=False)  # one schema entry, no duplicate operation id
 async def healthz():
     return FastJSONResponse({"status": "ok"})
 
 
 @router.get("/readyz")
+@router.head("/readyz", include_in_schema=False)
 async def readyz(request: Request):
     runtime = request.app.state.policies.current
     if runtime is None or not request.app.state.ready:

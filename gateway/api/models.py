@@ -1,4 +1,5 @@
-"""``GET /v1/models``: the routes and the backends of the live policy."""
+"""``GET /v1/models`` (the routes and the backends of the live policy) and
+``GET /v1/models/{model_id}`` (one of them, as the OpenAI SDK's ``models.retrieve``)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,17 @@ from fastapi import APIRouter
 
 from gateway.api.deps import PrincipalDep, RuntimeDep
 from gateway.responses import FastJSONResponse
+from gateway.runtime import Runtime
+from router.errors import UnknownModel
 
 router = APIRouter()
 
 
-@router.get("/v1/models")
-async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
-    """OpenAI ``list`` of ``model`` objects; ``mixroute`` says whether each id is a route
-    (routed) or a backend (pinned), and marks demo backends."""
+def _models(runtime: Runtime) -> list[dict]:
+    """OpenAI ``model`` objects: the routes, then the backends; ``mixroute`` says whether each
+    id is a route (routed) or a backend (pinned), and marks demo backends."""
     policy = runtime.loaded.policy
-    created = int(runtime.loaded.policy.version)
+    created = int(policy.version)
     data = [
         {"id": r.name, "object": "model", "created": created, "owned_by": "mixroute",
          "mixroute": {"type": "route", "default": r.name == policy.default_route, "backends": r.backends,
@@ -29,4 +31,25 @@ async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
                                       if b.demo else f"{b.kind} backend serving {b.model}")}}
         for b in policy.backends
     ]
-    return FastJSONResponse({"object": "list", "data": data, "policy_hash": runtime.loaded.hash})
+    return data
+
+
+@router.get("/v1/models")
+async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
+    """OpenAI ``list`` of ``model`` objects (see :func:`_models`) and the policy hash."""
+    return FastJSONResponse({"object": "list", "data": _models(runtime), "policy_hash": runtime.loaded.hash})
+
+
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(model_id: str, runtime: RuntimeDep, principal: PrincipalDep):
+    """The ``model`` object of one route or backend, as listed by ``GET /v1/models``.
+
+    Raises:
+        router.errors.UnknownModel: no route or backend has that name (404 ``model_not_found``).
+    """
+    models = _models(runtime)
+    for model in models:
+        if model["id"] == model_id:
+            return FastJSONResponse(model)
+    known = ", ".join(m["id"] for m in models)
+    raise UnknownModel(f"The model '{model_id}' does not exist (routes and backends: {known})")
