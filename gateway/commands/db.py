@@ -1,12 +1,16 @@
 """``mixroute db``: migrations of the decision/outcome store.
 
 Imports of SQLAlchemy and Alembic happen inside the commands so ``mixroute --help``
-stays fast.
+stays fast. Every failure is one line on stderr, never a traceback (:func:`fail`): exit 2
+for what the caller got wrong (a URL that does not parse or names no known database kind,
+an unknown ``--revision``), exit 1 for the environment (driver not installed, database
+unreachable).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import re
+from typing import Annotated, NoReturn, Optional
 
 import typer
 
@@ -17,6 +21,11 @@ DatabaseUrl = Annotated[
     typer.Option("--database-url", help="Store URL (default: MIXROUTE_DATABASE_URL or sqlite:///mixroute.db)."),
 ]
 
+_EXAMPLES = "e.g. sqlite:///mixroute.db or postgresql://user:password@host:5432/db"
+_DRIVER_HINTS = {"psycopg": "pip install 'mixroute[postgres]'",
+                 "MySQLdb": "pip install mysqlclient, or name another driver: mysql+pymysql://..."}
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
 
 def _url(database_url: str | None) -> str:
     if database_url:
@@ -26,25 +35,94 @@ def _url(database_url: str | None) -> str:
     return Settings().database_url
 
 
+def shown_url(url: str) -> str:
+    """``url`` for messages: password masked, also when the URL does not parse."""
+    from sqlalchemy.exc import ArgumentError
+
+    from gateway.store.db import safe_url
+
+    try:
+        return safe_url(url)
+    except ArgumentError:
+        return _PASSWORD.sub(r"\1***@", url)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(getattr(err, "orig", None) or err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def fail(url: str, err: BaseException, action: str = "") -> NoReturn:
+    """Print one line for ``err`` (raised while using the store at ``url``) and exit.
+
+    Args:
+        url: the store URL (its password is never printed).
+        err: a SQLAlchemy error, an ``ImportError`` of a database driver or an Alembic
+            ``CommandError``; anything else is re-raised.
+        action: prefix of the message, e.g. ``"upgrade failed: "``.
+
+    Raises:
+        typer.Exit: code 2 for a bad URL or revision, 1 for a missing driver or an
+            unreachable database.
+    """
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+    shown, code = shown_url(url), 1
+    if isinstance(err, NoSuchModuleError):
+        kind = url.split("://", 1)[0]
+        msg, code = f"unknown database kind {kind!r} in {shown!r} ({_EXAMPLES})", 2
+    elif isinstance(err, ArgumentError):
+        msg, code = f"{shown!r} is not a database URL ({_EXAMPLES})", 2
+    elif isinstance(err, ImportError):
+        module = err.name or _first_line(err)
+        hint = _DRIVER_HINTS.get(module, f"install the Python package providing {module!r}, or use another driver")
+        msg = f"{shown}: the database driver {module!r} is not installed ({hint})"
+    elif isinstance(err, CommandError):
+        msg, code = f"{shown}: {action}{_first_line(err)}", 2
+    elif isinstance(err, SQLAlchemyError):
+        msg = f"{shown}: {action}{type(err).__name__}: {_first_line(err)}"
+    else:
+        raise err
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(code)
+
+
 @app.command()
 def upgrade(
     database_url: DatabaseUrl = None,
-    revision: Annotated[str, typer.Option(help="Target Alembic revision.")] = "head",
+    revision: Annotated[str, typer.Option(help="Target Alembic revision (0001, 0002, ... or head).")] = "head",
 ) -> None:
-    """Migrate the store database to REVISION (default: head)."""
+    """Migrate the store database to the --revision given (default: head)."""
+    from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
     from gateway.store import db
 
     url = _url(database_url)
     try:
+        _check_revision(revision)
         db.upgrade(url, revision)
         rev = db.current(url)
-    except SQLAlchemyError as err:
-        typer.echo(f"{db.safe_url(url)}: upgrade failed: {type(err).__name__}: {getattr(err, 'orig', None) or err}",
-                   err=True)
-        raise typer.Exit(1)
+    except (SQLAlchemyError, ImportError, CommandError) as err:
+        fail(url, err, "upgrade failed: ")
     typer.echo(f"{db.safe_url(url)}: at revision {rev}")
+
+
+def _check_revision(revision: str) -> None:
+    """Raises ``alembic.util.CommandError`` naming the known revisions for an unknown one,
+    before any connection is made."""
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    from gateway.store.db import alembic_config
+
+    script = ScriptDirectory.from_config(alembic_config())
+    try:
+        script.get_revisions(revision)
+    except CommandError:
+        known = [r.revision for r in reversed(list(script.walk_revisions()))]
+        raise CommandError(f"unknown revision {revision!r} (known: {', '.join(known)}, head)") from None
 
 
 @app.command()
@@ -57,9 +135,8 @@ def current(database_url: DatabaseUrl = None) -> None:
     url = _url(database_url)
     try:
         rev = db.current(url)
-    except SQLAlchemyError as err:
-        typer.echo(f"{db.safe_url(url)}: {type(err).__name__}: {getattr(err, 'orig', None) or err}", err=True)
-        raise typer.Exit(1)
+    except (SQLAlchemyError, ImportError) as err:
+        fail(url, err)
     head = db.head()
     state = "up to date" if rev == head else f"head is {head}"
     typer.echo(f"{rev or 'none'} ({state})")
