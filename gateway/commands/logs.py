@@ -3,6 +3,9 @@
 Times (``--since``, ``--until``): an ISO 8601 date or date-time (UTC when no offset is
 given), ``now``, or an age such as ``7d`` (that long before now). Ages (``--older-than``):
 a number and a unit, ``s``, ``m``, ``h``, ``d`` or ``w``: ``90d``, ``12h``, ``2w``.
+
+Both commands refuse (exit 1, one line) a database that was never migrated or is at an
+older revision, pointing at ``mixroute db upgrade``, rather than failing on a missing table.
 """
 
 from __future__ import annotations
@@ -10,16 +13,17 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from gateway.commands.db import DatabaseUrl, _url
+from gateway.commands.db import DatabaseUrl, _url, fail, shown_url
 
 app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, feedback).", no_args_is_help=True)
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_CONFIRM_UNDER = timedelta(days=1)  # a prune reaching into the last day needs --yes
 
 
 def parse_age(text: str) -> timedelta:
@@ -69,11 +73,41 @@ def _age_option(value: str) -> timedelta:
         raise typer.BadParameter(str(exc)) from None
 
 
-def _fail(url: str, err: Exception) -> None:
-    from gateway.store.db import safe_url
+def _error(message: str, code: int) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
 
-    typer.echo(f"{safe_url(url)}: {type(err).__name__}: {getattr(err, 'orig', None) or err}", err=True)
-    raise typer.Exit(1)
+
+def _engine(url: str):
+    """An engine on a store that is migrated to the head revision.
+
+    Raises:
+        typer.Exit: 1 when the database does not exist, was never migrated or is at an
+            older revision (the message says to run ``mixroute db upgrade``); 1/2 for a bad
+            URL or an unreachable database (see :func:`gateway.commands.db.fail`).
+    """
+    from alembic.script import ScriptDirectory
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gateway.store import db
+
+    upgrade_first = "run `mixroute db upgrade` first"
+    try:
+        path = db.sqlite_path(url)
+        if path is not None and not path.exists():
+            _error(f"{shown_url(url)}: no database at {path}: {upgrade_first}", 1)
+        engine = db.make_engine(url)
+        rev = db.current(engine)
+    except (SQLAlchemyError, ImportError) as err:
+        fail(url, err)
+    if rev is None:
+        engine.dispose()
+        _error(f"{shown_url(url)}: the store was never migrated (no tables): {upgrade_first}", 1)
+    older = [r.revision for r in ScriptDirectory.from_config(db.alembic_config()).walk_revisions()][1:]
+    if rev in older:
+        engine.dispose()
+        _error(f"{shown_url(url)}: the store is at revision {rev}, head is {db.head()}: {upgrade_first}", 1)
+    return engine
 
 
 @app.command()
@@ -89,19 +123,21 @@ def export(
     """Write one row per request (decision + outcome + aggregated feedback) to OUT."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gateway.store.db import make_engine
     from gateway.store.export import FORMATS, export as run_export
 
     if format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r} (known: {', '.join(FORMATS)})", param_hint="--format")
     start = _time_option(since) or datetime(1970, 1, 1, tzinfo=timezone.utc)
     end = _time_option(until) or datetime.now(timezone.utc)
+    if start > end:
+        _error(f"--since ({start.isoformat()}) is later than --until ({end.isoformat()}): "
+               "the window would be empty", 2)
     url = _url(database_url)
-    engine = make_engine(url)
+    engine = _engine(url)
     try:
         n = run_export(engine, start, end, format, out)  # type: ignore[arg-type]
     except SQLAlchemyError as err:
-        _fail(url, err)
+        fail(url, err)
     except RuntimeError as err:  # parquet without pyarrow
         typer.echo(str(err), err=True)
         raise typer.Exit(1)
@@ -114,21 +150,29 @@ def export(
 def prune(
     older_than: Annotated[str, typer.Option("--older-than", help="Age, e.g. 90d.")] = "90d",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count, delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Confirm an --older-than under 1d.")] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Delete requests (decision, outcome, feedback) decided more than --older-than ago."""
+    """Delete requests (decision, outcome, feedback) decided more than --older-than ago.
+
+    An --older-than under one day (``0d``, ``12h``) deletes recent traffic, possibly all of
+    it, and needs --yes (or --dry-run to count first).
+    """
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gateway.store.db import make_engine
     from gateway.store.retention import count_older, prune as run_prune
 
-    cutoff = datetime.now(timezone.utc) - _age_option(older_than)
+    age = _age_option(older_than)
+    cutoff = datetime.now(timezone.utc) - age
+    if age < _CONFIRM_UNDER and not (dry_run or yes):
+        _error(f"--older-than {older_than.strip()} deletes requests of the last day too (everything decided "
+               f"before {cutoff.isoformat(timespec='seconds')}); pass --yes to confirm, or --dry-run to count", 2)
     url = _url(database_url)
-    engine = make_engine(url)
+    engine = _engine(url)
     try:
         counts = count_older(engine, cutoff) if dry_run else run_prune(engine, cutoff)
     except SQLAlchemyError as err:
-        _fail(url, err)
+        fail(url, err)
     finally:
         engine.dispose()
     verb = "would delete" if dry_run else "deleted"

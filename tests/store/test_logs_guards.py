@@ -1,0 +1,88 @@
+"""``mixroute logs``: an empty --since/--until window, a store that was never migrated and a
+prune reaching into the last day are refused with one clear line."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from gateway.store import Store, upgrade
+from tests.store.conftest import rows, settings_for
+from tests.store.records import decision, outcome
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, ["logs", *args])
+
+
+@pytest.fixture
+async def filled(tmp_path: Path) -> str:
+    """A migrated SQLite store: r-day (2 days old) and r-now (a minute old)."""
+    url = f"sqlite:///{tmp_path / 'logs.db'}"
+    now = datetime.now(timezone.utc)
+    async with Store(settings_for(url), tmp_path / "j.jsonl") as store:
+        for rid, at in (("r-day", now - timedelta(days=2)), ("r-now", now - timedelta(minutes=1))):
+            store.record_decision(decision(rid, created_at=at))
+            store.record_outcome(outcome(rid, created_at=at + timedelta(seconds=1)))
+    return url
+
+
+def test_since_later_than_until_exits_2(tmp_path: Path):
+    out = tmp_path / "o.jsonl"
+    res = _run("export", str(out), "--since", "2026-11-02", "--until", "2026-11-01",
+               "--database-url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert res.exit_code == 2
+    assert "--since (2026-11-02T00:00:00+00:00) is later than --until (2026-11-01T00:00:00+00:00)" in res.stderr
+    assert not out.exists() and not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("command", ["export", "prune"])
+def test_never_migrated_database_says_run_db_upgrade(tmp_path: Path, command: str):
+    db = tmp_path / "empty.db"
+    sqlite3.connect(db).close()  # an existing file without tables
+    args = [str(tmp_path / "o.jsonl")] if command == "export" else ["--dry-run"]
+    res = _run(command, *args, "--database-url", f"sqlite:///{db}")
+    assert res.exit_code == 1
+    assert "never migrated" in res.stderr and "run `mixroute db upgrade` first" in res.stderr
+    assert "no such table" not in res.output and "Traceback" not in res.output
+
+
+def test_missing_sqlite_file_is_not_created(tmp_path: Path):
+    res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", f"sqlite:///{tmp_path / 'none.db'}")
+    assert res.exit_code == 1 and "run `mixroute db upgrade` first" in res.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_older_revision_says_run_db_upgrade(tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    upgrade(url, "0001")
+    res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", url)
+    assert res.exit_code == 1 and "at revision 0001" in res.stderr and "mixroute db upgrade" in res.stderr
+
+
+def test_bad_url_is_one_line(tmp_path: Path):
+    res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", "notaurl")
+    assert res.exit_code == 2 and "not a database URL" in res.stderr and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("age", ["0d", "0s", "12h", "23h"])
+def test_prune_under_a_day_needs_yes(filled: str, age: str):
+    res = _run("prune", "--older-than", age, "--database-url", filled)
+    assert res.exit_code == 2 and "--yes" in res.stderr
+    assert rows(filled, "SELECT count(*) FROM decisions") == [(2,)]
+    dry = _run("prune", "--older-than", age, "--dry-run", "--database-url", filled)
+    assert dry.exit_code == 0 and "would delete" in dry.output
+    res = _run("prune", "--older-than", age, "--yes", "--database-url", filled)
+    assert res.exit_code == 0, res.output
+    assert rows(filled, "SELECT request_id FROM decisions") == ([] if age.startswith("0") else [("r-now",)])
+
+
+def test_prune_of_a_day_or_more_needs_no_confirmation(filled: str):
+    res = _run("prune", "--older-than", "1d", "--database-url", filled)
+    assert res.exit_code == 0 and "deleted 1 decision(s)" in res.output, res.output
+    assert rows(filled, "SELECT request_id FROM decisions") == [("r-now",)]
