@@ -1,14 +1,25 @@
-"""``mixroute keys create|list|revoke``: tenant API keys in the store's database."""
+"""``mixroute keys create|list|revoke``: tenant API keys in the store's database.
+
+``keys list`` prints a table on a terminal (ids and prefixes are never cut), tab-separated
+rows when stdout is not a terminal (pipes, files), and a JSON array with ``--json``.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import json
+import sys
+import unicodedata
+from pathlib import Path
+from typing import Annotated, NoReturn, Optional
 
 import typer
 
 app = typer.Typer(help="Create, list and revoke tenant API keys.", no_args_is_help=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--database-url", help="Store URL (default: MIXROUTE_DATABASE_URL).")]
+
+MAX_TENANT_CHARS = 128
+_COLUMNS = ("key id", "prefix", "tenant", "budget USD", "period", "rpm", "tpm", "routes", "created", "revoked")
 
 
 def _engine(database_url: str | None):
@@ -20,67 +31,141 @@ def _engine(database_url: str | None):
     return engine
 
 
+def _error(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _check_tenant(tenant: str) -> None:
+    """Exit 2 for a tenant over :data:`MAX_TENANT_CHARS` or with control characters (they
+    would corrupt terminal output and log lines)."""
+    if len(tenant) > MAX_TENANT_CHARS:
+        _error(f"--tenant must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}")
+    bad = sorted({c for c in tenant if unicodedata.category(c) == "Cc"})
+    if bad:
+        _error(f"--tenant must not contain control characters, found {', '.join(f'U+{ord(c):04X}' for c in bad)}")
+
+
+def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
+    """Warn on stderr for each --routes name that is neither a route nor a backend of
+    ``policy``; without ``policy`` note that nothing was checked. Exit 2 for a bad policy."""
+    if not routes:
+        return
+    if policy is None:
+        typer.echo("note: --routes are not checked against a policy (pass --policy FILE to check them)", err=True)
+        return
+    from router.policy import PolicyError, load_policy
+
+    try:
+        p = load_policy(policy).policy
+    except PolicyError as exc:
+        for line in exc.lines():
+            typer.echo(line, err=True)
+        raise typer.Exit(2)
+    known = [r.name for r in p.routes] + [b.name for b in p.backends]
+    for name in routes:
+        if name not in known:
+            typer.echo(f"warning: --routes {name!r} is not a route or backend of {policy} "
+                       f"(known: {', '.join(known)}); the key will not be able to use it", err=True)
+
+
+def _interactive() -> bool:
+    """Whether stdout is a terminal (a table for people) rather than a pipe or file (rows)."""
+    return sys.stdout.isatty()
+
+
+def _usd(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
+
+
 @app.command("create")
 def create(
-    tenant: Annotated[str, typer.Option(help="Tenant name.")],
+    tenant: Annotated[str, typer.Option(help=f"Tenant name (at most {MAX_TENANT_CHARS} characters).")],
     budget_usd: Annotated[Optional[float], typer.Option(help="USD budget per --period.")] = None,
     period: Annotated[str, typer.Option(help="Budget period: day, month or total.")] = "month",
     rpm: Annotated[Optional[int], typer.Option(help="Requests per minute.")] = None,
     tpm: Annotated[Optional[int], typer.Option(help="Tokens per minute.")] = None,
     routes: Annotated[Optional[list[str]], typer.Option("--routes", help="Allowed routes/backends (repeat).")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="Policy file to check --routes against.")] = None,
     database_url: DbOption = None,
 ) -> None:
     """Create a key; the key itself is printed once, on the last line of stdout."""
     from gateway.auth.keys import KeyError_, create_key
 
     if period not in ("day", "month", "total"):
-        typer.echo(f"error: --period must be day, month or total, got {period!r}", err=True)
-        raise typer.Exit(2)
+        _error(f"--period must be day, month or total, got {period!r}")
+    _check_tenant(tenant)
+    _check_routes(routes, policy)
     try:
         engine = _engine(database_url)
         key, info = create_key(engine, tenant, budget_usd=budget_usd, period=period, rpm=rpm, tpm=tpm,
                                routes=routes)
     except KeyError_ as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
-    limits = ", ".join(f"{k}={v}" for k, v in (("budget_usd", budget_usd), ("rpm", rpm), ("tpm", tpm)) if v is not None)
+        _error(str(exc))
+    limits = ", ".join(f"{k}={v}" for k, v in (("budget_usd", _usd(budget_usd) or None), ("rpm", rpm), ("tpm", tpm))
+                       if v is not None)
     typer.echo(f"created key {info.key_id} ({info.prefix}...) for tenant '{tenant}'"
                + (f" [{limits} per {period}]" if budget_usd is not None else (f" [{limits}]" if limits else "")))
     typer.echo("store it now: it is shown only once")
     typer.echo(key)
 
 
+def _row(k) -> tuple[str, ...]:
+    return (k.key_id, k.prefix, k.tenant, _usd(k.budget_usd), k.period, _s(k.rpm), _s(k.tpm),
+            ",".join(k.routes) or "*", f"{k.created_at:%Y-%m-%d %H:%M}",
+            f"{k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "")
+
+
+def _json(k) -> dict:
+    return {"key_id": k.key_id, "prefix": k.prefix, "tenant": k.tenant, "budget_usd": k.budget_usd,
+            "period": k.period, "rpm": k.rpm, "tpm": k.tpm, "routes": list(k.routes),
+            "created_at": k.created_at.isoformat() if k.created_at else None,
+            "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None}
+
+
 @app.command("list")
 def list_(tenant: Annotated[Optional[str], typer.Option(help="Only this tenant.")] = None,
           all_: Annotated[bool, typer.Option("--all", help="Include revoked keys.")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of keys.")] = False,
           database_url: DbOption = None) -> None:
-    """List keys (ids and prefixes, never the keys)."""
+    """List keys (ids and prefixes, never the keys): a table on a terminal, tab-separated rows
+    otherwise, JSON with --json."""
+    from gateway.auth.keys import list_keys
+
+    keys = list_keys(_engine(database_url), tenant, include_revoked=all_)
+    if as_json:
+        typer.echo(json.dumps([_json(k) for k in keys], indent=2))
+        return
+    if not _interactive():
+        for row in (_COLUMNS, *map(_row, keys)):
+            typer.echo("\t".join(row))
+        return
     from rich.console import Console
     from rich.table import Table
 
-    from gateway.auth.keys import list_keys
-
-    table = Table("key id", "prefix", "tenant", "budget USD", "period", "rpm", "tpm", "routes", "created", "revoked")
-    for k in list_keys(_engine(database_url), tenant, include_revoked=all_):
-        table.add_row(k.key_id, k.prefix, k.tenant, _s(k.budget_usd), k.period, _s(k.rpm), _s(k.tpm),
-                      ",".join(k.routes) or "*", f"{k.created_at:%Y-%m-%d %H:%M}",
-                      f"{k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "")
+    table = Table()
+    for name in _COLUMNS:
+        # Copied into `keys revoke`: never cut or wrapped, however narrow the terminal
+        # (min_width: 12-character ids, 8-character prefixes, see gateway.auth.keys).
+        whole = {"key id": 12, "prefix": 8}.get(name)
+        table.add_column(name, no_wrap=whole is not None, overflow="fold", min_width=whole)
+    for k in keys:
+        table.add_row(*_row(k))
     Console().print(table)
 
 
 @app.command("revoke")
-def revoke(key: Annotated[str, typer.Argument(help="Key id or display prefix.")], database_url: DbOption = None) -> None:
+def revoke(key: Annotated[str, typer.Argument(help="Key id or display prefix.")],
+           database_url: DbOption = None) -> None:
     """Revoke a key (takes effect on every gateway within the key cache TTL, 5 s)."""
     from gateway.auth.keys import KeyError_, revoke_key
 
     try:
         n = revoke_key(_engine(database_url), key)
     except KeyError_ as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        _error(str(exc))
     if not n:
-        typer.echo(f"error: no active key '{key}'", err=True)
-        raise typer.Exit(1)
+        _error(f"no active key '{key}'", 1)
     typer.echo(f"revoked {key}")
 
 

@@ -1,0 +1,165 @@
+"""``mixroute keys``: whole ids in every output form, ``--json``, tenant checks, ``--routes``
+against ``--policy``, and USD budgets in fixed notation (CLI and the 429 over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from gateway.commands import keys as keys_cmd
+from gateway.limits.base import BudgetExceeded, Limits
+from gateway.limits.memory import MemoryLimiter
+from tests.gateway.conftest import start_gateway
+
+REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
+POLICY = """version: 1
+backends:
+  - {name: priced, kind: fake, model: priced-model, quality: 0.9, pricing: {input_per_1m: 10, output_per_1m: 10}}
+routes:
+  - {name: auto, backends: [priced]}
+"""
+
+
+def _run(*args: str):
+    return CliRunner().invoke(app, ["keys", *args])
+
+
+def _create(db: str, *args: str, tenant: str = "acme"):
+    res = _run("create", "--tenant", tenant, *args, "--database-url", db)
+    assert res.exit_code == 0, res.output
+    key_id = res.stdout.split()[2]
+    return res, key_id
+
+
+@pytest.fixture
+def db(tmp_path) -> str:
+    return f"sqlite:///{tmp_path}/keys.db"
+
+
+def test_list_piped_prints_whole_ids_as_rows(db):
+    _, key_id = _create(db)
+    res = _run("list", "--database-url", db)
+    assert res.exit_code == 0
+    header, row = res.stdout.splitlines()
+    assert header.split("\t")[:3] == ["key id", "prefix", "tenant"]
+    assert row.split("\t")[0] == key_id and row.split("\t")[2] == "acme"
+
+
+def test_list_on_a_narrow_terminal_keeps_ids_whole(db, monkeypatch):
+    _, key_id = _create(db, "--routes", "auto", tenant="a-tenant-with-a-rather-long-name")
+    prefix = _run("list", "--json", "--database-url", db).stdout
+    prefix = json.loads(prefix)[0]["prefix"]
+    monkeypatch.setattr(keys_cmd, "_interactive", lambda: True, raising=False)
+    for width in ("40", "80"):
+        monkeypatch.setenv("COLUMNS", width)
+        res = _run("list", "--database-url", db)
+        assert res.exit_code == 0
+        assert key_id in res.stdout and prefix in res.stdout, res.stdout
+
+
+def test_list_json(db):
+    _, key_id = _create(db, "--budget-usd", "0.00002", "--rpm", "5", "--routes", "auto")
+    res = _run("list", "--json", "--all", "--database-url", db)
+    assert res.exit_code == 0
+    (got,) = json.loads(res.stdout)
+    assert got["key_id"] == key_id and got["tenant"] == "acme" and got["budget_usd"] == pytest.approx(2e-5)
+    assert got["rpm"] == 5 and got["routes"] == ["auto"] and got["revoked_at"] is None
+    assert got["created_at"].startswith("20")
+
+
+def test_budget_is_shown_in_fixed_notation(db):
+    res, _ = _create(db, "--budget-usd", "0.00002")
+    assert "budget_usd=0.000020" in res.stdout and "e-05" not in res.stdout
+    listed = _run("list", "--database-url", db).stdout
+    assert "0.000020" in listed and "e-05" not in listed
+
+
+@pytest.mark.parametrize(("tenant", "problem"), [
+    ("t" * 129, "at most 128 characters, got 129"),
+    ("acme\nevil", "control characters, found U+000A"),
+    ("\x1b[31mred", "control characters, found U+001B"),
+    ("tab\there", "U+0009"),
+])
+def test_create_rejects_bad_tenants(db, tenant, problem):
+    res = _run("create", "--tenant", tenant, "--database-url", db)
+    assert res.exit_code == 2 and problem in res.stderr
+    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+
+
+def test_create_accepts_a_128_character_unicode_tenant(db):
+    _create(db, tenant="é" * 128)
+
+
+def test_routes_checked_against_policy(db, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    res, _ = _create(db, "--routes", "auto", "--routes", "nope", "--policy", str(policy))
+    assert "warning: --routes 'nope' is not a route or backend" in res.stderr and "known: auto, priced" in res.stderr
+    assert "'auto'" not in res.stderr
+    assert res.stdout.strip().splitlines()[-1].startswith("mr-")  # the key is still created
+    clean, _ = _create(db, "--routes", "auto", "--routes", "priced", "--policy", str(policy))
+    assert clean.stderr == ""
+
+
+def test_routes_without_policy_are_noted_as_unchecked(db):
+    res, _ = _create(db, "--routes", "whatever")
+    assert "not checked against a policy" in res.stderr
+    quiet, _ = _create(db)
+    assert quiet.stderr == ""
+
+
+def test_bad_policy_file_exits_2_without_creating_a_key(db, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nroutes: [\n")
+    res = _run("create", "--tenant", "acme", "--routes", "auto", "--policy", str(bad), "--database-url", db)
+    assert res.exit_code == 2 and "bad.yaml" in res.stderr
+    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def limiter(request):
+    if request.param == "memory":
+        yield MemoryLimiter()
+        return
+    if not REDIS_URL:
+        pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+    from gateway.limits.redis import RedisLimiter
+
+    lim = RedisLimiter(REDIS_URL, prefix=f"mrtest-{uuid.uuid4().hex[:8]}", timeout_s=5.0)
+    yield lim
+    await lim.aclose()
+
+
+async def test_budget_exceeded_message_uses_fixed_notation(limiter):
+    limits = Limits(subject=f"k-{uuid.uuid4().hex[:8]}", budget_usd=0.00002)
+    await limiter.admit(limits, 10, 0.00003)
+    with pytest.raises(BudgetExceeded) as info:
+        await limiter.admit(limits, 10, 0.0)
+    assert "Budget of 0.000020 USD per month is spent" in info.value.message
+    assert "e-05" not in info.value.message
+
+
+def test_budget_429_over_http_uses_fixed_notation(tmp_path, db):
+    res, _ = _create(db, "--budget-usd", "0.00002", "--routes", "auto")
+    key = res.stdout.strip().splitlines()[-1]
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "spend it all " * 20}]}
+        headers = {"authorization": f"Bearer {key}"}
+        statuses = []
+        for _ in range(5):
+            r = httpx.post(gw.v1 + "/chat/completions", json=body, headers=headers, timeout=30)
+            statuses.append(r.status_code)
+            if r.status_code == 429:
+                break
+        assert statuses[-1] == 429, statuses
+        message = r.json()["error"]["message"]
+        assert "Budget of 0.000020 USD per month is spent" in message and "e-05" not in message
+    finally:
+        gw.stop()
