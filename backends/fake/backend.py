@@ -63,6 +63,7 @@ class FakeBackend(SyntheticBackend):
 
 
 def _answer(endpoint: Endpoint, body: dict, model: str, text: str, digest: str) -> Answer:
+    """The answer to ``body`` before the ``-slow``/``-drop`` behaviours (see module docstring)."""
     messages = (body.get("messages") or []) if endpoint == "chat" else []
     after_tool = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "tool"
     if after_tool:
