@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -37,12 +39,14 @@ class Kind:
         behaviours: the behaviour suffixes this kind can produce.
         reaches_upstream: requests go to the fake upstream over HTTP (so the test can check
             what the upstream received and that a disconnect reaches it).
+        tools: the kind can answer with tool calls (replay answers only with recorded text).
     """
 
     name: str
     config: Callable[[str, RunningServer], BackendConfig]
     behaviours: frozenset[str] = ALL_BEHAVIOURS
     reaches_upstream: bool = True
+    tools: bool = True
 
 
 def _fake(suffix: str, upstream: RunningServer) -> BackendConfig:
@@ -60,11 +64,22 @@ def _hosted(suffix: str, upstream: RunningServer) -> BackendConfig:
                          api_base=upstream.v1(), api_key="sk-test", timeout_s=10, connect_timeout_s=2)
 
 
+def _replay(suffix: str, upstream: RunningServer) -> BackendConfig:
+    """A replay backend over a tiny RouteLLM-format file (one model, recorded correctness,
+    no response text: answers are the labelled placeholder)."""
+    import tempfile
+
+    data = Path(tempfile.mkdtemp(prefix="mixroute-replay-")) / "tiny.csv"
+    data.write_text('prompt,model-a\n"What is the weather in Paris?",True\n"Say hello",False\n')
+    return BackendConfig(name=f"replay{suffix}", kind="replay", model="model-a", data=[data])
+
+
 KINDS: list[Kind] = [
     Kind("fake", _fake, behaviours=frozenset({"", "-error-429", "-error-500", "-drop-mid-stream", "-slow"}),
          reaches_upstream=False),
     Kind("vllm", _vllm),
     Kind("hosted", _hosted),
+    Kind("replay", _replay, behaviours=frozenset({""}), reaches_upstream=False, tools=False),
 ]
 
 
