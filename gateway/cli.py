@@ -61,6 +61,8 @@ from gateway.commands.eval import eval_cmd as _eval  # noqa: E402
 app.command("eval")(_eval)
 from gateway.commands.eval import whatif_cmd as _whatif  # noqa: E402
 policy_app.command("what-if")(_whatif)
+from gateway.commands.calibrate import calibrate as _calibrate  # noqa: E402
+app.command("calibrate")(_calibrate)
 
 
 def main() -> None:

@@ -106,6 +106,31 @@ class BackendConfig(_Strict):
         return self
 
 
+class CalibrationEvidence(_Strict):
+    """How ``mixroute calibrate`` chose a route's bar (:mod:`router.calibration`). Informational:
+    the engine reads only ``min_quality`` / ``target``.
+
+    Attributes:
+        ratio_target: the realised quality ratio (routed / always-strongest) aimed at.
+        confidence: one-sided confidence of ``ratio_lower_bound``.
+        ratio, ratio_lower_bound: realised ratio on the calibration rows, and its bound.
+        cost_ratio: routed cost / always-strongest cost on those rows.
+        miss_rate: share of rows whose routed answer scored below the strongest model's.
+        n: calibration rows. method, date, data: how, when (UTC, ISO) and on what.
+    """
+
+    ratio_target: float = Field(gt=0, le=1)
+    confidence: float = Field(gt=0, lt=1)
+    ratio: float = Field(ge=0)
+    ratio_lower_bound: float = Field(ge=0)
+    cost_ratio: float = Field(ge=0)
+    miss_rate: float = Field(ge=0, le=1)
+    n: int = Field(ge=1)
+    method: str = ""
+    date: str = ""
+    data: list[str] = Field(default_factory=list)
+
+
 class QualityBar(_Strict):
     """The quality a route requires. Exactly one of:
 
@@ -113,10 +138,12 @@ class QualityBar(_Strict):
         min_quality: absolute bar, a calibrated probability of a good answer in [0, 1].
         target: relative bar, a share of the strongest allowed candidate's predicted
             quality (``0.95`` = at least 95% of the best).
+        calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 
     min_quality: float | None = Field(default=None, ge=0, le=1)
     target: float | None = Field(default=None, gt=0, le=1)
+    calibrated: CalibrationEvidence | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "QualityBar":

@@ -1,0 +1,142 @@
+"""``mixroute calibrate``: pick a route's quality bar on outcome data so that the realised
+quality ratio (routed / always-strongest) meets ``--target`` with ``--confidence``
+(:mod:`router.calibration`; method and numbers in docs/CALIBRATION.md).
+
+Without ``--policy`` the route is ``auto`` over one ``fake`` backend per model of the data
+priced at the model's mean recorded USD per call (the policy ``mixroute eval`` uses), and
+only the snippet can be printed. With ``--policy``, ``--write`` replaces the route's
+``quality_bar`` in the file (other lines kept); without it the YAML snippet is printed.
+
+Exit status: 0; 1 when no threshold meets the target; 2 for bad input (data, policy,
+route, heads).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+
+def _load_heads(adapters: Path | None) -> Any:
+    """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
+    from router.classify import load_predictor
+
+    return load_predictor(adapters)
+
+
+def _default_policy(data: Any) -> Any:
+    from backends.replay.plan import backend_name
+    from router.eval.routers.mixroute import policy_text
+    from router.policy import parse_policy
+
+    names: dict[str, str] = {}
+    for m in data.models:
+        names[backend_name(m, set(names))] = m
+    return parse_policy(policy_text(data, names, 0.95), source="<policy of the data>")
+
+
+def _fmt(p: Any) -> str:
+    lo, hi = p.ci
+    return (f"{p.param} {p.threshold:g}: realised ratio {p.ratio:.4f} ({p.confidence:.0%} CI {lo:.4f}-{hi:.4f}, "
+            f"one-sided lower bound {p.lower:.4f}), cost ratio {p.cost_ratio:.4f}, bar missed on "
+            f"{p.miss_rate:.1%} of requests, rejected {p.rejected}, n {p.n}")
+
+
+def calibrate(
+    data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeatable.")],
+    route: Annotated[str, typer.Option(help="The route to calibrate.")] = "auto",
+    policy: Annotated[Optional[Path], typer.Option(help="Policy YAML holding the route (default: one fake "
+                                                   "backend per data model, route auto).")] = None,
+    target: Annotated[float, typer.Option(min=0.01, max=1.0, help="Realised quality ratio to meet.")] = 0.95,
+    confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the lower bound.")] = 0.9,
+    write: Annotated[bool, typer.Option("--write", help="Write the bar and its evidence into --policy.")] = False,
+    holdout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of rows held out to check the pick.")] = 0.0,
+    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the resampling and the holdout split.")] = 0,
+    adapters: Annotated[Optional[Path], typer.Option(help="Heads folder (default: the shipped adapters/).")] = None,
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every swept threshold as JSON.")] = None,
+) -> None:
+    """Calibrate a route's quality bar so the realised quality ratio meets --target."""
+    from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, load_rows
+    from router.calibration.predictions import cache_path
+    from router.calibration.write import bar_block, write_policy
+    from router.policy import PolicyError, load_policy
+
+    if write and policy is None:
+        typer.echo("mixroute calibrate: --write needs --policy", err=True)
+        raise typer.Exit(2)
+    try:
+        rows = load_rows(data)
+        loaded = load_policy(policy) if policy else _default_policy(rows)
+    except (CalibrationError, PolicyError) as exc:
+        typer.echo(f"mixroute calibrate: {exc}", err=True)
+        raise typer.Exit(2)
+    try:
+        heads = _load_heads(adapters)
+    except Exception as exc:  # ClassifierUnavailable, AdapterError, missing torch
+        typer.echo(f"mixroute calibrate: no usable heads: {exc}", err=True)
+        raise typer.Exit(2)
+    cache = cache_path(heads) if hasattr(heads, "heads") else None
+    try:
+        result = run(loaded, route, rows, heads, target=target, confidence=confidence, resamples=resamples,
+                     seed=seed, holdout=holdout, cache=cache, progress=_progress())
+    except TargetUnreachable as exc:
+        typer.echo(f"mixroute calibrate: {exc}", err=True)
+        raise typer.Exit(1)
+    except CalibrationError as exc:
+        typer.echo(f"mixroute calibrate: {exc}", err=True)
+        raise typer.Exit(2)
+    finally:
+        if hasattr(heads, "close"):
+            heads.close()
+    if json_out is not None:
+        _write_json(json_out, result)
+    _report(result, rows.name, target)
+    bar = evidence_bar(result, target, [str(p) for p in data])
+    if write:
+        try:
+            write_policy(policy, route, bar)
+        except CalibrationError as exc:
+            typer.echo(f"mixroute calibrate: {exc}", err=True)
+            raise typer.Exit(2)
+        typer.echo(f"wrote routes[{route}].quality_bar into {policy}")
+    else:
+        typer.echo(f"\n# routes[{route}] of the policy:\n{bar_block(bar)}")
+
+
+def _progress():
+    import sys
+
+    def tick(label: str, done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            end = "\n" if done >= total else ""
+            print(f"\r{label}: {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return tick
+
+
+def _report(result: Any, name: str, target: float) -> None:
+    typer.echo(f"route {result.route!r} on {name}: {result.chosen.n} calibration rows, always-strongest "
+               f"{result.strongest}, target {target} at {result.chosen.confidence:.0%} confidence")
+    typer.echo(f"chosen   {_fmt(result.chosen)}")
+    typer.echo(f"current  {_fmt(result.current)}")
+    if result.holdout is not None:
+        typer.echo(f"held-out chosen  {_fmt(result.holdout)}")
+        typer.echo(f"held-out current {_fmt(result.holdout_current)}")
+
+
+def _write_json(path: Path, result: Any) -> None:
+    import dataclasses
+
+    import orjson
+
+    def dump(p: Any) -> Any:
+        return dataclasses.asdict(p) if p is not None else None
+
+    doc = {"route": result.route, "strongest": result.strongest, "method": result.method,
+           "chosen": dump(result.chosen), "current": dump(result.current), "holdout": dump(result.holdout),
+           "holdout_current": dump(result.holdout_current), "points": [dump(p) for p in result.points]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

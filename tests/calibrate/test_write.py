@@ -1,0 +1,95 @@
+"""``mixroute calibrate`` end to end with a fake predictor, and the in-place policy edit."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gateway.cli import app
+from router.calibration.errors import CalibrationError
+from router.calibration.write import edit_text
+from router.policy import load_policy, parse_policy
+from tests.calibrate.conftest import POLICY, TopicPredictor
+
+runner = CliRunner()
+BAR = {"min_quality": 0.6, "calibrated": {"ratio_target": 0.95, "confidence": 0.9, "ratio": 0.97,
+                                          "ratio_lower_bound": 0.955, "cost_ratio": 0.4, "miss_rate": 0.03,
+                                          "n": 300, "method": "test", "date": "2026-11-30", "data": ["x.csv"]}}
+
+
+@pytest.fixture
+def fake_heads(monkeypatch):
+    from tests.calibrate.test_calibrate import GRIDS
+
+    monkeypatch.setattr("gateway.commands.calibrate._load_heads", lambda adapters: TopicPredictor())
+    monkeypatch.setattr("router.calibration.GRIDS", GRIDS)  # a coarse sweep keeps the tests fast
+
+
+def test_edit_replaces_only_the_routes_bar():
+    new = edit_text(POLICY, "auto", BAR)
+    loaded = parse_policy(new)
+    bar = loaded.policy.route("auto").quality_bar
+    assert bar.min_quality == 0.6 and bar.target is None and bar.calibrated.n == 300
+    assert loaded.policy.route("other").quality_bar.target == 0.95  # the default, untouched
+    old_lines = [ln for ln in POLICY.splitlines() if "quality_bar" not in ln and "target: 0.95" not in ln]
+    assert [ln for ln in new.splitlines() if ln in old_lines] == old_lines  # every other line kept, in order
+    assert edit_text(new, "auto", BAR) == new  # idempotent
+
+
+def test_edit_adds_a_bar_to_a_route_without_one_and_handles_flow_and_first_key():
+    new = edit_text(POLICY, "other", BAR)
+    assert parse_policy(new).policy.route("other").quality_bar.min_quality == 0.6
+    first_key = POLICY.replace("  - name: auto\n    backends: [small, medium, large]\n    quality_bar:\n"
+                               "      target: 0.95   # uncalibrated\n",
+                               "  - quality_bar: {target: 0.9}\n    name: auto\n    backends: [small, medium, large]\n")
+    assert "- quality_bar: {target: 0.9}" in first_key
+    got = parse_policy(edit_text(first_key, "auto", BAR)).policy.route("auto").quality_bar
+    assert got.min_quality == 0.6
+    with pytest.raises(CalibrationError, match="no route 'nope'"):
+        edit_text(POLICY, "nope", BAR)
+    flow = POLICY.replace("  - name: other\n    backends: [small, large]\n", "  - {name: other, backends: [small]}\n")
+    with pytest.raises(CalibrationError, match="flow style"):
+        edit_text(flow, "other", BAR)
+
+
+def test_write_round_trips_through_policy_validate(policy_file, nested_csv, fake_heads):
+    args = ["calibrate", "--data", str(nested_csv), "--policy", str(policy_file), "--resamples", "500"]
+    res = runner.invoke(app, [*args, "--write"])
+    assert res.exit_code == 0, res.output
+    assert "chosen" in res.output and "wrote routes[auto].quality_bar" in res.output
+    text = policy_file.read_text()
+    assert "# a test policy; this comment must survive --write" in text and "# the cheap one" in text
+    ok = runner.invoke(app, ["policy", "validate", str(policy_file)])
+    assert ok.exit_code == 0, ok.output
+    bar = load_policy(policy_file).policy.route("auto").quality_bar
+    assert bar.calibrated.ratio_target == 0.95 and bar.calibrated.ratio_lower_bound >= 0.95
+    assert bar.calibrated.n == 300 and bar.calibrated.data == [str(nested_csv)]
+    # calibrating again replaces the block (the current bar is now the calibrated one)
+    again = runner.invoke(app, [*args, "--write", "--target", "0.9"])
+    assert again.exit_code == 0, again.output
+    assert load_policy(policy_file).policy.route("auto").quality_bar.calibrated.ratio_target == 0.9
+
+
+def test_without_write_the_snippet_is_printed_and_the_file_kept(policy_file, nested_csv, fake_heads, tmp_path):
+    before = policy_file.read_text()
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(policy_file),
+                              "--resamples", "200", "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    snippet = res.output.split("# routes[auto] of the policy:\n", 1)[1]
+    assert "calibrated" in yaml.safe_load(snippet)["quality_bar"]
+    assert policy_file.read_text() == before and (tmp_path / "c.json").stat().st_size > 1000
+
+
+def test_bad_input_exits_2_and_unreachable_exits_1(policy_file, nested_csv, fake_heads, tmp_path, monkeypatch):
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--write"])
+    assert res.exit_code == 2 and "--write needs --policy" in res.output
+    other = tmp_path / "p.yaml"
+    other.write_text(POLICY.replace("model: large", "model: huge"))
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(other)])
+    assert res.exit_code == 2 and "large (huge)" in res.output
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(policy_file), "--route", "x"])
+    assert res.exit_code == 2 and "no route 'x'" in res.output
+    monkeypatch.setattr("gateway.commands.calibrate._load_heads", lambda adapters: TopicPredictor(invert=True))
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--target", "0.99", "--resamples", "200"])
+    assert res.exit_code == 1 and "best lower bound" in res.output
