@@ -50,6 +50,7 @@ class Candidate:
     predicted_quality: float | None
     expected_cost_usd: float
     expected_output_tokens: int
+    expected_cached_tokens: int = 0
     predicted_ttft_s: float | None = None
     eligible: bool = False
     meets_slo: bool = True
@@ -69,6 +70,18 @@ class Decision:
     def order(self) -> list[str]:
         """Backends to try, in order: the choice then the fallbacks."""
         return [self.record.chosen, *self.record.fallbacks]
+
+
+def stable_prefix_text(body: dict) -> str:
+    """The text of a chat body's stable prefix (system/developer messages and tool
+    definitions), the part a prefix cache can hold across requests."""
+    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)
+             and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)]
+    if body.get("tools"):
+        import orjson
+
+        parts.append(orjson.dumps(body["tools"]).decode())
+    return "\n".join(parts)
 
 
 def new_request_id() -> str:
@@ -155,7 +168,7 @@ class Router:
                               f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
-        cands = self._score(req, text, ruled.backends, quality, prediction.output_tokens)
+        cands = self._score(req, text, ruled.backends, quality, prediction.output_tokens, body, phash)
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if not cands:
@@ -181,7 +194,7 @@ class Router:
         return Decision(record=record, body=body, candidates=cands, bar=bar)
 
     async def _pinned(self, req: RoutingRequest, body: dict, phash: str, text: str, b: BackendConfig) -> Decision:
-        cands = self._score(req, text, [b], {}, None)
+        cands = self._score(req, text, [b], {}, None, body, phash)
         cands[0].predicted_quality = b.quality  # no prediction is made for a pinned request
         cands[0].eligible = True
         record = DecisionRecord(
@@ -192,7 +205,8 @@ class Router:
         return Decision(record=record, body=body, candidates=cands)
 
     def _score(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
-               quality: dict[str, float], output_tokens: int | None) -> list[Candidate]:
+               quality: dict[str, float], output_tokens: int | None, body: dict | None = None,
+               phash: str | None = None) -> list[Candidate]:
         from router.predict import DEFAULT_OUTPUT_TOKENS
 
         tokens_in = estimate_tokens(text)
@@ -201,13 +215,18 @@ class Router:
         if isinstance(limit, int) and limit > 0:
             out = min(out, limit)
         n = req.body.get("n") or 1
-        return [
-            Candidate(
+        stable = min(tokens_in, estimate_tokens(stable_prefix_text(body or req.body)))
+        cands = []
+        for b in backends:
+            # Expected prefix-cache hit: the stable prefix, when this backend answered the
+            # same prefix hash within the cache TTL (router.live.PREFIX_TTL_S).
+            cached = stable if phash and self.live.prefix_warm(b.name, phash) else 0
+            cands.append(Candidate(
                 backend=b.name, model=b.model, predicted_quality=float(quality.get(b.name, 0.5)),
-                expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n), expected_output_tokens=out * n,
-            )
-            for b in backends
-        ]
+                expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n, cached),
+                expected_output_tokens=out * n, expected_cached_tokens=cached,
+            ))
+        return cands
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate]) -> float:

@@ -11,15 +11,27 @@ ahead of it that cannot start yet (``waiting`` is a pool's reported queue, e.g. 
 ``vllm:num_requests_waiting``), drained ``max_concurrency`` at a time, one mean latency
 per round (Little's law for a saturated server). A backend with no observation yet has no
 prediction and is never skipped for its SLO. All times in seconds.
+
+It also remembers which stable-prefix hashes each backend served recently, so the cost
+model can price the expected prefix-cache hit at the cached-input rate
+(:meth:`LiveState.prefix_warm`).
 """
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from router.policy.models import BackendConfig
 
 ALPHA = 0.2
+#: Seconds a prefix is assumed to stay in a backend's prefix cache after it was served:
+#: providers keep cached prefixes for 5-10 minutes of inactivity (OpenAI, Anthropic's
+#: default 5-minute TTL); 300 s is the conservative end. vLLM keeps them until evicted.
+PREFIX_TTL_S = 300.0
+#: Prefix hashes remembered per backend.
+PREFIX_MEMORY = 10_000
 
 
 @dataclass
@@ -39,6 +51,20 @@ class LiveState:
 
     def __init__(self) -> None:
         self._s: dict[str, _State] = {}
+        self._prefixes: dict[str, OrderedDict[str, float]] = {}
+
+    def saw_prefix(self, backend: str, prefix_hash: str, now: float | None = None) -> None:
+        """Record that ``backend`` served a request with this stable-prefix hash."""
+        seen = self._prefixes.setdefault(backend, OrderedDict())
+        seen[prefix_hash] = now if now is not None else time.monotonic()
+        seen.move_to_end(prefix_hash)
+        while len(seen) > PREFIX_MEMORY:
+            seen.popitem(last=False)
+
+    def prefix_warm(self, backend: str, prefix_hash: str, now: float | None = None) -> bool:
+        """Whether ``backend`` served this prefix within :data:`PREFIX_TTL_S` (expected cache hit)."""
+        at = self._prefixes.get(backend, {}).get(prefix_hash)
+        return at is not None and (now if now is not None else time.monotonic()) - at <= PREFIX_TTL_S
 
     def _get(self, backend: str) -> _State:
         return self._s.setdefault(backend, _State())

@@ -112,7 +112,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
         raise
     observability.record_decision(state.store, decision.record)
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
-    finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live))
+    finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
         return await _stream(runtime, finish, attempt, decision.body)
     try:
@@ -132,7 +132,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     return FastJSONResponse(resp, headers=headers)
 
 
-def _finisher(store, admission: Admission, live) -> Callable[[OutcomeRecord], None]:
+def _finisher(store, admission: Admission, live, prefix_hash: str | None = None) -> Callable[[OutcomeRecord], None]:
     """Record an outcome, settle the request's limits with it and update live state."""
 
     def finish(outcome: OutcomeRecord) -> None:
@@ -142,6 +142,8 @@ def _finisher(store, admission: Admission, live) -> Callable[[OutcomeRecord], No
             ok = outcome.status == "ok"
             live.finished(outcome.backend, ttft_s=outcome.ttft_s if ok else None,
                           latency_s=outcome.latency_s if ok else None)
+            if ok and prefix_hash:
+                live.saw_prefix(outcome.backend, prefix_hash)
 
     return finish
 

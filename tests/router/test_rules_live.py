@@ -155,3 +155,21 @@ async def test_all_candidates_removed_by_rules_is_a_clear_error():
     with pytest.raises(NoCandidate) as info:
         await Router(pol).decide(_req(tenant="t0"))
     assert "none-left" in info.value.message
+
+
+async def test_expected_cost_uses_cached_price_for_a_warm_prefix():
+    pol = parse_policy(POLICY.replace("{input_per_1m: 1, output_per_1m: 3}",
+                                      "{input_per_1m: 1, output_per_1m: 3, cached_input_per_1m: 0.1}"))
+    router = Router(pol)
+    system = "You are the billing assistant of ACME. Answer briefly and politely. " * 40
+    req = RoutingRequest("chat", {"model": "auto", "messages": [{"role": "system", "content": system},
+                                                                 {"role": "user", "content": "hi"}]})
+    cold = await router.decide(req)
+    mid_cold = next(c for c in cold.candidates if c.backend == "mid")
+    assert mid_cold.expected_cached_tokens == 0
+    router.live.saw_prefix("mid", cold.record.prefix_hash)
+    warm = await router.decide(RoutingRequest("chat", dict(req.body)))
+    mid_warm = next(c for c in warm.candidates if c.backend == "mid")
+    assert mid_warm.expected_cached_tokens > 500
+    assert mid_warm.expected_cost_usd < mid_cold.expected_cost_usd
+    assert not router.live.prefix_warm("mid", cold.record.prefix_hash, now=10**9)  # expired after the TTL
