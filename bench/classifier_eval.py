@@ -4,7 +4,7 @@ AUC over a mix of tasks partly measures "which task is this" (GSM8K is harder th
 every model); the per-task rows show how well the head ranks prompts WITHIN a task, which
 is what routing inside one workload needs.
 
-Usage: python bench/classifier_eval.py [DATA_DIR] [--json OUT]
+Usage: python bench/classifier_eval.py [DATA_DIR] [--json OUT] [--dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from router.classify.data import load_rows, split_of
 from router.classify.metrics import auc
 from router.classify.runtime import postprocess
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
+args = [a for a in sys.argv[1:2] if not a.startswith("--")]
 data = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "shared" / "data"
 rows = [r for r in load_rows(data) if split_of(r.text) == "test"]
-enc = load_encoder(heads=["quality"], device="cpu")
+enc = load_encoder(heads=["quality"], device="cpu",
+                   dtype=sys.argv[sys.argv.index("--dtype") + 1] if "--dtype" in sys.argv else "float32")
 head = enc.heads[0]
 probs = []
 for s in range(0, len(rows), 64):

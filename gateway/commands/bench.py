@@ -21,6 +21,7 @@ def classifier(
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 2,
     separate: Annotated[bool, typer.Option(help="Also measure N separate full-LoRA encoders.")] = True,
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
+    dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
 ) -> None:
     """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}] for each head count."""
     try:
@@ -29,7 +30,8 @@ def classifier(
         typer.echo(f"error: the benchmark needs the classifier extra ({exc})", err=True)
         raise typer.Exit(1)
     counts = [int(x) for x in heads.split(",") if x.strip()]
-    rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate, adapters=adapters,
+    rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
+                     adapters=adapters, dtype=dtype,
                      log=lambda row: typer.echo(json.dumps(row)))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None):
+                 device: str | None = None, dtype: str = "float32"):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -52,6 +52,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         heads: head names to load (default: every folder with a ``config.json``).
         base_path: a local Hugging Face encoder folder (default: the bundled MiniLM).
         device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
+        dtype: ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -83,12 +84,12 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
     base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
                                        head_tokens=first.head_tokens, name=first.base_model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return MultiHeadEncoder(base, loaded, device=device)
+    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype)
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 2.0, base_path: Path | None = None,
-                   device: str | None = None) -> "ClassifierPredictor":
+                   device: str | None = None, dtype: str = "float32") -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
@@ -100,7 +101,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     """
     from router.classify.predictor import ClassifierPredictor
 
-    encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device)
+    encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms)
     predictor.classify_batch(["warm-up"])
     return predictor

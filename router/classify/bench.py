@@ -56,13 +56,13 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 
 
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
-              separate: bool = True, adapters: Path | None = None,
+              separate: bool = True, adapters: Path | None = None, dtype: str = "float32",
               log: Callable[[dict], None] | None = None) -> list[dict]:
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}``."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
-    shipped = load_encoder(adapters, device="cpu")
+    shipped = load_encoder(adapters, device="cpu", dtype=dtype)
     base, heads = shipped.base, shipped.heads
     rows = []
 
@@ -73,11 +73,11 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
 
     for n in counts:
         chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
-        enc = MultiHeadEncoder(base, chosen)
+        enc = MultiHeadEncoder(base, chosen, dtype=dtype)
         p50, p99, tput = _measure(enc.run, iters, batches, batch)
         emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk"})
     if separate:
-        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))])
+        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], dtype=dtype)
                 for i in range(max(counts))]
         for n in counts:
             def run_all(texts: list[str], n: int = n) -> None:

@@ -127,3 +127,14 @@ def test_broken_adapter_folder_is_reported(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(AdapterError, match="missing"):
         load_head(tmp_path)
+
+
+def test_bfloat16_runtime_stays_close(tiny, tmp_path):
+    folder, base, _ = tiny
+    head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=3)[1]
+    ref = MultiHeadEncoder(base, [head]).run(TEXTS)[0]
+    import copy
+
+    out = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16").run(TEXTS)[0]
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, ref, atol=0.1)
