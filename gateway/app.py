@@ -69,6 +69,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
         predictor = load_predictor(settings)
+        batcher = getattr(predictor, "batcher", None)
+        obs = getattr(app.state, "observability", None)
+        if batcher is not None and obs is not None:
+            batcher.on_batch = obs.metrics.observe_classifier
         broadcast = None
 
         def on_loaded(lp) -> None:

@@ -10,6 +10,7 @@ is single-threaded; torch parallelises inside a batch).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,8 @@ class MicroBatcher:
 
     Attributes:
         batch_sizes: sizes of the last 1,000 batches (for metrics and tests).
+        on_batch: optional ``callable(latency_s, batch_size)`` called (in the worker
+            thread) after each batch; the gateway feeds its classifier metrics with it.
     """
 
     def __init__(self, fn: Callable[[list[str]], Sequence[Any]], *, max_batch: int = 32, max_wait_ms: float = 2.0):
@@ -35,6 +38,7 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait_s = max(0.0, max_wait_ms) / 1000.0
         self.batch_sizes: deque[int] = deque(maxlen=1000)
+        self.on_batch: Callable[[float, int], None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mixroute-classifier")
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[str, asyncio.Future]]] = {}
         self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
@@ -64,8 +68,18 @@ class MicroBatcher:
         if not batch:
             return
         self.batch_sizes.append(len(batch))
-        work = loop.run_in_executor(self._executor, self.fn, [t for t, _ in batch])
+        work = loop.run_in_executor(self._executor, self._timed, [t for t, _ in batch])
         work.add_done_callback(lambda done: self._deliver(batch, done))
+
+    def _timed(self, texts: list[str]) -> Sequence[Any]:
+        start = time.perf_counter()
+        out = self.fn(texts)
+        if self.on_batch is not None:
+            try:
+                self.on_batch(time.perf_counter() - start, len(texts))
+            except Exception:  # metrics must never fail a classification
+                pass
+        return out
 
     @staticmethod
     def _deliver(batch: list[tuple[str, asyncio.Future]], done: asyncio.Future) -> None:

@@ -60,3 +60,31 @@ async def test_cancelled_caller_does_not_break_others():
     with pytest.raises(asyncio.CancelledError):
         await t1
     b.close()
+
+
+async def test_on_batch_reports_latency_and_size():
+    seen: list = []
+    b = MicroBatcher(_upper([]), max_batch=64, max_wait_ms=10)
+    b.on_batch = lambda latency_s, size: seen.append((latency_s, size))
+    await asyncio.gather(*[b.submit(f"p{i}") for i in range(5)])
+    assert len(seen) == 1 and seen[0][1] == 5 and seen[0][0] >= 0
+    b.on_batch = lambda latency_s, size: 1 / 0  # a failing hook never fails a classification
+    assert await b.submit("x") == "X"
+    b.close()
+
+
+async def test_gateway_feeds_classifier_metrics(tmp_path):
+    pytest.importorskip("torch")
+    import httpx
+
+    from tests.gateway.conftest import start_gateway
+
+    gw = start_gateway(tmp_path, classifier="on")
+    try:
+        assert httpx.post(gw.v1 + "/chat/completions",
+                          json={"messages": [{"role": "user", "content": "What is 2 + 2?"}]}).status_code == 200
+        text = httpx.get(gw.url + "/metrics").text
+        count = [line for line in text.splitlines() if line.startswith("mixroute_classifier_batch_size_count")]
+        assert count and float(count[0].split()[-1]) >= 1
+    finally:
+        gw.stop()

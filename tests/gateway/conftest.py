@@ -59,8 +59,9 @@ def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gat
     if policy_text is not None:
         policy_path = tmp / "policy.yaml"
         policy_path.write_text(policy_text)
-    overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", **overrides}
-    settings = Settings(policy_path=policy_path, classifier="off", **overrides)
+    overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", "classifier": "off",
+                 **overrides}
+    settings = Settings(policy_path=policy_path, **overrides)
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
