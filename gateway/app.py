@@ -73,6 +73,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         obs = getattr(app.state, "observability", None)
         if batcher is not None and obs is not None:
             batcher.on_batch = obs.metrics.observe_classifier
+        if predictor is not None:
+            from gateway.observability.hooks import TracedPredictor
+
+            predictor = TracedPredictor(predictor)
         broadcast = None
 
         def on_loaded(lp) -> None:

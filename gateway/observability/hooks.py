@@ -141,8 +141,33 @@ async def decide(router: Router, req: RoutingRequest) -> Decision:
         tr.set_attributes(span, {"mixroute.route": rec.route, "mixroute.chosen": rec.chosen,
                                  "mixroute.reason": rec.reason, "mixroute.policy_hash": rec.policy_hash,
                                  "mixroute.candidates": len(rec.candidates), "mixroute.quality_bar": decision.bar,
-                                 "mixroute.predictor": rec.signals.get("predictor")})
+                                 "mixroute.predictor": rec.signals.get("predictor"),
+                                 "mixroute.prefix_hash": rec.prefix_hash,
+                                 "mixroute.rewrite.moved": sum(((rec.signals.get("rewrite") or {}).get("moved")
+                                                                or {}).values())})
     return decision
+
+
+class TracedPredictor:
+    """Wraps a :class:`router.predict.Predictor` so each prediction is a ``mixroute.classify``
+    span (child of ``mixroute.decide``); attributes carry the predictor and the domain
+    signal, never the prompt."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str):  # batcher, heads, ...: the wrapped predictor's
+        return getattr(self.inner, name)
+
+    async def predict(self, text: str, backends):
+        ctx = _current.get()
+        if ctx is None:
+            return await self.inner.predict(text, backends)
+        with ctx.obs.tracing.span("mixroute.classify", {"mixroute.candidates": len(backends)}) as span:
+            prediction = await self.inner.predict(text, backends)
+            tr.set_attributes(span, {"mixroute.predictor": prediction.source,
+                                     "mixroute.domain": prediction.signals.get("domain")})
+        return prediction
 
 
 def record_decision(store, record: DecisionRecord) -> None:

@@ -49,8 +49,11 @@ class Gateway:
         self.thread.join(timeout=10)
 
 
-def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gateway:
+def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, **overrides) -> Gateway:
     """Serve ``create_app`` on a free loopback port until :meth:`Gateway.stop`.
+
+    Args:
+        prepare: called with the app before it serves (e.g. to swap in a test tracer).
 
     Raises:
         RuntimeError: not ready within 20 s.
@@ -61,12 +64,15 @@ def start_gateway(tmp: Path, policy_text: str | None = None, **overrides) -> Gat
         policy_path.write_text(policy_text)
     overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", "classifier": "off",
                  **overrides}
-    settings = Settings(policy_path=policy_path, **overrides)
+    settings = Settings(**{"policy_path": policy_path, **overrides})
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning", timeout_graceful_shutdown=2))
+    app = create_app(settings)
+    if prepare is not None:
+        prepare(app)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

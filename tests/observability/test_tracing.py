@@ -107,3 +107,23 @@ def test_tracing_is_off_and_not_imported_by_default():
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_") and k != "MIXROUTE_OTEL"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_classify_span_under_decide(tmp_path):
+    pytest.importorskip("torch")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    gw = serve_app(tmp_path, lambda app: setattr(app.state.observability, "tracing", Tracing(provider)),
+                   classifier="on")
+    try:
+        r = chat(gw, f"Integrate x squared. {SECRET}")
+        assert r.status_code == 200
+        spans = _spans_of(exporter, r.headers["x-mixroute-request-id"], want=6)
+        decide = next(s for s in spans if s.name == "mixroute.decide")
+        classify = next(s for s in spans if s.name == "mixroute.classify")
+        assert classify.parent.span_id == decide.context.span_id
+        assert classify.attributes["mixroute.predictor"] == "classifier"
+        assert SECRET not in json.dumps([dict(s.attributes) for s in spans], default=str)
+    finally:
+        gw.stop()
