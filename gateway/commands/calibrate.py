@@ -39,7 +39,7 @@ def _default_policy(data: Any) -> Any:
 
 def _fmt(p: Any) -> str:
     lo, hi = p.ci
-    return (f"{p.param} {p.threshold:g}: realised ratio {p.ratio:.4f} ({p.confidence:.0%} CI {lo:.4f}-{hi:.4f}, "
+    return (f"{p.param} {p.threshold:g}: realised ratio {p.ratio:.4f} ({p.confidence * 100:g}% CI {lo:.4f}-{hi:.4f}, "
             f"one-sided lower bound {p.lower:.4f}), cost ratio {p.cost_ratio:.4f}, bar missed on "
             f"{p.miss_rate:.1%} of requests, rejected {p.rejected}, n {p.n}")
 
@@ -119,7 +119,8 @@ def _progress():
 
 def _report(result: Any, name: str, target: float) -> None:
     typer.echo(f"route {result.route!r} on {name}: {result.chosen.n} calibration rows, always-strongest "
-               f"{result.strongest}, target {target} at {result.chosen.confidence:.0%} confidence")
+               f"{result.strongest}, target {target} at {result.confidence * 100:g}% confidence family-wise "
+               f"(each test at {result.chosen.confidence * 100:g}%)")
     typer.echo(f"chosen   {_fmt(result.chosen)}")
     typer.echo(f"current  {_fmt(result.current)}")
     if result.holdout is not None:

@@ -9,7 +9,9 @@ bar from outcome data instead:
    over ``min_quality`` (absolute) and ``target`` (relative) grids (:mod:`.simulate`);
 3. score each threshold with the recorded outcomes and bound its realised ratio with a
    percentile bootstrap over rows (Efron & Tibshirani 1993); pick the cheapest threshold
-   whose one-sided lower bound at ``confidence`` is at least the target (:mod:`.bound`);
+   whose one-sided lower bound is at least the target, with fixed-sequence testing from the
+   highest threshold down so the pick holds at ``confidence`` family-wise (Learn then
+   Test, Angelopoulos et al. 2021) (:mod:`.bound`);
 4. optionally check it on held-out rows, and write it with its evidence into the policy
    (``quality_bar.calibrated``, :mod:`.write`).
 
@@ -47,8 +49,10 @@ class Calibration:
         chosen: the picked threshold's outcome on the calibration rows.
         points: every swept threshold's outcome (both parametrisations).
         current: the route's bar as it is in the policy, on the same rows.
+        confidence: family-wise confidence of the pick (each test of the sweep runs at
+            ``1 - (1 - confidence) / parametrisations``; ``chosen.confidence``).
+        method: the bound and the testing procedure, for the evidence.
         holdout, holdout_current: the picked bar and the current bar on the held-out rows.
-        method: the bound used, for the evidence.
     """
 
     route: str
@@ -56,9 +60,10 @@ class Calibration:
     chosen: Point
     points: list[Point]
     current: Point
+    confidence: float
+    method: str
     holdout: Point | None = None
     holdout_current: Point | None = None
-    method: str = ""
 
 
 def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalData, EvalData | None]:
@@ -118,15 +123,19 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
         predictor = Replayed(predictor, precompute(predictor, data.prompts, cache=cache, progress=tick))
     strong = strongest(calib.scores, sorted(set(columns.values())))
     weights = resample_weights(calib.n, resamples, seed)
+    grids = grids or GRIDS
+    each = 1 - (1 - confidence) / len(grids)  # Bonferroni over the parametrisations' test sequences
     points: list[Point] = []
-    for sw in sweep(loaded, route, calib.prompts, predictor, columns, grids or GRIDS, progress):
-        points.extend(evaluate(sw, calib.scores, calib.costs, strong, calib.models, confidence=confidence,
+    for sw in sweep(loaded, route, calib.prompts, predictor, columns, grids, progress):
+        points.extend(evaluate(sw, calib.scores, calib.costs, strong, calib.models, confidence=each,
                                weights=weights))
     chosen = pick(points, target)
     args = (predictor, columns, strong, confidence, resamples, seed)
     current = _one(loaded, route, r.quality_bar, calib, *args)
-    out = Calibration(route, data.models[strong], chosen, points, current,
-                      method=f"percentile bootstrap over rows, B={resamples} (Efron & Tibshirani 1993)")
+    method = (f"percentile bootstrap over rows, B={resamples} (Efron & Tibshirani 1993); fixed-sequence "
+              f"testing over {len(grids)} parametrisations at {each:.4g} each (Learn then Test, Angelopoulos "
+              "et al. 2021)")
+    out = Calibration(route, data.models[strong], chosen, points, current, confidence, method)
     if held is not None:
         out.holdout = _one(loaded, route, _bar_of(chosen), held, *args)
         out.holdout_current = _one(loaded, route, r.quality_bar, held, *args)
@@ -137,7 +146,7 @@ def evidence_bar(result: Calibration, target: float, data: list[str]) -> dict[st
     """The ``quality_bar`` mapping to write: the picked threshold and its evidence."""
     p = result.chosen
     return {p.param: p.threshold, "calibrated": {
-        "ratio_target": target, "confidence": p.confidence, "ratio": round(p.ratio, 4),
+        "ratio_target": target, "confidence": result.confidence, "ratio": round(p.ratio, 4),
         "ratio_lower_bound": round(p.lower, 4), "cost_ratio": round(p.cost_ratio, 4),
         "miss_rate": round(p.miss_rate, 4), "n": p.n, "method": result.method,
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), "data": list(data)}}
