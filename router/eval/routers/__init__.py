@@ -48,7 +48,7 @@ def get(name: str) -> EvalRouter:
     """
     _load_builtin()
     if name not in _REGISTRY:
-        raise KeyError(f"unknown router {name!r} (known: {', '.join(_REGISTRY)})")
+        raise KeyError(f"unknown router {name!r} (known: {', '.join(sorted(_REGISTRY))})")
     return _REGISTRY[name]()
 
 
