@@ -129,8 +129,10 @@ def pick(points: list[Point], target: float) -> Point:
             ok.append(p)
     if not ok:
         best = max(points, key=lambda p: p.lower)
+        why = ("the highest thresholds miss it, so fixed-sequence testing stops before"
+               if best.lower + 1e-12 >= target else "the best lower bound is")
         raise TargetUnreachable(
             f"no threshold reaches a realised quality ratio of {target} with {best.confidence:.1%} confidence (each "
-            f"test): the best lower bound is {best.lower:.4f} ({best.param} {best.threshold}, ratio {best.ratio:.4f}, n "
-            f"{best.n}); lower the target or the confidence, or add calibration rows")
+            f"test): {why} {best.lower:.4f} ({best.param} {best.threshold}, ratio {best.ratio:.4f}, n {best.n}); "
+            "lower the target or the confidence, or add calibration rows")
     return min(ok, key=lambda p: (p.cost_ratio, -p.lower))

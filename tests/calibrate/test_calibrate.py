@@ -104,3 +104,15 @@ def test_a_single_evaluated_sweep_reports_shares_and_rejections():
     assert p.ratio == pytest.approx(2 / 3) and p.cost_ratio == pytest.approx(12 / 40)
     assert p.miss_rate == pytest.approx(0.25) and p.rejected == 1
     assert p.share == {"a": 0.5, "b": 0.25}
+
+
+def test_fixed_sequence_stops_at_the_first_miss_from_the_top():
+    from router.calibration.bound import Point, pick
+
+    def pt(t, lower, cost):
+        return Point("target", t, 100, lower + 0.01, lower, (lower, 1.0), cost, 0.0, 0.95)
+
+    points = [pt(0.5, 0.97, 0.1), pt(0.7, 0.90, 0.3), pt(0.9, 0.96, 0.6), pt(1.0, 0.99, 0.9)]
+    assert pick(points, 0.95).threshold == 0.9  # 0.5 passes alone but lies behind a miss
+    with pytest.raises(TargetUnreachable, match="fixed-sequence testing stops"):
+        pick([pt(0.5, 0.97, 0.1), pt(1.0, 0.90, 0.9)], 0.95)
