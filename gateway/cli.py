@@ -49,6 +49,8 @@ from gateway.commands.replay import replay as _replay  # noqa: E402
 app.command("replay")(_replay)
 from gateway.commands import keys as _keys  # noqa: E402
 app.add_typer(_keys.app, name="keys")
+from gateway.commands import tenants as _tenants  # noqa: E402
+app.add_typer(_tenants.app, name="tenants")
 
 
 from gateway.commands.train import train as _train  # noqa: E402

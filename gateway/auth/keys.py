@@ -6,14 +6,14 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Literal
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from gateway.auth.models import ApiKey
+from gateway.auth.models import ApiKey, Tenant
 
 Period = Literal["day", "month", "total"]
 KEY_PREFIX = "mr-"
@@ -34,6 +34,8 @@ class KeyInfo:
         tenant: tenant name. budget_usd / period: USD budget of this key per ``period``.
         rpm / tpm: requests and tokens per minute allowed for this key (``None``: unlimited).
         routes: routes and backends this key may use (empty: all).
+        tenant_budget_usd / tenant_period: the tenant's own budget, shared by all its keys
+            (``mixroute tenants set``); ``None``: no tenant budget.
     """
 
     key_id: str
@@ -46,6 +48,8 @@ class KeyInfo:
     routes: tuple[str, ...] = field(default_factory=tuple)
     created_at: datetime | None = None
     revoked_at: datetime | None = None
+    tenant_budget_usd: float | None = None
+    tenant_period: Period = "month"
 
 
 def hash_key(key: str) -> str:
@@ -117,11 +121,38 @@ def revoke_key(engine: Engine, key_id_or_prefix: str) -> int:
 
 
 def find_key(engine: Engine, key: str) -> KeyInfo | None:
-    """The active key with this plaintext, or ``None``."""
+    """The active key with this plaintext (with its tenant's budget), or ``None``."""
     with engine.connect() as conn:
         row = conn.execute(sa.select(ApiKey).where(ApiKey.key_hash == hash_key(key),
                                                    ApiKey.revoked_at.is_(None))).first()
-    return _info(row) if row else None
+        if row is None:
+            return None
+        tenant = conn.execute(sa.select(Tenant).where(Tenant.name == row.tenant)).first()
+    info = _info(row)
+    if tenant is not None and tenant.budget_usd is not None:
+        info = replace(info, tenant_budget_usd=tenant.budget_usd, tenant_period=tenant.period)
+    return info
+
+
+def set_tenant_budget(engine: Engine, tenant: str, budget_usd: float | None, period: Period = "month") -> None:
+    """Create or update a tenant's budget (``None`` removes it).
+
+    Raises:
+        KeyError_: negative or absurd budget.
+    """
+    validate_limits(budget_usd, None, None)
+    now = datetime.now(timezone.utc)
+    with engine.begin() as conn:
+        updated = conn.execute(sa.update(Tenant).where(Tenant.name == tenant).values(
+            budget_usd=budget_usd, period=period, updated_at=now)).rowcount
+        if not updated:
+            conn.execute(sa.insert(Tenant).values(name=tenant, budget_usd=budget_usd, period=period, updated_at=now))
+
+
+def list_tenants(engine: Engine) -> list[tuple[str, float | None, str]]:
+    """``(name, budget_usd, period)`` of every tenant with a budget record."""
+    with engine.connect() as conn:
+        return [(r.name, r.budget_usd, r.period) for r in conn.execute(sa.select(Tenant).order_by(Tenant.name))]
 
 
 def any_keys(engine: Engine) -> bool:

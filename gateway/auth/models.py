@@ -28,3 +28,14 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
     __table_args__ = (Index("ix_api_keys_tenant", "tenant"),)
+
+
+class Tenant(Base):
+    """A tenant's own USD budget per period (``mixroute tenants set``), shared by all its keys."""
+
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(String, primary_key=True)
+    budget_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
+    period: Mapped[str] = mapped_column(String(8), default="month")
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())

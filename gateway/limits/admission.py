@@ -1,4 +1,5 @@
-"""Admission of one request against its key's limits, and settlement of its real usage.
+"""Admission of one request against its key's limits and its tenant's budget, and
+settlement of its real usage.
 
 Settlement runs in a background task so that it also happens when the client went away
 (a cancelled stream) without blocking the response.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.auth.guard import Principal
 from gateway.limits.base import Limiter, LimiterUnavailable, Limits, Reservation
@@ -30,10 +31,10 @@ class Admission:
     """A granted admission; :meth:`settle` once with the outcome."""
 
     limiter: Limiter | None = None
-    reservation: Reservation | None = None
+    reservations: list[Reservation] = field(default_factory=list)
 
     def settle(self, outcome: OutcomeRecord) -> None:
-        if self.limiter is None or self.reservation is None:
+        if self.limiter is None or not self.reservations:
             return
         task = asyncio.get_running_loop().create_task(self._settle(outcome.tokens_in + outcome.tokens_out,
                                                                     outcome.cost_usd))
@@ -41,17 +42,24 @@ class Admission:
         task.add_done_callback(_pending.discard)
 
     async def _settle(self, tokens: int, cost_usd: float) -> None:
-        try:
-            await self.limiter.settle(self.reservation, tokens, cost_usd)
-        except LimiterUnavailable as exc:
-            log.warning("could not settle spend of %s (%s)", self.reservation.limits.subject, exc)
+        for res in self.reservations:
+            try:
+                await self.limiter.settle(res, tokens, cost_usd)
+            except LimiterUnavailable as exc:
+                log.warning("could not settle spend of %s (%s)", res.limits.subject, exc)
 
 
-def limits_of(principal: Principal) -> Limits | None:
+def limits_of(principal: Principal) -> list[Limits]:
+    """The limits a request counts against: its key's, then its tenant's budget."""
     key = principal.key
-    if key is None or (key.rpm is None and key.tpm is None and key.budget_usd is None):
-        return None
-    return Limits(subject=key.key_id, rpm=key.rpm, tpm=key.tpm, budget_usd=key.budget_usd, period=key.period)
+    if key is None:
+        return []
+    out = []
+    if key.rpm is not None or key.tpm is not None or key.budget_usd is not None:
+        out.append(Limits(subject=key.key_id, rpm=key.rpm, tpm=key.tpm, budget_usd=key.budget_usd, period=key.period))
+    if key.tenant_budget_usd is not None:
+        out.append(Limits(subject=f"tenant:{key.tenant}", budget_usd=key.tenant_budget_usd, period=key.tenant_period))
+    return out
 
 
 async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_unavailable: str) -> Admission:
@@ -63,19 +71,33 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
         gateway.limits.base.RateLimitExceeded, gateway.limits.base.BudgetExceeded: over a limit.
         LimitsUnavailable: the limiter is down and the policy says ``closed``.
     """
-    limits = limits_of(principal)
-    if limits is None:
+    all_limits = limits_of(principal)
+    if not all_limits:
         return Admission()
     chosen = next(c for c in decision.candidates if c.backend == decision.record.chosen)
     tokens = chosen.expected_output_tokens + _input_tokens(decision)
+    reservations: list[Reservation] = []
     try:
-        reservation = await limiter.admit(limits, tokens, chosen.expected_cost_usd)
+        for limits in all_limits:
+            reservations.append(await limiter.admit(limits, tokens, chosen.expected_cost_usd))
     except LimiterUnavailable as exc:
+        await _release(limiter, reservations)
         if on_unavailable == "closed":
             raise LimitsUnavailable("Rate limits cannot be checked right now; try again shortly") from None
-        log.warning("limiter unavailable (%s); admitting %s without limits (policy: open)", exc, limits.subject)
+        log.warning("limiter unavailable (%s); admitting %s without limits (policy: open)", exc, principal.tenant)
         return Admission()
-    return Admission(limiter, reservation)
+    except Exception:
+        await _release(limiter, reservations)  # the key admitted it, the tenant did not: undo the key's count
+        raise
+    return Admission(limiter, reservations)
+
+
+async def _release(limiter: Limiter, reservations: list[Reservation]) -> None:
+    for res in reservations:
+        try:
+            await limiter.settle(res, 0, 0.0)
+        except LimiterUnavailable:
+            pass
 
 
 def _input_tokens(decision: Decision) -> int:

@@ -153,3 +153,28 @@ def test_keys_cli(tmp_path):
         res = runner.invoke(app, ["keys", "create", "--tenant", "t1", *bad, "--database-url", db])
         assert res.exit_code == 2 and "error:" in res.output
     assert runner.invoke(app, ["keys", "revoke", "nope", "--database-url", db]).exit_code == 1
+
+
+def test_tenant_budget_is_shared_by_its_keys(tmp_path):
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    db = f"sqlite:///{tmp_path}/tenant.db"
+    k1 = _keys(db, tenant="acme", rpm=1000)
+    k2 = _keys(db, tenant="acme", rpm=1000)
+    other = _keys(db, tenant="globex", rpm=1000)
+    res = CliRunner().invoke(app, ["tenants", "set", "acme", "--budget-usd", "0.0005", "--period", "day",
+                                   "--database-url", db])
+    assert res.exit_code == 0 and "0.000500 USD per day" in res.output
+    assert CliRunner().invoke(app, ["tenants", "set", "acme", "--budget-usd", "-1", "--database-url", db]).exit_code == 2
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        codes = [_post(gw, k, max_tokens=20).status_code for _ in range(6) for k in (k1, k2)]
+        assert 200 in codes and 429 in codes
+        over = _post(gw, k1, max_tokens=20)
+        assert over.status_code == 429 and over.json()["error"]["code"] == "budget_exceeded"
+        assert "tenant:acme" not in over.text  # internal subject names stay internal
+        assert _post(gw, other, max_tokens=20).status_code == 200  # another tenant is unaffected
+    finally:
+        gw.stop()

@@ -1,0 +1,42 @@
+"""``mixroute tenants set|list``: a tenant's own USD budget, shared by all its keys."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+app = typer.Typer(help="Tenant budgets (USD per period, across all of a tenant's keys).", no_args_is_help=True)
+
+
+@app.command("set")
+def set_(
+    tenant: Annotated[str, typer.Argument(help="Tenant name (as given to `keys create --tenant`).")],
+    budget_usd: Annotated[Optional[float], typer.Option(help="USD budget per --period; omit to remove it.")] = None,
+    period: Annotated[str, typer.Option(help="day, month or total.")] = "month",
+    database_url: Annotated[Optional[str], typer.Option(help="Store URL (default: MIXROUTE_DATABASE_URL).")] = None,
+) -> None:
+    """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
+    from gateway.auth.keys import KeyError_, set_tenant_budget
+    from gateway.commands.keys import _engine
+
+    if period not in ("day", "month", "total"):
+        typer.echo(f"error: --period must be day, month or total, got {period!r}", err=True)
+        raise typer.Exit(2)
+    try:
+        set_tenant_budget(_engine(database_url), tenant, budget_usd, period)  # type: ignore[arg-type]
+    except KeyError_ as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    what = f"{budget_usd:.6f} USD per {period}" if budget_usd is not None else "no budget"
+    typer.echo(f"tenant '{tenant}': {what}")
+
+
+@app.command("list")
+def list_(database_url: Annotated[Optional[str], typer.Option(help="Store URL.")] = None) -> None:
+    """Tenants with a budget record."""
+    from gateway.auth.keys import list_tenants
+    from gateway.commands.keys import _engine
+
+    for name, budget, period in list_tenants(_engine(database_url)):
+        typer.echo(f"{name}\t{'' if budget is None else f'{budget:.6f}'}\t{period}")
