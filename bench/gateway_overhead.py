@@ -142,7 +142,8 @@ def summarize(setups: list[Setup]) -> list[dict]:
     for s in setups:
         row = {"setup": s.name, "max_rps_p99_under_50ms": max_rps(s), "peak_rps": peak_rps(s),
                "errors": sum(r.errors for r in s.runs.values()), "peak_rss_mib": s.peak_rss_mib,
-               "startup_s": s.startup_s}
+               "startup_s": s.startup_s,
+               "sweep": {str(c): asdict(r) for c, r in sorted(s.runs.items())}}
         for c in (1, 8):
             row[f"c{c}_p50_ms"] = s.runs[c].p50_ms
             row[f"c{c}_p99_ms"] = s.runs[c].p99_ms

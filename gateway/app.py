@@ -6,6 +6,7 @@ policy file -> ready. On shutdown: stop watching, close backends, drain the stor
 
 from __future__ import annotations
 
+import gc
 import logging
 import uuid
 from contextlib import asynccontextmanager
@@ -95,6 +96,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             broadcast.start()
         if settings.policy_watch:
             holder.watch()
+        # Everything loaded so far (policy, backends, classifier, libraries) lives as long as
+        # the process: move it out of the collector's reach so full collections stay short.
+        # Measured with bench.gateway_overhead: p99 at concurrency 1 fell from ~60 ms to single
+        # digits once gen-2 collections stopped walking the startup heap.
+        gc.collect()
+        gc.freeze()
         app.state.ready = True
         try:
             yield
