@@ -21,7 +21,8 @@ candidates C and quality bar q:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,8 @@ class RoutingRequest:
         headers: lower-cased request headers that rules may match (``x-mixroute-*``).
         admin: the caller holds the admin key (may force a backend with the
             ``x-mixroute-backend-override`` header).
+        span: optional tracing hook: ``span(name)`` returns a context manager around a step
+            (the gateway passes its OpenTelemetry tracer's; ``None``: no tracing).
     """
 
     endpoint: str
@@ -108,6 +111,7 @@ class RoutingRequest:
     headers: dict[str, str] = field(default_factory=dict)
     admin: bool = False
     request_id: str = field(default_factory=lambda: new_request_id())
+    span: Callable[[str], AbstractContextManager] | None = None
 
 
 class Router:
@@ -144,8 +148,9 @@ class Router:
             known = [r.name for r in self.policy.routes] + [b.name for b in self.policy.backends]
             raise UnknownModel(f"The model '{model}' does not exist (routes and backends: {', '.join(known)})",
                                param="model")
-        rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,
-                                                     volatile_patterns=tuple(self.policy.rewrite.volatile_patterns)))
+        with req.span("mixroute.rewrite") if req.span else nullcontext():
+            rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,
+                                                         volatile_patterns=tuple(self.policy.rewrite.volatile_patterns)))
         body, phash = rewritten
         text = prompt_text(req.endpoint, body)
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}

@@ -129,6 +129,8 @@ async def decide(router: Router, req: RoutingRequest) -> Decision:
     if ctx is None:
         return await router.decide(req)
     started = time.perf_counter()
+    if ctx.obs.tracing.enabled:
+        req.span = ctx.obs.tracing.span
     with ctx.obs.tracing.span("mixroute.decide", {"mixroute.endpoint": req.endpoint, "mixroute.tenant": req.tenant,
                                                   "mixroute.request_id": req.request_id}) as span:
         try:
