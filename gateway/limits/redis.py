@@ -43,17 +43,20 @@ class RedisLimiter(Limiter):
     Args:
         url: ``redis://host:port/db``.
         prefix: key prefix (tests use their own).
-        timeout_s: socket timeout, and longest wait for a pooled connection; a slower
-            Redis counts as unavailable (seconds).
+        timeout_s: socket connect/read timeout: a Redis slower than this counts as
+            unavailable (seconds).
+        pool_wait_s: longest wait for a free pooled connection during a burst (seconds);
+            waiting for a connection is queueing in this process, not Redis being down.
         max_connections: pooled connections per gateway process.
     """
 
-    def __init__(self, url: str, *, prefix: str = "mixroute", timeout_s: float = 0.5, max_connections: int = 64):
+    def __init__(self, url: str, *, prefix: str = "mixroute", timeout_s: float = 1.0, pool_wait_s: float = 10.0,
+                 max_connections: int = 64):
         import redis.asyncio as aioredis
 
         self.prefix = prefix
         # A blocking pool: a burst waits for a free connection instead of failing.
-        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s,
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=pool_wait_s,
                                                        socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         self._redis = aioredis.Redis(connection_pool=pool)
         self._admit = self._redis.register_script(_ADMIT)

@@ -88,7 +88,10 @@ def test_budget_across_two_gateways_on_one_redis(tmp_path):
     budget = 0.002
     key = _keys(db, tenant="hammer", budget_usd=budget, period="day")
     prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
-    gws = [start_gateway(tmp_path / f"g{i}", POLICY, database_url=db, redis_url=REDIS_URL, redis_prefix=prefix)
+    # Fail closed: a limiter hiccup under this burst must show up as a failure, never as
+    # requests silently admitted without limits.
+    policy = POLICY + "limits: {on_unavailable: closed}\n"
+    gws = [start_gateway(tmp_path / f"g{i}", policy, database_url=db, redis_url=REDIS_URL, redis_prefix=prefix)
            for i in range(2) if (tmp_path / f"g{i}").mkdir() or True]
     try:
         async def hammer():
