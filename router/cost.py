@@ -71,3 +71,17 @@ def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: i
         + cached * cached_price
         + tokens_out * pricing.output_per_1m
     ) / 1e6 + pricing.per_request
+
+
+def resolve_context(config: BackendConfig) -> int | None:
+    """A backend's context window in tokens: the policy's ``context_tokens``, else
+    litellm's bundled ``max_input_tokens`` for hosted models, else ``None`` (unchecked)."""
+    if config.context_tokens is not None:
+        return config.context_tokens
+    if config.kind != "hosted":
+        return None
+    try:
+        from backends.hosted.pricing import hosted_context
+    except ImportError:  # pragma: no cover
+        return None
+    return hosted_context(config.model)

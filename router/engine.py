@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.openai_shapes import estimate_tokens, prompt_text
-from router.cost import cost_usd, resolve_pricing
-from router.errors import NoCandidate, RequestRejected, UnknownModel
+from router.cost import cost_usd, resolve_context, resolve_pricing
+from router.errors import ContextTooLong, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
@@ -129,6 +129,7 @@ class Router:
         self.predictor: Predictor = predictor or PriorPredictor()
         self.live = live or LiveState()
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
+        self.context: dict[str, int | None] = {b.name: resolve_context(b) for b in self.policy.backends}
 
     def target(self, model: str) -> tuple[RouteConfig | None, BackendConfig | None]:
         """Resolve a request's ``model`` to a route or a pinned backend (both ``None``: unknown)."""
@@ -173,7 +174,11 @@ class Router:
                               f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
-        cands = self._score(req, text, ruled.backends, quality, prediction.output_tokens, body, phash)
+        fitting = [b for b in ruled.backends if self._fits(b, text, req.body)]
+        if not fitting:
+            raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
+                                 f"every backend of route '{route.name}'", param="messages")
+        cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if not cands:
@@ -232,6 +237,14 @@ class Router:
                 expected_output_tokens=out * n, expected_cached_tokens=cached,
             ))
         return cands
+
+    def _fits(self, b: BackendConfig, text: str, body: dict) -> bool:
+        """Whether the prompt (estimated tokens) plus ``max_tokens`` fits ``b``'s context window."""
+        window = self.context.get(b.name)
+        if window is None:
+            return True
+        limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        return estimate_tokens(text) + (limit if isinstance(limit, int) else 0) <= window
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate]) -> float:

@@ -5,6 +5,7 @@ Tree::
     MixrouteError                       500 api_error          internal_error
     ├── InvalidRequest                  400 invalid_request_error  invalid_request
     │   ├── ContextTooLarge             413 invalid_request_error  request_too_large
+    │   ├── ContextTooLong              400 invalid_request_error  context_length_exceeded
     │   └── UnknownModel                404 invalid_request_error  model_not_found
     ├── NoCandidate                     503 api_error          no_candidate
     ├── RequestRejected                 429 rate_limit_error   route_saturated
@@ -52,6 +53,10 @@ class InvalidRequest(MixrouteError):
 class ContextTooLarge(InvalidRequest):
     status = 413
     code = "request_too_large"
+
+
+class ContextTooLong(InvalidRequest):
+    code = "context_length_exceeded"
 
 
 class UnknownModel(InvalidRequest):

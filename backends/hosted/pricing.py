@@ -50,3 +50,13 @@ def _entry(cost_map: dict, model: str) -> dict | None:
 def _per_1m(per_token: float) -> float:
     # round away float noise of per-token figures (2.5e-06 * 1e6 = 2.4999999999999996)
     return round(float(per_token) * PER_1M, 9)
+
+
+def hosted_context(model: str) -> int | None:
+    """The model's context window in tokens from litellm's bundled map (``max_input_tokens``,
+    else ``max_tokens``), or ``None`` when the map does not know it."""
+    entry = _entry(load_litellm().model_cost, model)
+    if entry is None:
+        return None
+    window = entry.get("max_input_tokens") or entry.get("max_tokens")
+    return int(window) if isinstance(window, (int, float)) and window > 0 else None

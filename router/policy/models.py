@@ -72,6 +72,9 @@ class BackendConfig(_Strict):
         timeout_s: whole-request timeout (seconds); connect_timeout_s for the connect.
         max_concurrency: requests the backend serves at once before they queue (for the
             live TTFT prediction of :mod:`router.live`); ``None``: no queueing modelled.
+        context_tokens: the model's context window (tokens); a request whose estimated
+            prompt tokens plus ``max_tokens`` exceed it is not sent there. ``None``: litellm's
+            bundled ``max_input_tokens`` for hosted models, else unchecked.
         data: outcome data files (replay).
         options: extra keyword arguments passed to the provider call (hosted).
         demo: marks a backend of the bundled demo policy in ``/v1/models``.
@@ -90,6 +93,7 @@ class BackendConfig(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
     connect_timeout_s: float = Field(default=5.0, gt=0)
     max_concurrency: int | None = Field(default=None, ge=1)
+    context_tokens: int | None = Field(default=None, ge=1)
     data: list[Path] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict)
     demo: bool = False

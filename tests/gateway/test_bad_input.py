@@ -107,3 +107,11 @@ def test_assistant_tool_call_without_content_is_fine(demo_gateway):
                 {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "sunny"}]
     assert httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": msgs}).status_code == 200
+
+
+def test_prompt_beyond_every_context_window(demo_gateway):
+    # ~262k estimated tokens: more than the demo models' 128k/131k windows.
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions",
+                      json={"messages": [{"role": "user", "content": "x" * 1_048_000}]})
+    err = _assert_envelope(resp, 400, "context_length_exceeded", "messages")
+    assert "context window" in err["message"]

@@ -173,3 +173,32 @@ async def test_expected_cost_uses_cached_price_for_a_warm_prefix():
     assert mid_warm.expected_cached_tokens > 500
     assert mid_warm.expected_cost_usd < mid_cold.expected_cost_usd
     assert not router.live.prefix_warm("mid", cold.record.prefix_hash, now=10**9)  # expired after the TTL
+
+
+async def test_context_window_filters_candidates():
+    from router.errors import ContextTooLong
+
+    pol = parse_policy(POLICY.replace("quality: 0.88, pricing", "quality: 0.88, context_tokens: 1000, pricing")
+                       .replace("quality: 0.90, pricing", "quality: 0.90, context_tokens: 1000, pricing")
+                       .replace("quality: 0.50, tags", "quality: 0.50, context_tokens: 1000, tags"))
+    router = Router(pol)
+    short = RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+    assert (await router.decide(short)).record.chosen == "mid"
+    long = RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": "word " * 2000}]})
+    with pytest.raises(ContextTooLong) as info:
+        await router.decide(long)
+    assert info.value.status == 400 and info.value.code == "context_length_exceeded"
+    near = RoutingRequest("chat", {"model": "auto", "max_tokens": 900,
+                                   "messages": [{"role": "user", "content": "word " * 100}]})
+    with pytest.raises(ContextTooLong):
+        await router.decide(near)  # ~125 prompt tokens + 900 max_tokens > 1000
+
+
+def test_hosted_context_from_litellm_map():
+    pytest.importorskip("litellm")
+    from router.cost import resolve_context
+    from router.policy.models import BackendConfig
+
+    cfg = BackendConfig(name="h", kind="hosted", model="openai/gpt-4o-mini")
+    assert (resolve_context(cfg) or 0) >= 100_000
+    assert resolve_context(BackendConfig(name="f", kind="fake", model="x")) is None
