@@ -30,14 +30,9 @@ def serve(
 @policy_app.command("validate")
 def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.")]) -> None:
     """Validate FILE; print `FILE:LINE path: problem` per problem and exit 1 on error."""
-    from router.policy import PolicyError, load_policy
+    from gateway.commands import load_policy_or_exit
 
-    try:
-        loaded = load_policy(file)
-    except PolicyError as exc:
-        for line in exc.lines():
-            typer.echo(line, err=True)
-        raise typer.Exit(1)
+    loaded = load_policy_or_exit(file, exit_code=1)
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
 

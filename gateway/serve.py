@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from router.policy import PolicyError, load_policy
+from gateway.commands import load_policy_or_exit
 
 
 _FLAGS = {"policy_path": "--policy", "host": "--host", "port": "--port", "database_url": "--database-url"}
@@ -34,11 +34,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
                   f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
         raise SystemExit(2)
     if settings.policy_path is not None:
-        try:
-            load_policy(settings.policy_path)
-        except PolicyError as exc:
-            print("\n".join(exc.lines()), file=sys.stderr)
-            raise SystemExit(1)
+        load_policy_or_exit(settings.policy_path, exit_code=1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     if not _auth_configured(settings):

@@ -145,14 +145,9 @@ def whatif_cmd(
 
     from gateway.commands.logs import parse_time
     from router.eval.whatif import Logged, what_if
-    from router.policy import PolicyError, load_policy
+    from gateway.commands import load_policy_or_exit
 
-    try:
-        loaded = load_policy(new_policy)
-    except PolicyError as exc:
-        for line in exc.lines():
-            typer.echo(line, err=True)
-        raise typer.Exit(2)
+    loaded = load_policy_or_exit(new_policy, exit_code=2)
     try:
         start = parse_time(since) if since else None
         end = parse_time(until) if until else None

@@ -54,14 +54,9 @@ def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
     if policy is None:
         typer.echo("note: --routes are not checked against a policy (pass --policy FILE to check them)", err=True)
         return
-    from router.policy import PolicyError, load_policy
+    from gateway.commands import load_policy_or_exit
 
-    try:
-        p = load_policy(policy).policy
-    except PolicyError as exc:
-        for line in exc.lines():
-            typer.echo(line, err=True)
-        raise typer.Exit(2)
+    p = load_policy_or_exit(policy, exit_code=2).policy
     known = [r.name for r in p.routes] + [b.name for b in p.backends]
     for name in routes:
         if name not in known:
