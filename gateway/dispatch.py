@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from backends.base import COST_KEY, Backend
+from backends.base import Backend
 from backends.errors import BackendError
 from backends.openai_shapes import estimate_tokens
 from gateway import observability
@@ -97,19 +97,13 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
-        backend = runtime.backends[name]
-        attempt.backend = backend
-        attempt.tried.append(name)
-        runtime.router.live.started(name)
+        backend = _begin(runtime, attempt, name)
         try:
             return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
         except BackendError as exc:
             last = exc
-            failures.append((name, exc.code))
-            runtime.router.live.finished(name, ttft_s=None, latency_s=None)
-            log.warning("backend %s failed (%s); %s", name, exc.code, "falling back" if exc.retryable else "giving up")
-            if not exc.retryable:
-                break
+        if not _failed(runtime, name, last, failures):
+            break
     assert last is not None
     raise _all_failed(last, failures)
 
@@ -123,10 +117,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
-        backend = runtime.backends[name]
-        attempt.backend = backend
-        attempt.tried.append(name)
-        runtime.router.live.started(name)
+        backend = _begin(runtime, attempt, name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
@@ -137,13 +128,28 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         except BackendError as exc:
             last = exc
         await chunks.aclose()
-        failures.append((name, last.code))
-        runtime.router.live.finished(name, ttft_s=None, latency_s=None)
-        log.warning("backend %s failed before the first chunk (%s)", name, last.code)
-        if not last.retryable:
+        if not _failed(runtime, name, last, failures):
             break
     assert last is not None
     raise _all_failed(last, failures)
+
+
+def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
+    """Start an attempt on backend ``name``: record it as tried and in flight."""
+    backend = runtime.backends[name]
+    attempt.backend = backend
+    attempt.tried.append(name)
+    runtime.router.live.started(name)
+    return backend
+
+
+def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple[str, str]]) -> bool:
+    """Record a failed attempt before the first byte; whether to fall back to the next backend."""
+    failures.append((name, exc.code))
+    runtime.router.live.finished(name, ttft_s=None, latency_s=None)
+    log.warning("backend %s failed before the first byte (%s); %s", name, exc.code,
+                "falling back" if exc.retryable else "giving up")
+    return exc.retryable
 
 
 def _all_failed(last: BackendError, failures: list[tuple[str, str]]) -> BackendError:
