@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ import pytest
 
 from router.predict import Prediction
 
-DATA_DIR = Path(os.environ.get("MIXROUTE_DATA_DIR") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
 #: model -> (USD per call, highest difficulty it solves)
 MODELS = {"small": (0.001, 0), "medium": (0.004, 1), "large": (0.02, 2)}
 LEVELS = ("easy", "medium", "hard")
@@ -105,8 +103,3 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MIXROUTE_CACHE_DIR", str(tmp_path / "cache"))
 
 
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not (DATA_DIR / "README.md").is_file():
-        pytest.skip(f"shared outcome data not found at {DATA_DIR} (set MIXROUTE_DATA_DIR)")
-    return DATA_DIR.resolve()

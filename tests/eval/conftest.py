@@ -1,7 +1,6 @@
 """Fixtures of the evaluation tests.
 
-``data_dir``: the shared real outcome data (``MIXROUTE_DATA_DIR``, else ``../shared/data``);
-tests using it are skipped with a message when it is absent. ``tiny_csv``: a small
+``data_dir`` (real outcome data) comes from ``tests/conftest.py``. ``tiny_csv``: a small
 RouterBench-style file written per test, in which the topic word of a prompt decides which
 model answers it well, so a router that reads the prompt can beat the zero router.
 """
@@ -9,13 +8,11 @@ model answers it well, so a router that reads the prompt can beat the zero route
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-DATA_DIR = Path(os.environ.get("MIXROUTE_DATA_DIR") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
 
 #: model -> (USD per call, topics it answers well)
 TINY_MODELS = {"small": (0.001, {"greeting"}), "medium": (0.004, {"greeting", "poem"}),
@@ -23,11 +20,6 @@ TINY_MODELS = {"small": (0.001, {"greeting"}), "medium": (0.004, {"greeting", "p
 TOPICS = ("greeting", "poem", "proof")
 
 
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not (DATA_DIR / "README.md").is_file():
-        pytest.skip(f"shared outcome data not found at {DATA_DIR} (set MIXROUTE_DATA_DIR)")
-    return DATA_DIR.resolve()
 
 
 @pytest.fixture(autouse=True)

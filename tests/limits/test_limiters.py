@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import uuid
 
 import pytest
 
 from gateway.limits.base import BudgetExceeded, LimiterUnavailable, Limits, RateLimitExceeded, window_now
-from gateway.limits.memory import MemoryLimiter
 
-REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
-
-
-@pytest.fixture(params=["memory", "redis"])
-async def limiter(request):
-    if request.param == "memory":
-        yield MemoryLimiter()
-        return
-    if not REDIS_URL:
-        pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
-    from gateway.limits.redis import RedisLimiter
-
-    lim = RedisLimiter(REDIS_URL, prefix=f"mrtest-{uuid.uuid4().hex[:8]}", timeout_s=5.0)
-    yield lim
-    await lim.aclose()
 
 
 def _subject() -> str:
@@ -91,3 +74,12 @@ async def test_unreachable_redis_raises_unavailable():
     with pytest.raises(LimiterUnavailable):
         await lim.admit(Limits(subject="x", rpm=1), 1, 0.0)
     await lim.aclose()
+
+
+async def test_budget_exceeded_message_uses_fixed_notation(limiter):
+    limits = Limits(subject=f"k-{uuid.uuid4().hex[:8]}", budget_usd=0.00002)
+    await limiter.admit(limits, 10, 0.00003)
+    with pytest.raises(BudgetExceeded) as info:
+        await limiter.admit(limits, 10, 0.0)
+    assert "Budget of 0.000020 USD per month is spent" in info.value.message
+    assert "e-05" not in info.value.message

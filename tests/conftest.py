@@ -1,4 +1,4 @@
-"""Fixtures of the outcome-data tests.
+"""Fixtures shared by every test package.
 
 ``data_dir``: the shared real outcome data (``MIXROUTE_DATA_DIR``, else ``../shared/data``
 beside the repository); tests using it are skipped with a message when it is absent.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-DATA_DIR = Path(os.environ.get("MIXROUTE_DATA_DIR") or Path(__file__).resolve().parents[2] / ".." / "shared" / "data")
+DATA_DIR = Path(os.environ.get("MIXROUTE_DATA_DIR") or Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
 
 
 @pytest.fixture(scope="session")
