@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
 from router.classify.layers import LayerWeights, StackedLinear, attention_bias, bert_layer, mean_pool
-from router.classify.text import clean, head_tail
+from router.classify.text import clean, head_tail, pad_batch
 
 
 @dataclass
@@ -68,14 +68,7 @@ class BaseEncoder:
         """``(input_ids (B, T), mask (B, T))`` with head + tail truncation to ``max_tokens``."""
         enc = self.tokenizer([clean(t) for t in texts], add_special_tokens=False)["input_ids"]
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        rows = [[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc]
-        width = max(len(r) for r in rows)
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            mask[i, : len(r)] = 1
-        return ids, mask
+        return pad_batch([[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc])
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         e = self.embeddings

@@ -36,3 +36,17 @@ def head_tail(ids: list[int], budget: int, head: int) -> list[int]:
     if len(ids) <= budget:
         return ids
     return ids[:head] + ids[len(ids) - (budget - head):]
+
+
+def pad_batch(rows: list[list[int]]):
+    """Right-pad token-id rows into ``(input_ids (B, T), attention_mask (B, T))`` long tensors
+    (pad id 0, mask 1 on real tokens). Imports torch."""
+    import torch
+
+    width = max(len(r) for r in rows)
+    ids = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+        mask[i, : len(r)] = 1
+    return ids, mask

@@ -97,22 +97,12 @@ class MiniLMEmbedder:
         self._torch = torch
 
     def _ids(self, texts: list[str]) -> tuple:
-        torch = self._torch
+        from router.classify.text import head_tail, pad_batch
+
         enc = self._tok([t[:8192] + " " + t[-8192:] if len(t) > 16384 else t for t in texts],
                         add_special_tokens=False)["input_ids"]
-        budget = self.max_tokens - 2
-        rows = []
-        for ids in enc:
-            if len(ids) > budget:
-                ids = ids[: self.head_tokens] + ids[len(ids) - (budget - self.head_tokens):]
-            rows.append([self._tok.cls_token_id, *ids, self._tok.sep_token_id])
-        width = max(len(r) for r in rows)
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        mask = torch.zeros(len(rows), width, dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            mask[i, : len(r)] = 1
-        return ids, mask
+        cls_id, sep_id = self._tok.cls_token_id, self._tok.sep_token_id
+        return pad_batch([[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc])
 
     def __call__(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
         if self._model is None:
