@@ -174,7 +174,9 @@ class Router:
                               f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
-        fitting = [b for b in ruled.backends if self._fits(b, text, req.body)]
+        limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 0
+        needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
+        fitting = [b for b in ruled.backends if (self.context.get(b.name) or needed) >= needed]
         if not fitting:
             raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
                                  f"every backend of route '{route.name}'", param="messages")
@@ -237,14 +239,6 @@ class Router:
                 expected_output_tokens=out * n, expected_cached_tokens=cached,
             ))
         return cands
-
-    def _fits(self, b: BackendConfig, text: str, body: dict) -> bool:
-        """Whether the prompt (estimated tokens) plus ``max_tokens`` fits ``b``'s context window."""
-        window = self.context.get(b.name)
-        if window is None:
-            return True
-        limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
-        return estimate_tokens(text) + (limit if isinstance(limit, int) else 0) <= window
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate]) -> float:
