@@ -1,6 +1,7 @@
 """deploy/helm/mixroute: renders, validates against the Kubernetes schemas, refuses bad values.
 
-Rendering uses :mod:`tests.deploy.gotemplate` (no helm binary here); schema validation uses
+Rendering uses :mod:`tests.deploy.gotemplate` (test_helm.py repeats the checks with a real
+helm binary when one is installed); schema validation uses
 ``kubernetes-validate`` (``pip install kubernetes-validate``; skipped without it) in strict
 mode (unknown fields rejected) for the oldest supported and the newest known Kubernetes.
 """
@@ -155,7 +156,9 @@ def test_existing_policy_configmap_is_used_instead():
     assert {"name": "policy", "configMap": {"name": "my-policy"}} in vols
 
 
-@pytest.mark.parametrize(("missing", "message"), [
+# Values that must fail to render, with the message (a regex) they fail with; also run
+# through the real helm binary in test_helm.py.
+BAD_VALUES = [
     ({"database": {"url": ""}}, "database.url or database.existingSecret is required"),
     ({"redis": {"url": ""}}, "redis.url or redis.existingSecret is required"),
     ({"adminKey": {"existingSecret": ""}}, "adminKey.existingSecret is required"),
@@ -163,7 +166,10 @@ def test_existing_policy_configmap_is_used_instead():
     ({"policy": {"content": ""}}, r"policy.content \(or policy.existingConfigMap\) is required"),
     ({"keda": {"enabled": True, "prometheusAddress": "http://p:9090",
                "pools": [{"name": "p", "scaleTargetRef": {"name": "vllm-p"}}]}}, "maxReplicaCount is required"),
-])
+]
+
+
+@pytest.mark.parametrize(("missing", "message"), BAD_VALUES)
 def test_bad_values_fail_to_render_with_a_clear_message(missing, message):
     with pytest.raises(TemplateError, match=message):
         render_chart(CHART, chart_values(VALID, missing))
