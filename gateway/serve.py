@@ -37,6 +37,9 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
         load_policy_or_exit(settings.policy_path, exit_code=1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if settings.log_level.lower() != "debug":
+        # httpx logs every request at INFO: one line per vLLM replica per /metrics poll.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     if not _auth_configured(settings):
         if settings.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"mixroute: no API keys and no MIXROUTE_ADMIN_KEY: refusing to expose an open gateway on "
