@@ -35,7 +35,7 @@ from router.policy.models import BackendConfig, Pricing, RouteConfig
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
 from router.rules import apply_rules
-from router.rewrite import CACHE_SCOPE_KEY, RewriteOptions, rewrite
+from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
 _EPS = 1e-9
 #: Header an admin may send to force a backend on a routed request.
@@ -130,6 +130,9 @@ class Router:
         self.live = live or LiveState()
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
         self.context: dict[str, int | None] = {b.name: resolve_context(b) for b in self.policy.backends}
+        docs = self.policy.rewrite.documents
+        self._documents = DocumentOptions(enabled=docs.enabled, order=docs.order, tags=tuple(docs.tags),
+                                          markers=tuple((m.start, m.end) for m in docs.markers))
 
     def target(self, model: str) -> tuple[RouteConfig | None, BackendConfig | None]:
         """Resolve a request's ``model`` to a route or a pinned backend (both ``None``: unknown)."""
@@ -151,7 +154,8 @@ class Router:
                                param="model")
         with req.span("mixroute.rewrite") if req.span else nullcontext():
             rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,
-                                                         volatile_patterns=tuple(self.policy.rewrite.volatile_patterns)))
+                                                         volatile_patterns=tuple(self.policy.rewrite.volatile_patterns),
+                                                         documents=self._documents))
         body, phash = rewritten
         text = prompt_text(req.endpoint, body)
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}

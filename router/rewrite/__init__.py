@@ -9,6 +9,8 @@ part last, and hashes the stable prefix (``prefix_hash``):
   whitespace of system prompts;
 - :mod:`router.rewrite.volatile` — detectors of volatile spans (timestamps, dates, UUIDs,
   request ids, policy regexes) and their placeholders;
+- :mod:`router.rewrite.documents` — retrieved documents moved before the conversation,
+  in a stable order;
 - :mod:`router.rewrite.core` — :func:`rewrite`, which never raises and reports what it
   left as sent.
 
@@ -25,5 +27,6 @@ from router.rewrite.core import (
     prefix_hash,
     rewrite,
 )
+from router.rewrite.documents import DocumentOptions
 
-__all__ = ["CACHE_SCOPE_KEY", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]
+__all__ = ["CACHE_SCOPE_KEY", "DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]

@@ -2,6 +2,12 @@
 
 What changes (chat bodies; a completions body only gets its ``prefix_hash``):
 
+0. Retrieved documents (``<document>`` blocks, policy markers) in the leading system
+   messages and in user messages move, each replaced by a placeholder ``[document-N]``,
+   to a section after the stable system prompt (system documents) or at the start of the
+   first user message (user documents), in a stable order
+   (:mod:`router.rewrite.documents`). The documents are kept verbatim: neither whitespace
+   nor volatile-span rules apply inside a section.
 1. ``tools`` / ``functions`` and ``response_format`` in canonical JSON
    (:mod:`router.rewrite.canonical`).
 2. System and developer message text (string content, or the ``text`` parts of a content
@@ -41,6 +47,7 @@ from typing import Any
 import orjson
 
 from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
+from router.rewrite.documents import DocumentOptions, move_documents, split_section, user_section
 from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans
 
 log = logging.getLogger(__name__)
@@ -60,10 +67,13 @@ class RewriteOptions:
     Attributes:
         enabled: the route's ``rewrite`` switch; off: the body is only hashed.
         volatile_patterns: extra regexes (policy ``rewrite.volatile_patterns``).
+        documents: where documents are found and how they are ordered (policy
+            ``rewrite.documents``).
     """
 
     enabled: bool = True
     volatile_patterns: tuple[str, ...] = ()
+    documents: DocumentOptions = DocumentOptions()
 
 
 @dataclass
@@ -75,6 +85,8 @@ class RewriteResult:
         prefix_hash: 16 hex chars of SHA-256 over the canonical stable prefix.
         enabled: whether rewriting was on for this request.
         moved: volatile values moved, per kind (counts only: values are prompt content).
+        documents: documents moved, per origin (``{"system": n, "user": m}``; empty when
+            none moved).
         notes: what was left as sent, and why.
     """
 
@@ -82,6 +94,7 @@ class RewriteResult:
     prefix_hash: str
     enabled: bool = True
     moved: dict[str, int] = field(default_factory=dict)
+    documents: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def __iter__(self):
@@ -89,13 +102,15 @@ class RewriteResult:
 
     def signals(self) -> dict[str, Any]:
         """JSON-ready summary for the decision record (``signals["rewrite"]``)."""
-        return {"enabled": self.enabled, "moved": dict(self.moved), "notes": list(self.notes)}
+        return {"enabled": self.enabled, "moved": dict(self.moved), "documents": dict(self.documents),
+                "notes": list(self.notes)}
 
 
 def prefix_hash(body: dict) -> str:
     """SHA-256 (16 hex chars) over the canonical JSON (sorted keys) of the stable part of a
-    chat body: system/developer message contents, ``tools`` and ``response_format``. Requests
-    that share it can share a provider or vLLM prefix cache."""
+    chat body: system/developer message contents (with their documents section),
+    ``tools``, ``response_format`` and the documents section of the first user message.
+    Requests that share it can share a provider or vLLM prefix cache."""
     messages = body.get("messages")
     if isinstance(messages, list):
         stable = {
@@ -103,6 +118,9 @@ def prefix_hash(body: dict) -> str:
             "tools": body.get("tools"),
             "response_format": body.get("response_format"),
         }
+        documents = user_section(messages)
+        if documents is not None:  # only then: hashes of bodies without documents stay as they were
+            stable["documents"] = documents
     else:
         stable = {"prompt": None}
     raw = orjson.dumps(stable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
@@ -115,7 +133,7 @@ def rewrite(body: dict, options: RewriteOptions | None = None) -> RewriteResult:
     try:
         if not options.enabled:
             return RewriteResult(body, prefix_hash(body), enabled=False)
-        return _rewrite(body, _detectors(tuple(options.volatile_patterns)))
+        return _rewrite(body, _detectors(tuple(options.volatile_patterns)), options.documents)
     except Exception as exc:  # noqa: BLE001  # the rewrite is an optimisation: it must never fail a request
         log.warning("rewrite failed (%s); request left as sent", type(exc).__name__)
         try:
@@ -131,11 +149,14 @@ def _detectors(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], 
     return (*BUILTIN, *compile_patterns(patterns))
 
 
-def _rewrite(body: dict, detectors: Sequence[tuple[str, re.Pattern[str]]]) -> RewriteResult:
+def _rewrite(body: dict, detectors: Sequence[tuple[str, re.Pattern[str]]], doc_options: DocumentOptions,
+             ) -> RewriteResult:
     messages = body.get("messages")
     if not isinstance(messages, list):
         return RewriteResult(body, prefix_hash(body))
     out, notes = dict(body), []
+    messages, docs = move_documents(messages, doc_options)
+    notes += docs.notes
     for key, fn in (("tools", canonical_tools), ("functions", canonical_tools),
                     ("response_format", canonical_response_format)):
         if body.get(key) is not None:
@@ -159,7 +180,8 @@ def _rewrite(body: dict, detectors: Sequence[tuple[str, re.Pattern[str]]]) -> Re
     for name, _ in moved:
         kind = name[1:].rsplit("-", 1)[0]
         kinds[kind] = kinds.get(kind, 0) + 1
-    return RewriteResult(out, prefix_hash(out), moved=kinds, notes=notes)
+    documents = {k: n for k, n in (("system", docs.system), ("user", docs.user)) if n}
+    return RewriteResult(out, prefix_hash(out), moved=kinds, documents=documents, notes=notes)
 
 
 def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved: list, notes: list[str]) -> dict:
@@ -182,6 +204,11 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
 
 
 def _stable_text(text: str, detectors, counters: dict[str, int], moved: list) -> str:
+    before, section, after = split_section(text)
+    if section:  # documents are kept verbatim: a date in a document is not a volatile value
+        pieces = (_stable_text(before, detectors, counters, moved), section,
+                  _stable_text(after, detectors, counters, moved))
+        return "\n\n".join(p for p in pieces if p)
     text, spans = _scan(text, detectors)
     if not spans:
         return text

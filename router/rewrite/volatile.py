@@ -53,8 +53,9 @@ BUILTIN: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 """``(kind, regex)`` pairs, in priority order (see the module docstring)."""
 
-PLACEHOLDER = re.compile(r"\[(?:timestamp|date|uuid|request-id|pattern)-\d+\]")
-"""What a placeholder looks like (``[kind-N]``)."""
+PLACEHOLDER = re.compile(r"\[(?:timestamp|date|uuid|request-id|pattern|document)-\d+\]")
+"""What a placeholder looks like (``[kind-N]``; ``[document-N]`` marks a moved document,
+:mod:`router.rewrite.documents`)."""
 
 
 @dataclass(frozen=True)

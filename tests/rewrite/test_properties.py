@@ -1,5 +1,6 @@
 """Hypothesis invariants of the rewriter: no fact is lost, rewriting is idempotent, the
-prefix hash ignores volatile values, and nothing raises."""
+prefix hash ignores volatile values and the turn and order of retrieved documents, and
+nothing raises."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.rewrite import NOTE_HEADER, RewriteOptions, rewrite
+from router.rewrite import NOTE_HEADER, DocumentOptions, RewriteOptions, rewrite
+from router.rewrite.documents import SECTION_END, SECTION_HEADER
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -114,3 +116,91 @@ def test_never_raises(msgs, tools, fmt, patterns):
     assert isinstance(result.prefix_hash, str) and len(result.prefix_hash) == 16
     again = rewrite(result.body, RewriteOptions(volatile_patterns=tuple(patterns)))
     assert again.body == result.body
+
+
+# --- retrieved documents (router/rewrite/documents.py) ---
+
+doc_texts = st.lists(st.one_of(words, volatile), min_size=1, max_size=6).map(" ".join)
+documents = st.builds(lambda attrs, body: f"<document{attrs}>{body}</document>",
+                      st.sampled_from(["", ' id="x1"', " source=kb"]), doc_texts)
+DOC_SECTION = re.compile(re.escape(SECTION_HEADER) + r"\n(.*?)\n" + re.escape(SECTION_END), re.S)
+
+
+def _texts(message: dict) -> list[str]:
+    content = message.get("content")
+    return [content] if isinstance(content, str) else [p["text"] for p in content if p.get("type") == "text"]
+
+
+def _restore(text: str, labelled: dict[str, str]) -> str:
+    """The text the client sent: sections removed, each placeholder replaced by its document."""
+    text = re.sub(r"^" + DOC_SECTION.pattern + r"\n\n|\n\n" + DOC_SECTION.pattern + r"$|" + DOC_SECTION.pattern, "",
+                  text, flags=re.S)
+    return re.sub(r"\[document-\d+\]", lambda m: labelled[m.group()], text)
+
+
+def _sections(body: dict) -> dict[str, str]:
+    labelled = {}
+    for m in body["messages"]:
+        for text in _texts(m):
+            for section in DOC_SECTION.findall(text):
+                lines = section.split("\n")
+                for label, doc in zip(lines[::2], lines[1::2]):
+                    assert label not in labelled
+                    labelled[label] = doc
+    return labelled
+
+
+def _rag_body(system_words, turns, docs, order_key, list_parts):
+    """A conversation whose system prompt and user turns carry ``docs`` at positions drawn by
+    ``order_key``."""
+    slots = [[] for _ in range(len(turns) + 1)]
+    for i, doc in enumerate(docs):
+        slots[order_key[i % len(order_key)] % len(slots)].append(doc)
+    messages = [{"role": "system", "content": " ".join(system_words) + "".join(slots[0])}]
+    for i, (user, answer) in enumerate(turns):
+        text = user + "\n" + "\n".join(slots[i + 1])
+        messages.append({"role": "user", "content": [{"type": "text", "text": text}] if list_parts else text})
+        messages.append({"role": "assistant", "content": answer})
+    return {"messages": messages}
+
+
+@SETTINGS
+@given(system=st.lists(words, min_size=1, max_size=5), turns=st.lists(st.tuples(words, words), min_size=1, max_size=4),
+       docs=st.lists(documents, max_size=6), order_key=st.lists(st.integers(0, 9), min_size=1, max_size=6),
+       list_parts=st.booleans(), as_sent=st.booleans())
+def test_documents_preserved_and_idempotent(system, turns, docs, order_key, list_parts, as_sent):
+    body = _rag_body(system, turns, docs, order_key, list_parts)
+    opts = RewriteOptions(documents=DocumentOptions(order="as_sent" if as_sent else "sorted"))
+    once = rewrite(body, opts)
+    labelled = _sections(once.body)
+    # the multiset of documents is carried by the sections, each exactly once
+    assert Counter(labelled.values()) == Counter(docs)
+    assert sum(once.documents.values()) == len(docs)
+    # every placeholder names one document, and restoring gives the client's text back
+    for before, after in zip(body["messages"], once.body["messages"]):
+        kept = [t for t in _texts(after) if not t.startswith(NOTE_HEADER) and DOC_SECTION.fullmatch(t) is None]
+        assert len(kept) == len(_texts(before))  # new parts are sections (or the note) only
+        for old, new in zip(_texts(before), kept):
+            restored = _restore(new, labelled)
+            if before["role"] == "system":
+                assert _no_ws(restored) == _no_ws(old)
+            else:
+                assert restored == old
+    twice = rewrite(once.body, opts)
+    assert twice.body == once.body and twice.prefix_hash == once.prefix_hash and not twice.notes
+
+
+@SETTINGS
+@given(system=st.lists(words, min_size=1, max_size=5), turns=st.lists(st.tuples(words, words), min_size=1, max_size=4),
+       docs=st.lists(documents, min_size=1, max_size=6, unique=True),
+       keys=st.tuples(st.lists(st.integers(1, 9), min_size=1, max_size=6), st.lists(st.integers(1, 9), min_size=1,
+                                                                                   max_size=6)),
+       seed=st.randoms())
+def test_documents_in_any_turn_and_order_share_the_prefix_hash(system, turns, docs, keys, seed):
+    shuffled = list(docs)
+    seed.shuffle(shuffled)
+    # user turns only (key 0 would put a document in the system prompt, a different prefix)
+    a = rewrite(_rag_body(system, turns, docs, [k % len(turns) + 1 for k in keys[0]], False))
+    b = rewrite(_rag_body(system, turns, shuffled, [k % len(turns) + 1 for k in keys[1]], True))
+    assert a.prefix_hash == b.prefix_hash
+    assert _sections(a.body) == _sections(b.body)
