@@ -41,6 +41,8 @@ class Settings(BaseSettings):
             fails start-up without them; ``off`` always uses the priors.
         classifier_max_batch: largest micro-batch of prompts per encoder pass.
         classifier_max_wait_ms: longest a prompt waits for a micro-batch to fill (ms).
+        classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX or
+            AVX-512 BF16 (and bf16-capable GPUs), else float32.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -64,3 +66,4 @@ class Settings(BaseSettings):
     classifier: Literal["auto", "on", "off"] = "auto"
     classifier_max_batch: int = Field(default=32, gt=0)
     classifier_max_wait_ms: float = Field(default=2.0, ge=0)
+    classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"

@@ -21,7 +21,7 @@ def classifier(
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 2,
     separate: Annotated[bool, typer.Option(help="Also measure N separate full-LoRA encoders.")] = True,
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
-    dtype: Annotated[str, typer.Option(help="float32 or bfloat16.")] = "float32",
+    dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with native bf16), float32 or bfloat16.")] = "auto",
 ) -> None:
     """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}] for each head count."""
     try:

@@ -43,7 +43,7 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None, dtype: str = "float32"):
+                 device: str | None = None, dtype: str = "auto"):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -52,7 +52,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         heads: head names to load (default: every folder with a ``config.json``).
         base_path: a local Hugging Face encoder folder (default: the bundled MiniLM).
         device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
-        dtype: ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
+        dtype: ``auto`` (bfloat16 where the CPU/GPU has native bf16, else float32),
+            ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -89,7 +90,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 2.0, base_path: Path | None = None,
-                   device: str | None = None, dtype: str = "float32") -> "ClassifierPredictor":
+                   device: str | None = None, dtype: str = "auto") -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching

@@ -56,14 +56,16 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 
 
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
-              separate: bool = True, adapters: Path | None = None, dtype: str = "float32",
+              separate: bool = True, adapters: Path | None = None, dtype: str = "auto",
               log: Callable[[dict], None] | None = None) -> list[dict]:
-    """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}``."""
+    """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype"}`` (ms, prompts/s;
+    ``dtype`` is the resolved precision, see :func:`router.classify.runtime.resolve_dtype`)."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
     shipped = load_encoder(adapters, device="cpu", dtype=dtype)
     base, heads = shipped.base, shipped.heads
+    dtype = str(shipped.dtype).removeprefix("torch.")
     rows = []
 
     def emit(row: dict) -> None:
@@ -75,7 +77,8 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
         chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
         enc = MultiHeadEncoder(base, chosen, dtype=dtype)
         p50, p99, tput = _measure(enc.run, iters, batches, batch)
-        emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk"})
+        emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
+              "dtype": dtype})
     if separate:
         full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], dtype=dtype)
                 for i in range(max(counts))]
@@ -84,7 +87,8 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
                 for enc in full[:n]:
                     enc.run(texts)
             p50, p99, tput = _measure(run_all, max(10, iters // n), max(1, batches // 2), batch)
-            emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora"})
+            emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora",
+                  "dtype": dtype})
     return rows
 
 

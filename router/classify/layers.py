@@ -34,6 +34,12 @@ class LayerWeights:
     ln_attn: tuple[torch.Tensor, torch.Tensor]
     ln_out: tuple[torch.Tensor, torch.Tensor]
 
+    def qkv(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query, key and value maps as one ``(3D, D)`` weight and ``(3D,)`` bias: one matmul
+        instead of three where none of them carries a LoRA delta (same result)."""
+        maps = [self.w[n] for n in LINEARS[:3]]
+        return torch.cat([w for w, _ in maps]), torch.cat([b for _, b in maps])
+
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], prefix: str) -> "LayerWeights":
         w = {n: (state[f"{prefix}{n}.weight"], state[f"{prefix}{n}.bias"]) for n in LINEARS}
@@ -42,13 +48,16 @@ class LayerWeights:
         return cls(w, ln_a, ln_o)
 
 
-def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Additive attention bias ``(B, 1, 1, T)`` from a 0/1 token mask ``(B, T)``."""
+def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | None:
+    """Additive attention bias ``(B, 1, 1, T)`` from a 0/1 token mask ``(B, T)``; ``None``
+    when no token is padding (e.g. batch 1), which lets attention skip the mask."""
+    if bool(mask.all()):
+        return None
     return (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
-def bert_layer(x: torch.Tensor, bias: torch.Tensor, lw: LayerWeights, n_attn_heads: int, linear: Linear,
-               eps: float = 1e-12) -> torch.Tensor:
+def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_attn_heads: int, linear: Linear,
+               eps: float = 1e-12, qkv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """One post-LayerNorm BERT layer (as in ``transformers.BertLayer``, eval mode).
 
     Args:
@@ -57,6 +66,8 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor, lw: LayerWeights, n_attn_hea
         lw: the frozen weights (layer norms come from here).
         n_attn_heads: attention heads of the encoder (12 for MiniLM-L6).
         linear: ``linear(name, x)`` applies the named linear map (with any LoRA delta).
+        qkv: the fused frozen query/key/value map (:meth:`LayerWeights.qkv`), used instead of
+            three ``linear`` calls; only valid when none of the three carries a LoRA delta.
 
     Returns:
         ``(B, T, D)`` if no linear map added a head axis, else ``(H, B, T, D)``.
@@ -64,9 +75,12 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor, lw: LayerWeights, n_attn_hea
     def split(t: torch.Tensor) -> torch.Tensor:
         return t.unflatten(-1, (n_attn_heads, -1)).transpose(-2, -3)
 
-    q = split(linear("attention.self.query", x))
-    k = split(linear("attention.self.key", x))
-    v = split(linear("attention.self.value", x))
+    if qkv is not None:
+        q, k, v = (split(t) for t in F.linear(x, *qkv).chunk(3, dim=-1))
+    else:
+        q = split(linear("attention.self.query", x))
+        k = split(linear("attention.self.key", x))
+        v = split(linear("attention.self.value", x))
     q, k, v = torch.broadcast_tensors(q, k, v)
     ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     ctx = ctx.transpose(-2, -3).flatten(-2)

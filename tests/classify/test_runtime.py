@@ -75,7 +75,7 @@ def test_serving_equals_peft_training_forward(tiny, tmp_path, modules):
         pre = model.prefix(x, mask)
         if pre is not None:  # the shared-prefix training path gives the same answer
             assert torch.allclose(model(x, mask, pre), ref, atol=1e-5)
-    (out,) = MultiHeadEncoder(base, [head]).run(TEXTS)
+    (out,) = MultiHeadEncoder(base, [head], dtype="float32").run(TEXTS)
     assert torch.allclose(out, ref, atol=1e-4)
 
 
@@ -94,8 +94,8 @@ def test_heads_share_the_trunk(tiny, tmp_path):
     folder, base, _ = tiny
     heads = [_head(tmp_path, folder, base, f"h{i}", ["output.dense"] if i % 2 else ["attention.self.value"], seed=i)[1]
              for i in range(4)]
-    singles = [MultiHeadEncoder(base, [h]).run(TEXTS)[0] for h in heads]
-    enc = MultiHeadEncoder(base, heads)
+    singles = [MultiHeadEncoder(base, [h], dtype="float32").run(TEXTS)[0] for h in heads]
+    enc = MultiHeadEncoder(base, heads, dtype="float32")
     assert enc.split == 2
     for lw in base.layers[:2]:
         lw.w = CountingWeights(lw.w)
@@ -115,10 +115,10 @@ def test_heads_at_different_depths_stack(tiny, tmp_path):
     folder, base, _ = tiny
     low = _head(tmp_path, folder, base, "low", ["attention.self.query"], seed=5, layers=(1, 2))[1]
     top = _head(tmp_path, folder, base, "top", ["output.dense"], seed=6)[1]
-    enc = MultiHeadEncoder(base, [low, top])
+    enc = MultiHeadEncoder(base, [low, top], dtype="float32")
     assert enc.split == 1
     out = enc.run(TEXTS)
-    assert torch.allclose(out[1], MultiHeadEncoder(base, [top]).run(TEXTS)[0], atol=1e-5)
+    assert torch.allclose(out[1], MultiHeadEncoder(base, [top], dtype="float32").run(TEXTS)[0], atol=1e-5)
 
 
 def test_broken_adapter_folder_is_reported(tmp_path):
@@ -132,9 +132,47 @@ def test_broken_adapter_folder_is_reported(tmp_path):
 def test_bfloat16_runtime_stays_close(tiny, tmp_path):
     folder, base, _ = tiny
     head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=3)[1]
-    ref = MultiHeadEncoder(base, [head]).run(TEXTS)[0]
+    ref = MultiHeadEncoder(base, [head], dtype="float32").run(TEXTS)[0]
     import copy
 
     out = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16").run(TEXTS)[0]
     assert out.dtype == torch.float32
     assert torch.allclose(out, ref, atol=0.1)
+
+
+def test_auto_dtype_follows_the_cpu(monkeypatch):
+    from router.classify import runtime
+    from router.classify.errors import AdapterError
+
+    assert runtime.resolve_dtype("float32", "cpu") == "float32"
+    assert runtime.resolve_dtype("bfloat16", "cpu") == "bfloat16"
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
+    assert runtime.resolve_dtype("auto", "cpu") == "bfloat16"
+    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: False)
+    assert runtime.resolve_dtype("auto", "cpu") == "float32"
+    with pytest.raises(AdapterError, match="auto, float32 or bfloat16"):
+        runtime.resolve_dtype("int4", "cpu")
+
+
+def test_fused_qkv_and_unpadded_batches_change_nothing(tiny, tmp_path):
+    """The fused query/key/value map and the mask-free path for unpadded batches give the
+    same outputs as three separate maps with an all-zero attention bias."""
+    from router.classify.layers import attention_bias
+    from router.classify.runtime import BaseEncoder
+
+    folder, base, _ = tiny
+    head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
+    enc = MultiHeadEncoder(base, [head], dtype="float32")
+    one = [TEXTS[0]]
+    fused = enc.run(one)[0]
+    ids, mask = base.tokenize(one)
+    assert attention_bias(mask, torch.float32) is None  # batch 1: no padding, no mask
+    assert attention_bias(torch.tensor([[1, 1, 0]]), torch.float32) is not None
+    original = BaseEncoder.fused_qkv
+    try:
+        BaseEncoder.fused_qkv = lambda self, layer: None  # three separate maps
+        separate = enc.run(one)[0]
+    finally:
+        BaseEncoder.fused_qkv = original
+    assert torch.allclose(fused, separate, atol=1e-5)
+    assert torch.allclose(fused, enc.run(TEXTS)[0][:1], atol=1e-4)  # same prompt inside a padded batch
