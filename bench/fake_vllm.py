@@ -13,7 +13,7 @@ What it models:
   ``block_tokens`` tokens, each hashed with its parent's hash; a request reuses the longest
   run of leading blocks present; afterwards all its full blocks are in the cache. The cache
   is an LRU over ``capacity_blocks`` blocks (vLLM evicts free blocks least recently used
-  first).
+  first and, among one request's blocks, the tail first; see :meth:`ReplicaState.insert`).
 - **Time**: a request waits for one of ``max_num_seqs`` sequence slots, then for the
   replica's prefill engine (it counts as ``waiting`` until its prefill starts, as vLLM
   counts requests not yet scheduled), which prefills one request at a time: ``prefill_base_s + uncached tokens x prefill_s_per_token``; TTFT is measured
@@ -24,6 +24,9 @@ What it models:
   ``vllm:prefix_cache_queries_total`` and ``vllm:prefix_cache_hits_total`` (tokens),
   ``vllm:time_to_first_token_seconds`` (histogram), ``vllm:request_success_total``.
   Usage reports ``prompt_tokens_details.cached_tokens``.
+- **Miss causes** (for benchmarks, not a vLLM metric): ``state.misses`` counts uncached
+  prompt tokens by cause (:data:`MISS_KINDS`), using a ledger of which replicas ever
+  cached each block, shared by the replicas of one :func:`serve_replicas`.
 
 What it does not model: real compute (everything is ``asyncio.sleep``), chunked prefill
 and batching effects on decode speed, KV blocks pinned by running sequences (the cache
@@ -52,6 +55,13 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+MISS_KINDS = ("new", "partial", "evicted", "elsewhere")
+"""Causes of uncached prompt tokens, per block: ``new`` (no replica ever cached this block:
+a compulsory miss, e.g. a tenant's first request or text that differs from every earlier
+prompt), ``partial`` (the last, partial block, which vLLM never caches), ``evicted`` (this
+replica cached the block earlier and evicted it: capacity), ``elsewhere`` (only other
+replicas ever cached it: a replica-choice miss). Block hashes are chained, so every block
+after the first difference is ``new``."""
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
@@ -83,10 +93,15 @@ class ReplicaState:
     ttft_count: int = 0
     ttft_samples: list[float] = field(default_factory=list)
     ttft_buckets: list[int] = field(default_factory=lambda: [0] * len(TTFT_BUCKETS))
+    index: int = 0
+    ledger: dict[int, int] = field(default_factory=dict)
+    misses: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MISS_KINDS, 0))
 
     def reset(self) -> None:
-        """Empty the cache and zero the counters."""
+        """Empty the cache and zero the counters (and the shared ledger)."""
         self.cache.clear()
+        self.ledger.clear()
+        self.misses = dict.fromkeys(MISS_KINDS, 0)
         self.queries = self.hits = self.requests = 0
         self.ttft_sum = 0.0
         self.ttft_count = 0
@@ -103,10 +118,30 @@ class ReplicaState:
             n += 1
         return n
 
+    def classify_misses(self, hashes: list[int], cached_blocks: int, n_tokens: int) -> None:
+        """Add the uncached tokens of one request to :attr:`misses`, by cause (see
+        :data:`MISS_KINDS`)."""
+        bt, me = self.model.block_tokens, 1 << self.index
+        self.misses["partial"] += n_tokens - len(hashes) * bt
+        for h in hashes[cached_blocks:]:
+            mask = self.ledger.get(h, 0)
+            kind = "new" if not mask else "evicted" if mask & me else "elsewhere"
+            self.misses[kind] += bt
+
     def insert(self, hashes: list[int]) -> None:
-        for h in hashes:
+        """Cache ``hashes`` (a request's full blocks, in prompt order) as most recently used.
+
+        Tail first, so that among one request's blocks the tail is evicted first: vLLM frees
+        a finished request's blocks in reverse order, because the tail blocks are the least
+        likely to be shared by other requests (vLLM design docs, "Automatic Prefix Caching",
+        eviction). Inserting head first would evict a shared system prompt before the
+        request's private tail.
+        """
+        me = 1 << self.index
+        for h in reversed(hashes):
             self.cache[h] = None
             self.cache.move_to_end(h)
+            self.ledger[h] = self.ledger.get(h, 0) | me
         while len(self.cache) > self.model.capacity_blocks:
             self.cache.popitem(last=False)
 
@@ -158,11 +193,16 @@ class FakeVllmReplica:
     Args:
         name: the ``model_name`` label of its metrics and the ``model`` it answers as.
         model: timing and cache parameters.
+        index: this replica's bit in ``ledger`` (0-62).
+        ledger: block hash -> bit mask of the replicas that ever cached it, shared by the
+            replicas of one pool, for the miss causes (``state.misses``).
     """
 
-    def __init__(self, name: str = "fake-vllm", model: ReplicaModel | None = None):
+    def __init__(self, name: str = "fake-vllm", model: ReplicaModel | None = None, *, index: int = 0,
+                 ledger: dict[int, int] | None = None):
         self.name = name
-        self.state = ReplicaState(model or ReplicaModel())
+        self.state = ReplicaState(model or ReplicaModel(), index=index,
+                                  ledger=ledger if ledger is not None else {})
         self._slots: asyncio.Semaphore | None = None
         self._prefill: asyncio.Lock | None = None
         self.app = Starlette(routes=[
@@ -204,7 +244,9 @@ class FakeVllmReplica:
             async with prefill:
                 st.waiting -= 1
                 queued = False
-                cached = st.lookup(hashes) * m.block_tokens
+                cached_blocks = st.lookup(hashes)
+                cached = cached_blocks * m.block_tokens
+                st.classify_misses(hashes, cached_blocks, len(tokens))
                 await asyncio.sleep(m.prefill_base_s + (len(tokens) - cached) * m.prefill_s_per_token)
                 st.insert(hashes)
             st.queries += len(tokens)
@@ -304,7 +346,8 @@ def serve_replicas(n: int, model: ReplicaModel | None = None, name: str = "fake-
     Raises:
         RuntimeError: they did not start within 10 s.
     """
-    replicas = [FakeVllmReplica(name, model) for _ in range(n)]
+    ledger: dict[int, int] = {}  # block hash -> bit mask of the replicas that ever cached it
+    replicas = [FakeVllmReplica(name, model, index=i, ledger=ledger) for i in range(n)]
     socks, servers = [], []
     for r in replicas:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -23,7 +23,10 @@ through the pool's metrics scraper); TTFT p50/p90 as the replicas measure it (ar
 first token, the definition of vLLM's ``vllm:time_to_first_token_seconds``), which is what
 the targets use; and client-side TTFT p50/p90 (sending the request to receiving the first
 streamed token), which on a small shared machine also contains the Python CPU time of
-the client and of the four replicas, all in one process.
+the client and of the four replicas, all in one process. Also reported: the replicas'
+uncached prompt tokens by cause (``miss_tokens``, see :data:`bench.fake_vllm.MISS_KINDS`),
+the hit-rate ceiling they imply (everything but ``new`` and ``partial`` could have hit),
+and the uncached tokens of each tenant's first request.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from pathlib import Path
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.backend import VllmBackend
 from backends.vllm.pool import LeastLoadedChooser, Replica
-from bench.fake_vllm import ReplicaModel, serve_replicas
+from bench.fake_vllm import MISS_KINDS, ReplicaModel, serve_replicas
 from router.policy.models import BackendConfig
 from router.rewrite import rewrite
 
@@ -122,6 +125,8 @@ async def run_one(servers, sessions: list[Session], p: Params, chooser, *, rewri
     await backend.start()
     gate = asyncio.Semaphore(p.concurrency)
     ttfts: list[float] = []
+    first_seen: set[int] = set()
+    cold = [0]  # uncached prompt tokens of each tenant's first request (compulsory misses)
 
     async def session(s: Session) -> None:
         async with gate:
@@ -133,13 +138,17 @@ async def run_one(servers, sessions: list[Session], p: Params, chooser, *, rewri
                         "max_tokens": p.model.output_tokens}
                 if rewriting:
                     body = rewrite(body).body
-                started, first, text = time.perf_counter(), None, []
+                started, first, text, usage = time.perf_counter(), None, [], None
                 async for chunk in backend.stream("chat", body):
+                    usage = chunk.get("usage") or usage
                     for choice in chunk.get("choices") or ():
                         if first is None:
                             first = time.perf_counter() - started
                         text.append((choice.get("delta") or {}).get("content") or "")
                 ttfts.append(first)
+                if s.tenant not in first_seen and usage:
+                    first_seen.add(s.tenant)
+                    cold[0] += usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"]
                 history.append({"role": "assistant", "content": "".join(text)})
 
     started = time.perf_counter()
@@ -151,9 +160,12 @@ async def run_one(servers, sessions: list[Session], p: Params, chooser, *, rewri
     per_replica = [int(r.metrics.prefix_cache_queries or 0) for r in backend.pool.replicas]
     await backend.aclose()
     replica_ttfts = [t for r in servers.replicas for t in r.state.ttft_samples]
+    misses = {k: sum(r.state.misses[k] for r in servers.replicas) for k in MISS_KINDS}
+    ceiling = 1 - (misses["new"] + misses["partial"]) / queries if queries else 0.0
     return {"requests": len(ttfts), "hit_rate": hits / queries if queries else 0.0,
             "ttft_p50_s": _pct(replica_ttfts, 50), "ttft_p90_s": _pct(replica_ttfts, 90),
             "client_ttft_p50_s": _pct(ttfts, 50), "client_ttft_p90_s": _pct(ttfts, 90), "wall_s": wall,
+            "miss_tokens": misses, "first_request_uncached_tokens": cold[0], "hit_rate_ceiling": ceiling, "prompt_tokens": int(queries),
             "prompt_tokens_per_replica": per_replica, "choices": dict(getattr(chooser, "reasons", {}))}
 
 
@@ -179,7 +191,9 @@ async def run(p: Params, log=print) -> dict:
             servers.reset()
             row = await run_one(servers, sessions, p, chooser(), rewriting=rewriting, volatile=volatile)
             row = {"scenario": scenario, "strategy": name, **row}
-            log(f"{scenario:9s} {name:13s} hit={row['hit_rate']:.3f} p50={row['ttft_p50_s'] * 1e3:.1f}ms "
+            miss = " ".join(f"{k}={v / max(row['prompt_tokens'], 1):.3f}" for k, v in row["miss_tokens"].items())
+            log(f"{scenario:9s} {name:13s} hit={row['hit_rate']:.3f} (ceiling {row['hit_rate_ceiling']:.3f}; "
+                f"misses {miss}) p50={row['ttft_p50_s'] * 1e3:.1f}ms "
                 f"p90={row['ttft_p90_s'] * 1e3:.1f}ms client p90={row['client_ttft_p90_s'] * 1e3:.1f}ms "
                 f"({row['wall_s']:.1f}s)")
             results.append(row)
