@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         classifier_max_wait_ms: longest a prompt waits for a micro-batch to fill (ms).
         classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX or
             AVX-512 BF16 (and bf16-capable GPUs), else float32.
+        classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
+            by the pii and injection heads (0 = head and tail windows only); each costs one
+            more encoder row for that prompt.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -67,3 +70,4 @@ class Settings(BaseSettings):
     classifier_max_batch: int = Field(default=32, gt=0)
     classifier_max_wait_ms: float = Field(default=2.0, ge=0)
     classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    classifier_scan_windows: int = Field(default=8, ge=0, le=64)

@@ -22,6 +22,11 @@ __all__ = ["AdapterError", "ClassifierError", "ClassifierUnavailable", "default_
            "load_predictor"]
 
 
+#: Extra windows the gateway's predictor reads in a long prompt for ``pii``/``injection``:
+#: with 126-token windows, about the first and last 640 tokens beyond the main window.
+DEFAULT_SCAN_WINDOWS = 8
+
+
 def default_adapters_dir() -> Path:
     """The adapters shipped with the package (``adapters/``)."""
     import adapters
@@ -43,7 +48,7 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None, dtype: str = "auto"):
+                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -54,6 +59,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
         dtype: ``auto`` (bfloat16 where the CPU/GPU has native bf16, else float32),
             ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
+        scan_windows: extra windows per long prompt for the ``pii``/``injection`` heads
+            (0: head + tail window only; see :meth:`router.classify.runtime.MultiHeadEncoder.scan`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -85,16 +92,19 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
     base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
                                        head_tokens=first.head_tokens, name=first.base_model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype)
+    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows)
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 2.0, base_path: Path | None = None,
-                   device: str | None = None, dtype: str = "auto") -> "ClassifierPredictor":
+                   device: str | None = None, dtype: str = "auto",
+                   scan_windows: int = DEFAULT_SCAN_WINDOWS) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
-    (settings ``MIXROUTE_CLASSIFIER_MAX_BATCH`` / ``MIXROUTE_CLASSIFIER_MAX_WAIT_MS``).
+    (settings ``MIXROUTE_CLASSIFIER_MAX_BATCH`` / ``MIXROUTE_CLASSIFIER_MAX_WAIT_MS``);
+    ``scan_windows`` defaults to :data:`DEFAULT_SCAN_WINDOWS` here (setting
+    ``MIXROUTE_CLASSIFIER_SCAN_WINDOWS``).
 
     Raises:
         ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
@@ -102,7 +112,8 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     """
     from router.classify.predictor import ClassifierPredictor
 
-    encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype)
+    encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
+                           scan_windows=scan_windows)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms)
     predictor.classify_batch(["warm-up"])
     return predictor

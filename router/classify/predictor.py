@@ -10,7 +10,9 @@ Per prompt, one micro-batched encoder pass yields every head's output; they beco
   :data:`~router.predict.UNKNOWN_QUALITY`) and is listed in ``signals["quality_prior_for"]``.
 - ``output_tokens``: the ``output_length`` head (tokens), else the default.
 - ``signals``: ``domain`` (+ ``domain_confidence``), ``difficulty``, ``pii``, ``injection``
-  as far as those heads are loaded, and ``classifier_heads`` (name@version).
+  as far as those heads are loaded (``pii``/``injection``: the most alarming window of a
+  long prompt), ``scan_coverage`` (share of the prompt's characters some window read; 1.0
+  for prompts within one window) and ``classifier_heads`` (name@version).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ class ClassifierPredictor:
         """Every head's post-processed outputs per text (runs the encoder; blocking)."""
         from router.classify.runtime import postprocess
 
-        raw = self.encoder.run(texts)
+        raw, coverage = self.encoder.scan(texts)
         per_head = {h.name: postprocess(h.config, r) for h, r in zip(self.encoder.heads, raw)}
         out: list[dict[str, Any]] = []
         for i in range(len(texts)):
@@ -69,6 +71,7 @@ class ClassifierPredictor:
                     d[name + "_confidence"] = row[k]
                 else:
                     d[name] = row[0]
+            d["scan_coverage"] = coverage[i]
             out.append(d)
         return out
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
 from router.classify.layers import LINEARS, LayerWeights, StackedLinear, attention_bias, bert_layer, mean_pool
-from router.classify.text import clean, head_tail, pad_batch
+from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
 
 
 @dataclass
@@ -66,9 +66,35 @@ class BaseEncoder:
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(input_ids (B, T), mask (B, T))`` with head + tail truncation to ``max_tokens``."""
-        enc = self.tokenizer([clean(t) for t in texts], add_special_tokens=False)["input_ids"]
+        ids, mask, _, _ = self.tokenize_scan(texts, 0)
+        return ids, mask
+
+    def tokenize_scan(self, texts: list[str], max_windows: int
+                      ) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[float]]:
+        """Main windows (head + tail, as :meth:`tokenize`) plus up to ``max_windows`` extra
+        windows per long prompt over the middle it skips (:func:`router.classify.text.scan_windows`).
+
+        Returns:
+            ``(input_ids (R, T), mask (R, T), rows, coverage)``: ``rows[i]`` lists the rows of
+            text ``i``, its main window first; ``coverage[i]`` is the share of its characters
+            that some window saw (approximate: characters cut before tokenising count as unseen).
+        """
+        budget = self.max_tokens - 2
+        window = max(CHAR_WINDOW, 3 * budget * (max_windows + 1)) if max_windows > 0 else CHAR_WINDOW
+        enc = self.tokenizer([clean(t, window=window) for t in texts], add_special_tokens=False)["input_ids"]
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        return pad_batch([[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc])
+        flat: list[list[int]] = []
+        rows: list[list[int]] = []
+        coverage: list[float] = []
+        for text, ids in zip(texts, enc):
+            extra, seen = scan_windows(ids, budget, self.head_tokens, max_windows)
+            rows.append(list(range(len(flat), len(flat) + 1 + len(extra))))
+            flat.extend([cls_id, *w, sep_id] for w in [head_tail(ids, budget, self.head_tokens), *extra])
+            n = len(text) if isinstance(text, str) else len(str(text))
+            kept = min(1.0, 2 * window / n) if n else 1.0
+            coverage.append(round(kept * (seen / len(ids) if ids else 1.0), 4))
+        ids_t, mask_t = pad_batch(flat)
+        return ids_t, mask_t, rows, coverage
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         e = self.embeddings
@@ -133,6 +159,10 @@ def resolve_dtype(dtype: str, device: str) -> str:
     return "bfloat16" if cpu_has_bf16() else "float32"
 
 
+#: Heads that read every window of a long prompt (see :meth:`MultiHeadEncoder.scan`).
+SCAN_HEADS = ("pii", "injection")
+
+
 class MultiHeadEncoder:
     """The base encoder plus ``H`` heads sharing its lower layers.
 
@@ -145,12 +175,18 @@ class MultiHeadEncoder:
             (several times faster on CPUs with AMX/AVX-512 BF16 and on GPUs; hidden states
             differ by about 1% relative, held-out AUCs by about 0.002, docs/CLASSIFIER.md).
             Output layers stay float32. The resolved value is ``self.dtype``.
+        scan_windows: extra windows per long prompt read for ``scan_heads`` (0: only the
+            main head + tail window). Each costs one more encoder row; see :meth:`scan`.
+        scan_heads: heads whose output for a long prompt is the most alarming window's
+            (highest calibrated output), not the main window's: an attack or personal data
+            in the middle of a long prompt must not hide past the truncation point.
 
     Raises:
         AdapterError: no heads, or a head adapts a layer/module the base does not have.
     """
 
-    def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto"):
+    def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto",
+                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS):
         if not heads:
             raise AdapterError("no heads to run")
         dtype = resolve_dtype(dtype, device)
@@ -167,6 +203,8 @@ class MultiHeadEncoder:
         self.top = [StackedLinear(base.layers[i], self._stack(i)) for i in range(self.split, n_layers)]
         self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
         self.trunk_calls = 0
+        self.scan_windows = max(0, int(scan_windows))
+        self.scan_heads = tuple(scan_heads)
 
     def _stack(self, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         stacked = {}
@@ -183,10 +221,35 @@ class MultiHeadEncoder:
             stacked[module] = (a.to(self.device, self.dtype), b.to(self.device, self.dtype))
         return stacked
 
-    @torch.inference_mode()
     def run(self, texts: list[str]) -> list[torch.Tensor]:
         """Raw outputs per head, in ``self.heads`` order: each ``(B, n_labels)`` on CPU."""
-        ids, mask = self.base.tokenize(texts)
+        return self.scan(texts)[0]
+
+    @torch.inference_mode()
+    def scan(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float]]:
+        """:meth:`run` plus the share of each prompt's characters the windows saw.
+
+        Every head reads the main (head + tail) window; a head in ``scan_heads`` reports,
+        per output, its highest calibrated value over the main and the extra windows.
+
+        Returns:
+            ``(raw outputs per head, each (B, n_labels), coverage per prompt in [0, 1])``.
+        """
+        ids, mask, rows, coverage = self.base.tokenize_scan(texts, self.scan_windows)
+        raw = self._forward(ids, mask)
+        main = torch.tensor([r[0] for r in rows])
+        out = []
+        for head, r in zip(self.heads, raw):
+            if head.name not in self.scan_heads or len(r) == len(texts) or head.config.kind == "log_regression":
+                out.append(r[main])
+                continue
+            post = postprocess(head.config, r)
+            picked = torch.stack([r[idx].gather(0, post[idx].argmax(0, keepdim=True)).squeeze(0)
+                                  for idx in (torch.tensor(x) for x in rows)])
+            out.append(picked)
+        return out, coverage
+
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
         ids, mask = ids.to(self.device), mask.to(self.device)
         x = self.base.trunk(ids, mask, self.split)
         self.trunk_calls += 1

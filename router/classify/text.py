@@ -38,6 +38,38 @@ def head_tail(ids: list[int], budget: int, head: int) -> list[int]:
     return ids[:head] + ids[len(ids) - (budget - head):]
 
 
+def scan_windows(ids: list[int], budget: int, head: int, max_windows: int,
+                 overlap: int = 16) -> tuple[list[list[int]], int]:
+    """Extra windows over the middle of a long prompt that :func:`head_tail` does not see.
+
+    The middle ``ids[head : len(ids) - (budget - head)]`` is cut into windows of ``budget``
+    tokens that overlap by ``overlap`` tokens (so a phrase across a boundary is still seen
+    whole in one of them). If it needs more than ``max_windows`` windows, half of them cover
+    the start of the middle and half its end; the centre stays unseen.
+
+    Returns:
+        ``(windows, scanned)``: the extra windows (none for a prompt within ``budget``) and
+        how many of ``len(ids)`` tokens the main window and the extra windows see together.
+    """
+    n, tail = len(ids), budget - head
+    if n <= budget or max_windows <= 0:
+        return [], min(n, budget)
+    lo, hi = head, n - tail  # the unseen middle
+    stride = max(1, budget - overlap)
+    starts = list(range(max(0, lo - overlap), hi, stride))
+    if len(starts) > max_windows:
+        front = (max_windows + 1) // 2
+        back = max_windows - front
+        ends = [hi - k * stride for k in range(back - 1, -1, -1)]
+        starts = starts[:front] + [max(0, e - budget + overlap) for e in ends]
+    windows = [ids[a:a + budget] for a in starts]
+    seen = [False] * (hi - lo)
+    for a in starts:
+        for j in range(max(a, lo), min(a + budget, hi)):
+            seen[j - lo] = True
+    return windows, head + tail + sum(seen)
+
+
 def pad_batch(rows: list[list[int]]):
     """Right-pad token-id rows into ``(input_ids (B, T), attention_mask (B, T))`` long tensors
     (pad id 0, mask 1 on real tokens). Imports torch."""

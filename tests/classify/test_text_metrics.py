@@ -36,3 +36,20 @@ def test_clean_replaces_lone_surrogates():
     raw = b"caf\xe9 \xff\xfe".decode("utf-8", "surrogateescape")
     assert clean(raw).encode("utf-8")
     assert clean("x" * 100_000).endswith("x")
+
+
+def test_scan_windows_cover_the_middle_then_both_ends_of_it():
+    from router.classify.text import head_tail, scan_windows
+
+    ids = list(range(1000))
+    assert scan_windows(ids[:100], 126, 30, 8) == ([], 100)  # fits the main window
+    assert scan_windows(ids, 126, 30, 0) == ([], 126)
+    windows, seen = scan_windows(ids, 126, 30, 100)
+    main = set(head_tail(ids, 126, 30))
+    assert seen == 1000 and set().union(main, *map(set, windows)) == set(ids)
+    assert all(len(w) <= 126 for w in windows)
+    assert all(len(set(a) & set(b)) >= 16 for a, b in zip(windows, windows[1:]))  # overlapping, phrases stay whole
+    few, seen_few = scan_windows(ids, 126, 30, 4)
+    covered = set().union(main, *map(set, few))
+    assert len(few) == 4 and seen_few == len(covered) < 1000
+    assert {30, 249, 750, 903} <= covered and 500 not in covered  # both ends of the middle, not its centre
