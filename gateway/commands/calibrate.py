@@ -23,7 +23,7 @@ def _load_heads(adapters: Path | None) -> Any:
     """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
     from router.classify import load_predictor
 
-    return load_predictor(adapters)
+    return load_predictor(adapters, scan_windows=0)  # benchmark rows: no long-prompt pii/injection scan
 
 
 def _default_policy(data: Any) -> Any:

@@ -95,7 +95,9 @@ class MixrouteRouter(EvalRouter):
         except ImportError:
             pass
         try:
-            return load_predictor(ctx.options.get("adapters"))
+            # Benchmark rows: no long-prompt scanning for pii/injection (it would multiply the
+            # encoder work on few-shot prompts and the datasets carry neither).
+            return load_predictor(ctx.options.get("adapters"), scan_windows=0)
         except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
 
