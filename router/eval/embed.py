@@ -8,7 +8,7 @@
   L2-normalised; no model needed (tests, or machines without torch).
 - :class:`CachedEmbedder`: wraps either, keyed by SHA-256 of ``tag + text``, stored as
   float16 shards under ``$MIXROUTE_CACHE_DIR/embeddings/<tag>/`` (default
-  ``~/.cache/mixroute``), so a second run embeds nothing.
+  ``~/.cache/mixroute``; :mod:`router.eval.cache`), so a second run embeds nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ from typing import Protocol
 
 import numpy as np
 
+from router.eval.cache import ShardStore, cache_dir
+
+__all__ = ["CachedEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "cache_dir", "make_embedder"]
+
 Progress = Callable[[int, int], None]
 
 
@@ -31,11 +35,6 @@ class Embedder(Protocol):
     tag: str
 
     def __call__(self, texts: list[str], progress: Progress | None = None) -> np.ndarray: ...
-
-
-def cache_dir() -> Path:
-    """``$MIXROUTE_CACHE_DIR`` or ``~/.cache/mixroute``."""
-    return Path(os.environ.get("MIXROUTE_CACHE_DIR") or Path.home() / ".cache" / "mixroute")
 
 
 class HashingEmbedder:
@@ -57,18 +56,27 @@ class HashingEmbedder:
 
 
 class MiniLMEmbedder:
-    """The bundled all-MiniLM-L6-v2, mean-pooled (see the module docstring).
+    """The bundled all-MiniLM-L6-v2, mean-pooled over tokens, L2-normalised (see the module
+    docstring), run by the classifier's own encoder code
+    (:class:`router.classify.runtime.BaseEncoder`: same tokenisation and head + tail cut).
+
+    Precision: ``dtype="auto"`` resolves as the classifier does
+    (:func:`router.classify.runtime.resolve_dtype`: bfloat16 on CPUs with AMX/AVX-512 BF16,
+    else float32); the resolved value is part of :attr:`tag`, so cached vectors of one
+    precision are never mixed with the other's. Prompts are embedded in order of token
+    length (in chunks of ``sort_chunk``), so a batch pads little; rows come back in input order.
 
     Raises:
         router.eval.errors.RouterUnavailable: torch/transformers or the encoder package missing.
     """
 
-    def __init__(self, max_tokens: int = 128, head_tokens: int = 32, batch_size: int = 32,
-                 base_path: Path | None = None):
+    def __init__(self, max_tokens: int = 128, head_tokens: int = 32, batch_size: int = 64,
+                 base_path: Path | None = None, dtype: str = "auto", sort_chunk: int = 4096):
         self.max_tokens, self.head_tokens, self.batch_size = max_tokens, head_tokens, batch_size
-        self.base_path = base_path
-        self.tag = f"all-MiniLM-L6-v2-mean-{max_tokens}-{head_tokens}"
-        self._model = None
+        self.base_path, self.sort_chunk = base_path, sort_chunk
+        self.dtype = resolved_dtype(dtype)
+        self.tag = f"all-MiniLM-L6-v2-mean-{max_tokens}-{head_tokens}-{self.dtype}"
+        self._base = None
 
     def _load(self):
         from router.eval.errors import RouterUnavailable
@@ -76,7 +84,7 @@ class MiniLMEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             import torch
-            from transformers import AutoModel, AutoTokenizer
+            import transformers  # noqa: F401
         except ImportError as exc:
             raise RouterUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]' "
                                     "(or use --embedder hashing)") from exc
@@ -90,82 +98,68 @@ class MiniLMEmbedder:
             path = Path(get_model_path())
         from transformers.utils import logging as hf_logging
 
+        from router.classify.runtime import BaseEncoder
+
         hf_logging.disable_progress_bar()
-        self._tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self._tok.model_max_length = 1 << 30  # truncation is ours (head + tail), not the tokenizer's
-        self._model = AutoModel.from_pretrained(path, local_files_only=True).eval()
+        base = BaseEncoder.from_pretrained(path, max_tokens=self.max_tokens, head_tokens=self.head_tokens)
+        self._base = base.to(torch.device("cpu"), getattr(torch, self.dtype))
         self._torch = torch
 
-    def _ids(self, texts: list[str]) -> tuple:
-        from router.classify.text import head_tail, pad_batch
-
-        enc = self._tok([t[:8192] + " " + t[-8192:] if len(t) > 16384 else t for t in texts],
-                        add_special_tokens=False)["input_ids"]
-        cls_id, sep_id = self._tok.cls_token_id, self._tok.sep_token_id
-        return pad_batch([[cls_id, *head_tail(ids, self.max_tokens - 2, self.head_tokens), sep_id] for ids in enc])
-
     def __call__(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-        if self._model is None:
+        if self._base is None:
             self._load()
-        torch = self._torch
-        out = []
+        from router.classify.layers import mean_pool
+
+        torch, base = self._torch, self._base
+        out = np.zeros((len(texts), 384), dtype=np.float32)
         with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                ids, mask = self._ids(texts[start:start + self.batch_size])
-                hidden = self._model(input_ids=ids, attention_mask=mask).last_hidden_state
-                m = mask.unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1.0)
-                out.append(torch.nn.functional.normalize(pooled, dim=-1).numpy().astype(np.float32))
-                if progress:
-                    progress(min(start + self.batch_size, len(texts)), len(texts))
-        return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
+            for c in range(0, len(texts), self.sort_chunk):
+                ids, mask = base.tokenize(texts[c:c + self.sort_chunk])
+                lengths = mask.sum(1)
+                order = torch.argsort(lengths, stable=True)
+                for s in range(0, len(order), self.batch_size):
+                    idx = order[s:s + self.batch_size]
+                    width = int(lengths[idx].max())
+                    b_ids, b_mask = ids[idx, :width], mask[idx, :width]
+                    pooled = mean_pool(base.trunk(b_ids, b_mask, len(base.layers)), b_mask).float()
+                    out[c + idx.numpy()] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
+                    if progress:
+                        progress(min(c + s + self.batch_size, len(texts)), len(texts))
+        return out
+
+
+def resolved_dtype(dtype: str = "auto") -> str:
+    """The classifier's precision choice on CPU (``float32`` when torch is missing: the
+    embedder then says so when it loads)."""
+    try:
+        from router.classify.runtime import resolve_dtype
+    except ImportError:
+        return "float32"
+    return resolve_dtype(dtype, "cpu")
 
 
 class CachedEmbedder:
-    """An :class:`Embedder` with an on-disk cache (see the module docstring)."""
+    """An :class:`Embedder` with an on-disk cache (:class:`router.eval.cache.ShardStore`,
+    kind ``embeddings``, float16 vectors)."""
 
     def __init__(self, inner: Embedder, root: Path | None = None):
         self.inner = inner
         self.tag = inner.tag
-        self.dir = (root or cache_dir()) / "embeddings" / re.sub(r"[^A-Za-z0-9._-]", "_", inner.tag)
-        self._mem: dict[str, np.ndarray] | None = None
-
-    def _key(self, text: str) -> str:
-        return hashlib.sha256((self.tag + "\0" + text).encode("utf-8", "replace")).hexdigest()
-
-    def _load(self) -> dict[str, np.ndarray]:
-        if self._mem is None:
-            self._mem = {}
-            for shard in sorted(self.dir.glob("shard-*.npz")) if self.dir.is_dir() else []:
-                try:
-                    with np.load(shard) as z:
-                        self._mem.update(zip(z["keys"].tolist(), z["vecs"]))
-                except (OSError, ValueError, KeyError):
-                    continue  # a torn shard (interrupted write) is recomputed
-        return self._mem
+        self.store = ShardStore("embeddings", inner.tag, root)
+        self.dir = self.store.dir
 
     def __call__(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
-        mem = self._load()
-        keys = [self._key(t) for t in texts]
-        todo = sorted({k: t for k, t in zip(keys, texts) if k not in mem}.items())
+        keys = [self.store.key(t) for t in texts]
+        have = self.store.get(keys)
+        todo = sorted({k: t for k, t in zip(keys, texts) if k not in have}.items())
         if todo:
             vecs = self.inner([t for _, t in todo], progress)
             new = dict(zip((k for k, _ in todo), vecs.astype(np.float16)))
-            mem.update(new)
-            self._write(new)
+            self.store.put(new)
+            have.update(new)
         elif progress:
             progress(len(texts), len(texts))
-        return np.stack([mem[k].astype(np.float32) for k in keys]) if keys else np.zeros((0, 1), np.float32)
-
-    def _write(self, new: dict[str, np.ndarray]) -> None:
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            name = hashlib.sha256("".join(sorted(new)).encode()).hexdigest()[:16]
-            tmp = self.dir / f".tmp-{name}-{os.getpid()}.npz"
-            np.savez(tmp, keys=np.array(list(new)), vecs=np.stack(list(new.values())))
-            tmp.replace(self.dir / f"shard-{name}.npz")
-        except OSError:
-            pass  # the cache is an optimisation; a read-only home still evaluates
+        return np.stack([have[k].astype(np.float32) for k in keys]) if keys else np.zeros((0, 1), np.float32)
 
 
 def make_embedder(kind: str = "minilm", root: Path | None = None) -> Embedder:
