@@ -42,6 +42,9 @@ class EvalData:
         costs: ``(n, m)`` USD per call.
         price_source: ``recorded`` or ``price_list``.
         dropped: reason -> rows dropped.
+        response_tokens: ``(n, m)`` approximate completion tokens of each recorded response
+            (characters / 4, :func:`router.classify.data.approx_tokens`), ``nan`` where the
+            data holds no response; ``None`` when it holds none at all.
     """
 
     name: str
@@ -52,6 +55,7 @@ class EvalData:
     costs: np.ndarray
     price_source: str
     dropped: dict[str, int] = field(default_factory=dict)
+    response_tokens: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -86,14 +90,16 @@ class EvalData:
     def subset(self, idx: np.ndarray) -> "EvalData":
         """The rows ``idx`` (indices into this dataset) as a new dataset."""
         idx = np.asarray(idx, dtype=int)
+        tokens = None if self.response_tokens is None else self.response_tokens[idx]
         return EvalData(self.name, self.path, list(self.models), [self.prompts[i] for i in idx],
-                        self.scores[idx], self.costs[idx], self.price_source, dict(self.dropped))
+                        self.scores[idx], self.costs[idx], self.price_source, dict(self.dropped), tokens)
 
     def restrict_models(self, models: list[str]) -> "EvalData":
         """The same rows with only ``models`` (in that order); every one must be present."""
         cols = [self.models.index(m) for m in models]
+        tokens = None if self.response_tokens is None else self.response_tokens[:, cols]
         return EvalData(self.name, self.path, list(models), list(self.prompts), self.scores[:, cols],
-                        self.costs[:, cols], self.price_source, dict(self.dropped))
+                        self.costs[:, cols], self.price_source, dict(self.dropped), tokens)
 
 
 def read_exclude(path: Path) -> set[str]:
@@ -164,7 +170,7 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None,
             source = "price_list+--prices"
     costs = np.array([[_cost(r, m, prices) for m in ds.models] for r in rows], dtype=float)
     return EvalData(ds.name, str(path), list(ds.models), [r.prompt for r in rows], scores, costs, source,
-                    {k: v for k, v in dropped.items() if v})
+                    {k: v for k, v in dropped.items() if v}, _response_tokens(rows, ds.models))
 
 
 _NO_FILES = "no outcome data files in the folder"
@@ -262,6 +268,14 @@ def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, i
     if len(out) < len(rows):
         dropped["nan"] = dropped.get("nan", 0) + len(rows) - len(out)
     return out
+
+
+def _response_tokens(rows: list[OutcomeRow], models: list[str]) -> np.ndarray | None:
+    from router.classify.data import approx_tokens
+
+    out = np.array([[approx_tokens(t) if (t := r.responses.get(m)) else math.nan for m in models] for r in rows],
+                   dtype=float)
+    return out if np.isfinite(out).any() else None
 
 
 def _cost(row: OutcomeRow, model: str, prices: dict[str, float]) -> float:

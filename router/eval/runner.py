@@ -88,8 +88,9 @@ def train_for(test: EvalData, train: list[EvalData]) -> tuple[EvalData | None, s
             return None, f"no --train data has all of {test.models}: learned routers cross-fit"
         return None, ""
     seen = {normalise_prompt(p) for p in test.prompts}
-    prompts, scores, costs, overlap = [], [], [], 0
+    prompts, scores, costs, tokens, overlap = [], [], [], [], 0
     for t in usable:
+        no_tokens = np.full(len(test.models), np.nan)
         for i, p in enumerate(t.prompts):
             if normalise_prompt(p) in seen:
                 overlap += 1
@@ -97,10 +98,12 @@ def train_for(test: EvalData, train: list[EvalData]) -> tuple[EvalData | None, s
             prompts.append(p)
             scores.append(t.scores[i])
             costs.append(t.costs[i])
+            tokens.append(no_tokens if t.response_tokens is None else t.response_tokens[i])
     if not prompts:
         return None, "every --train prompt is also a test prompt: learned routers cross-fit"
+    response_tokens = np.array(tokens) if np.isfinite(tokens).any() else None
     merged = EvalData("+".join(t.name for t in usable), ",".join(t.path for t in usable), list(test.models),
-                      prompts, np.array(scores), np.array(costs), usable[0].price_source)
+                      prompts, np.array(scores), np.array(costs), usable[0].price_source, {}, response_tokens)
     note = f"train {merged.n} rows from {merged.name}"
     return merged, note + (f" ({overlap} rows shared with the test rows dropped)" if overlap else "")
 

@@ -27,15 +27,15 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MIXROUTE_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def write_tiny(path: Path, n: int = 90, seed: int = 0, two_models: bool = False) -> Path:
-    """A RouterBench-style CSV of ``n`` prompts (see the module docstring)."""
+def write_tiny(path: Path, n: int = 90, seed: int = 0, two_models: bool = False, start: int = 0) -> Path:
+    """A RouterBench-style CSV of ``n`` prompts numbered from ``start`` (see the module docstring)."""
     rng = np.random.default_rng(seed)
     models = {k: v for k, v in TINY_MODELS.items() if not two_models or k != "medium"}
     header = ["sample_id", "prompt", "eval_name", *models, *(f"{m}|total_cost" for m in models)]
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(header)
-        for i in range(n):
+        for i in range(start, start + n):
             topic = TOPICS[i % 3]
             prompt = f"['please write a {topic} number {i} about {rng.choice(['cats', 'stars', 'rivers'])}']"
             scores = [1.0 if topic in good or rng.random() < 0.1 else 0.0 for _, good in models.values()]

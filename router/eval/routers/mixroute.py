@@ -36,6 +36,8 @@ TARGETS = np.array([0.05, 0.2, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0
                     0.99, 1.0])
 BATCH = 64
 ROUTE = "auto"
+#: The heads read here (others do not change the decisions in evaluation).
+HEADS = ("quality", "output_length")
 
 
 class _Outputs:
@@ -81,9 +83,29 @@ class MixrouteRouter(EvalRouter):
     learned = True
     description = "quality head + decision engine"
 
-    def _heads(self, ctx: Context) -> Any:
+    def __init__(self) -> None:
+        # Per evaluation run (one instance per run): loaded heads by source, and their
+        # outputs per prompt, so a prompt in two test datasets (a file and its folder) runs once.
+        self._loaded: dict[str, tuple[Any, str]] = {}
+        self._outputs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _heads(self, test: EvalData, ctx: Context) -> tuple[Any, str, str]:
+        """``(predictor, source id, how it was fit)``: the ``predictor`` option, heads fitted on
+        ``ctx.train`` (:func:`router.eval.heads.fit_heads`), or the shipped / ``adapters`` heads."""
         if ctx.options.get("predictor") is not None:
-            return ctx.options["predictor"]
+            return ctx.options["predictor"], f"option-{id(ctx.options['predictor'])}", "given heads"
+        if ctx.train is not None:
+            from router.eval.heads import fit_key
+
+            source = "fit-" + fit_key(ctx.train, ctx.seed)
+        else:
+            source = f"dir-{ctx.options.get('adapters')}"
+        if source not in self._loaded:
+            self._loaded[source] = self._load(ctx)
+        heads, fit = self._loaded[source]
+        return heads, source, fit
+
+    def _load(self, ctx: Context) -> tuple[Any, str]:
         try:
             from router.classify import load_predictor
         except ImportError as exc:
@@ -94,27 +116,55 @@ class MixrouteRouter(EvalRouter):
             hf_logging.disable_progress_bar()  # the rich progress bars are ours
         except ImportError:
             pass
+        if ctx.train is not None:
+            from router.eval.heads import fit_heads
+
+            try:
+                heads = fit_heads(ctx.train, seed=ctx.seed, epochs=int(ctx.options.get("train_epochs") or 3),
+                                  progress=lambda label, done, total: ctx.tick(f"mixroute fit {label}", done, total))
+            except ImportError as exc:
+                raise RouterUnavailable(f"cannot fit heads on --train rows: {exc.name} is not installed "
+                                        "(pip install 'mixroute[classifier]')") from exc
+            except Exception as exc:  # ClassifierUnavailable, AdapterError, too few rows: reported
+                raise RouterUnavailable(f"cannot fit heads on --train rows: {exc}") from exc
+            heads.close()  # classify_batch is called directly: no micro-batching thread needed
+            splits = heads.fitted.get("quality", {})
+            return heads, (f"heads fit on --train ({ctx.train.n} rows: {splits.get('train', 0)} train, "
+                           f"{splits.get('calib', 0)} calib; {'+'.join(heads.fitted)})")
+        adapters = ctx.options.get("adapters")
         try:
+            from router.classify import default_adapters_dir
+            from router.classify.heads import discover
+
+            folder = adapters or default_adapters_dir()
+            present = {p.name for p in discover(folder)} if folder.is_dir() else set()
+            wanted = [h for h in HEADS if h in present] or None  # None: let the loader say what is wrong
             # Benchmark rows: no long-prompt scanning for pii/injection (it would multiply the
-            # encoder work on few-shot prompts and the datasets carry neither).
-            return load_predictor(ctx.options.get("adapters"), scan_windows=0)
+            # encoder work on few-shot prompts and the datasets carry neither); only the heads
+            # read here are loaded.
+            heads = load_predictor(adapters, heads=wanted, scan_windows=0)
         except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
+        heads.close()
+        return heads, "shipped heads" if adapters is None else f"heads {adapters}"
+
+    def _classify(self, heads: Any, source: str, prompts: list[str], ctx: Context) -> list[dict[str, Any]]:
+        """Head outputs per prompt; each distinct prompt runs once per source, in batches of
+        similar length (sorted by characters, a proxy of tokens) to pad little."""
+        todo = sorted({p for p in prompts if (source, p) not in self._outputs}, key=len)
+        for s in range(0, len(todo), BATCH):
+            chunk = todo[s:s + BATCH]
+            self._outputs.update(((source, p), o) for p, o in zip(chunk, heads.classify_batch(chunk)))
+            ctx.tick("mixroute heads", min(s + BATCH, len(todo)), len(todo))
+        return [self._outputs[(source, p)] for p in prompts]
 
     def run(self, test: EvalData, ctx: Context) -> RouterRun:
         from backends.replay.plan import backend_name
         from router.engine import Router, RoutingRequest
         from router.policy import parse_policy
 
-        heads = self._heads(ctx)
-        try:
-            outputs: list[dict[str, Any]] = []
-            for s in range(0, test.n, BATCH):
-                outputs.extend(heads.classify_batch(test.prompts[s:s + BATCH]))
-                ctx.tick("mixroute heads", min(s + BATCH, test.n), test.n)
-        finally:
-            if ctx.options.get("predictor") is None and hasattr(heads, "close"):
-                heads.close()  # we loaded it: stop its micro-batching thread
+        heads, source, fit = self._heads(test, ctx)
+        outputs = self._classify(heads, source, test.prompts, ctx)
         names: dict[str, str] = {}
         for m in test.models:
             names[backend_name(m, set(names))] = m
@@ -135,9 +185,6 @@ class MixrouteRouter(EvalRouter):
                 ctx.tick("mixroute decide", k + 1, len(TARGETS))
 
         asyncio.run(decide_all())
-        fit = "shipped heads" if ctx.options.get("adapters") is None else f"heads {ctx.options['adapters']}"
-        if ctx.train is not None:
-            fit += " (--train rows not used: train heads with `mixroute train`)"
         return RouterRun(self.name, choices, TARGETS.copy(), "quality_bar.target", fit,
                          extra={"quality_prior_for": sorted(predictor.prior_for),
                                 "compliance": compliance(test, choices, TARGETS)})
