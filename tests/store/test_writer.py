@@ -81,6 +81,19 @@ async def test_rows_are_written_in_batches(db_url: str, tmp_path: Path) -> None:
         assert rows(db_url, "SELECT count(*) FROM decisions") == [(50,)]
 
 
+async def test_a_full_batch_is_written_without_waiting_the_interval(db_url: str, tmp_path: Path) -> None:
+    settings = settings_for(db_url, store_batch_size=5, store_flush_interval_s=30)
+    async with Store(settings, tmp_path / "j.jsonl") as store:
+        for i in range(5):  # one at a time: the writer is waiting for the batch to fill
+            store.record_decision(decision(f"r{i}"))
+            await asyncio.sleep(0.01)
+        for _ in range(200):  # no flush(): filling the batch must wake the writer
+            if store.stats.written == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert store.stats.written == 5
+
+
 async def test_rows_are_written_after_the_flush_interval(db_url: str, tmp_path: Path) -> None:
     settings = settings_for(db_url, store_batch_size=1000, store_flush_interval_s=0.05)
     async with Store(settings, tmp_path / "j.jsonl") as store:

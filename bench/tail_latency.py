@@ -1,0 +1,189 @@
+"""Where the pass-through tail latency at concurrency 1 comes from: the same gateway with
+one component switched off at a time, measured side by side in one run.
+
+Run: ``python -m bench.tail_latency [--variants base,no-store-db,no-obs] [--rounds 5] [--duration 8]``
+
+Each variant is one pass-through gateway (``bench/policies/passthrough.yaml``, SQLite store,
+admin key checked per request) pinned to CPU 1, as in :mod:`bench.gateway_overhead`; nginx
+and ``wrk -c1`` share CPU 0. Rounds interleave the variants (A B C, A B C, ...) so that
+load from other work on the machine hits them alike; the table gives, per variant, the
+median over rounds of wrk's p50 and p99 latency (ms), of requests/s, and of the gateway's
+CPU time and run-queue wait per request (``/proc/<pid>/task/*/schedstat``, us): a wait of
+the loop thread comparable to the overhead means other processes on the gateway's core
+take a large part of it.
+
+Variants (bench-only switches, applied by monkeypatching in the served process; none
+changes what the gateway does in production):
+
+- ``base``: the gateway as shipped.
+- ``no-store-db``: rows are queued as usual but the writer thread drops each batch instead
+  of writing it (the database and journal work leaves the process).
+- ``no-store``: ``record_decision``/``record_outcome`` do nothing at all.
+- ``no-obs``: the observability middleware does not open a request context, so no metric,
+  span or attempt gauge is touched.
+- ``no-gc``: the garbage collector is disabled after start-up.
+- ``bare``: ``no-store`` + ``no-obs`` + ``no-gc``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.gateway_overhead import GATEWAY_CPU, LOAD_CPU, ROOT, _free_port
+from bench.loadgen import wrk
+from bench.upstream import NginxUpstream, _wait_http
+
+VARIANTS = ("base", "no-store-db", "no-store", "no-obs", "no-gc", "bare")
+
+
+def _patch(variant: str) -> None:
+    """Switch off the component(s) ``variant`` names, in this (the served) process."""
+    from gateway.observability import hooks
+    from gateway.store.writer import Store
+
+    parts = {"bare": {"no-store", "no-obs", "no-gc"}}.get(variant, {variant})
+    if "no-store-db" in parts:
+        original = Store._cycle
+
+        def cycle(self, batch, raise_unexpected=False):
+            return original(self, [], raise_unexpected)  # migrate/replay, but write no live row
+
+        Store._cycle = cycle
+    if "no-store" in parts:
+        Store.record_decision = lambda self, rec: None
+        Store.record_outcome = lambda self, rec: None
+    if "no-obs" in parts:
+        async def passthrough(self, scope, receive, send):
+            await self.app(scope, receive, send)
+
+        hooks.ObservabilityMiddleware.__call__ = passthrough
+    if "no-gc" in parts:
+        freeze = gc.freeze
+
+        def freeze_and_disable():  # gateway.app calls gc.freeze() once, at the end of start-up
+            freeze()
+            gc.disable()
+
+        gc.freeze = freeze_and_disable
+
+
+def serve(variant: str, policy: str, port: int, database_url: str) -> None:
+    """Serve one variant (the child process of :func:`main`)."""
+    _patch(variant)
+    from gateway.serve import run
+
+    run(policy=Path(policy), host="127.0.0.1", port=port, database_url=database_url)
+
+
+def _schedstat(pid: int) -> tuple[int, int]:
+    """(CPU time of all threads of ``pid``, time its event-loop thread was runnable but
+    waiting for a CPU), ns (``/proc/<pid>/task/*/schedstat``)."""
+    cpu = wait = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "schedstat").read_text().split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        cpu += int(fields[0])
+        if task.name == str(pid):  # the main thread runs uvicorn's event loop
+            wait = int(fields[1])
+    return cpu, wait
+
+
+def start(variant: str, upstream: str, tmp: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {**os.environ, "MIXROUTE_UPSTREAM_URL": upstream, "MIXROUTE_POLICY_WATCH": "false",
+           "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": "off", "MIXROUTE_ADMIN_KEY": "sk-bench"}
+    env.pop("MIXROUTE_REDIS_URL", None)
+    cmd = [sys.executable, "-m", "bench.tail_latency", "--serve", variant, "--port", str(port),
+           "--database-url", f"sqlite:///{tmp}/{variant}.db"]
+    if Path("/usr/bin/taskset").exists():
+        cmd = ["taskset", "-c", str(GATEWAY_CPU), *cmd]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=open(tmp / f"{variant}.log", "w"))
+    _wait_http(f"http://127.0.0.1:{port}/readyz", timeout=120)
+    return proc, f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default="base,no-store-db,no-store,no-obs,no-gc,bare")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
+    parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, str(ROOT / "bench/policies/passthrough.yaml"), args.port, args.database_url)
+        return
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")
+    tmp = Path(tempfile.mkdtemp(prefix="mixroute-tail-"))
+    upstream = NginxUpstream(_free_port(), cpu=LOAD_CPU).start()
+    procs: dict[str, subprocess.Popen] = {}
+    urls: dict[str, str] = {}
+    results: dict[str, list] = {"direct": []}
+    sched: dict[str, list[tuple[float, float]]] = {"direct": []}
+    try:
+        for v in variants:
+            procs[v], urls[v] = start(v, upstream.url, tmp)
+            results[v] = []
+            sched[v] = []
+        for _ in range(3):  # warm-up: connection pools, caches, first batches
+            for v in variants:
+                wrk(urls[v], 1, 1, cpu=LOAD_CPU)
+        for r in range(args.rounds):
+            results["direct"].append(wrk(upstream.url + "/chat/completions", 1, args.duration, cpu=LOAD_CPU))
+            for v in variants:
+                before = _schedstat(procs[v].pid)
+                run = wrk(urls[v], 1, args.duration, cpu=LOAD_CPU)
+                after = _schedstat(procs[v].pid)
+                n = max(run.rps * args.duration, 1)
+                results[v].append(run)
+                sched[v].append(((after[0] - before[0]) / n / 1e3, (after[1] - before[1]) / n / 1e3))
+            print(f"round {r + 1}/{args.rounds}: " + "  ".join(
+                f"{k} p99 {rs[-1].p99_ms:.2f}" for k, rs in results.items()), file=sys.stderr)
+    finally:
+        for p in procs.values():
+            p.terminate()
+        for p in procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        upstream.stop()
+    _print(results, sched)
+
+
+def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]) -> None:
+    direct_p50 = statistics.median(r.p50_ms for r in results["direct"])
+    direct_p99 = statistics.median(r.p99_ms for r in results["direct"])
+    print(f"c=1, median of {len(results['direct'])} rounds (ms); overhead = variant - direct")
+    print("cpu/req: the gateway's CPU time per request (all threads, us); wait/req: time its event-loop")
+    print("thread was runnable but waiting for the CPU (other processes on its core), per request (us)")
+    print(f"{'variant':<12} {'p50':>7} {'p99':>7} {'ovh p50':>8} {'ovh p99':>8} {'req/s':>7} {'cpu/req':>8} {'wait/req':>8}"
+          f" {'p99 per round'}")
+    for name, rs in results.items():
+        p50 = statistics.median(r.p50_ms for r in rs)
+        p99 = statistics.median(r.p99_ms for r in rs)
+        rps = statistics.median(r.rps for r in rs)
+        rounds = " ".join(f"{r.p99_ms:.2f}" for r in rs)
+        cpu = statistics.median(c for c, _ in sched[name]) if sched[name] else float("nan")
+        wait = statistics.median(w for _, w in sched[name]) if sched[name] else float("nan")
+        print(f"{name:<12} {p50:7.3f} {p99:7.3f} {p50 - direct_p50:8.3f} {p99 - direct_p99:8.3f} {rps:7.0f} {cpu:8.0f}"
+              f" {wait:8.0f} {rounds}")
+
+
+if __name__ == "__main__":
+    main()
