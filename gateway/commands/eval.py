@@ -4,7 +4,8 @@ Every ``--test`` PATH (a file, or a folder = one dataset of all its files, any f
 :mod:`router.data`) is evaluated with each ``--router`` (default: all): the router's
 curve over its threshold, its NDCH, AIQ (cost-range and max-cost normalisations), and on
 two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
-(:mod:`router.eval`). A ``rich`` table goes to the terminal; ``--json``, ``--report`` and
+(:mod:`router.eval`). With ``--train``, learned routers, ``mixroute``'s heads included
+(:mod:`router.eval.heads`), are fit on those rows first. A ``rich`` table goes to the terminal; ``--json``, ``--report`` and
 ``--plot`` write the results.
 
 Exit status: 0; 2 for bad input (the message names the file and the problem) or an
@@ -23,8 +24,10 @@ import typer
 
 def eval_cmd(
     test: Annotated[list[Path], typer.Option("--test", help="Outcome data file or folder (one dataset each); repeatable.")],
-    train: Annotated[Optional[list[Path]], typer.Option("--train", help="Rows to fit learned routers on; repeatable. "
-                                                        "Without: they cross-fit on the test rows (5 folds).")] = None,
+    train: Annotated[Optional[list[Path]], typer.Option("--train", help="Rows to fit learned routers on, mixroute's "
+                                                        "quality/output-length heads included; repeatable. Without: "
+                                                        "knn/mlp/mf cross-fit on the test rows (5 folds), mixroute "
+                                                        "uses the shipped heads.")] = None,
     router: Annotated[Optional[list[str]], typer.Option("--router", help="Router name; repeatable (default: all).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result rows as JSON.")] = None,
     plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Draw the cost-quality curves (PNG).")] = None,
@@ -36,7 +39,7 @@ def eval_cmd(
     holdout: Annotated[bool, typer.Option("--holdout", help="Keep only rows in the classifier's held-out split "
                                           "(fair for the shipped heads on the shared data).")] = False,
     adapters: Annotated[Optional[Path], typer.Option(help="Heads folder for the mixroute router "
-                                                     "(default: the shipped adapters/).")] = None,
+                                                     "without --train (default: the shipped adapters/).")] = None,
     embedder: Annotated[str, typer.Option(help="Embeddings of knn/mlp/mf: minilm (cached) or hashing.")] = "minilm",
     prices: Annotated[Optional[Path], typer.Option(help="YAML/JSON model -> USD per 1M tokens, for data that "
                                                    "records no cost (default: the replay price list).")] = None,
