@@ -215,3 +215,20 @@ async def test_stream_without_done_needs_a_finish_reason():
             pass
     for b in (backend, cut, empty):
         await b.aclose()
+
+
+async def test_upstream_cookies_are_not_kept() -> None:
+    """One client serves every tenant: a replica's Set-Cookie must not come back on later requests."""
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("cookie"))
+        return httpx.Response(200, json={"id": "x", "object": "chat.completion", "choices": []},
+                              headers={"set-cookie": "session=tenant-a; Path=/"})
+
+    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
+                          transport=httpx.MockTransport(handler))
+    for _ in range(2):
+        await backend.send("chat", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    await backend.aclose()
+    assert seen == [None, None]
