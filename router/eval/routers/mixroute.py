@@ -2,8 +2,19 @@
 through the decision engine itself (:meth:`router.engine.Router.decide`, not a copy),
 under an in-memory policy with one ``fake`` backend per model of the data (per-call price
 = the model's mean USD per call on the rows) and one route over all of them. The route's
-relative quality bar ``quality_bar.target`` is swept over :data:`TARGETS`: the engine
-picks the cheapest backend predicted to reach ``target x`` the best predicted quality.
+relative quality bar ``quality_bar.target`` is swept: the engine picks the cheapest
+backend predicted to reach ``target x`` the best predicted quality.
+
+Which targets (:func:`sweep_targets`). A prompt's choice only changes at a target equal to
+one of its candidates' predicted ratios ``q_j / max q``, so the targets are placed at
+quantiles of those ratios on the test prompts (no labels used), as RouteLLM places its
+thresholds at quantiles of a router's scores, and with as many operating points as the
+score routers get: ``num_results + 1`` on two-model data (RouteLLM's 11 quantile edges),
+as many as the willingness-to-pay grid otherwise (:func:`router.eval.sweep.lambda_grid`).
+The sweep always holds a lax end (every candidate clears: the cheapest) and ``1.0``.
+A fixed grid (the previous ``0.05 .. 1.0`` list, :data:`TARGETS`) bunches its points
+where the heads' ratios are not: on RouteLLM MMLU most of them sent 0% or 100% of the
+prompts to GPT-4, which wastes points of the APGR trapezoid.
 
 The heads run once per prompt in batches (``classify_batch``); the engine then decides
 each (prompt, target) from those outputs. Backends the quality head does not know get
@@ -30,8 +41,10 @@ from router.eval.data import EvalData
 from router.eval.errors import RouterUnavailable
 from router.eval.routers import register
 from router.eval.routers.base import Context, EvalRouter, RouterRun
+from router.eval.sweep import lambda_grid
 
-#: Relative quality bars swept (share of the best predicted quality).
+#: A fixed grid of relative bars (share of the best predicted quality); used when the
+#: predictions give no spread (see :func:`sweep_targets`).
 TARGETS = np.array([0.05, 0.2, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.95, 0.96, 0.97, 0.98,
                     0.99, 1.0])
 BATCH = 64
@@ -64,6 +77,28 @@ class _Outputs:
         tokens = self.current.get("output_length")
         return Prediction(quality=quality, source="classifier",
                           output_tokens=max(1, int(round(tokens))) if tokens is not None else DEFAULT_OUTPUT_TOKENS)
+
+
+def sweep_targets(pred: np.ndarray, count: int) -> np.ndarray:
+    """``count`` (or fewer, when ratios repeat) strictly increasing relative bars in (0, 1].
+
+    Args:
+        pred: ``(n, m)`` predicted quality per prompt and candidate.
+        count: operating points wanted (including the lax end and ``1.0``).
+
+    The ratios ``r_ij = q_ij / max_j q_ij`` below 1 are where choices change; the targets
+    are their quantiles at ``count - 1`` evenly spaced levels (the lowest is the smallest
+    ratio: every candidate clears), plus ``1.0``. No spread: :data:`TARGETS`.
+    """
+    pred = np.asarray(pred, float)
+    best = pred.max(axis=1, keepdims=True)
+    ratio = np.divide(pred, best, out=np.ones_like(pred), where=best > 0)
+    r = ratio[ratio < 1.0 - 1e-9]
+    if r.size == 0 or count < 2:
+        return TARGETS.copy()
+    qs = np.quantile(r, np.linspace(0.0, 1.0, count - 1))
+    targets = np.unique(np.round(np.clip(np.append(qs, 1.0), 1e-3, 1.0), 6))
+    return targets
 
 
 def policy_text(test: EvalData, names: dict[str, str], target: float) -> str:
@@ -172,22 +207,36 @@ class MixrouteRouter(EvalRouter):
         predictor = _Outputs(heads)
         if all(heads.head_model(b) is None for b in parse_policy(policy_text(test, names, 1.0)).policy.backends):
             raise RouterUnavailable(f"the quality head knows none of the models {test.models}")
-        choices = np.empty((len(TARGETS), test.n), dtype=int)
+        targets = sweep_targets(self.predicted(test, outputs, heads),
+                                ctx.num_results + 1 if test.two_model
+                                else len(lambda_grid(test.mean_scores, test.mean_costs)))
+        choices = np.empty((len(targets), test.n), dtype=int)
 
         async def decide_all() -> None:
-            for k, target in enumerate(TARGETS):
+            for k, target in enumerate(targets):
                 router = Router(parse_policy(policy_text(test, names, target)), predictor)
                 for i, prompt in enumerate(test.prompts):
                     predictor.current = outputs[i]
                     body = {"model": ROUTE, "messages": [{"role": "user", "content": prompt}]}
                     decision = await router.decide(RoutingRequest(endpoint="chat", body=body))
                     choices[k, i] = index[decision.record.chosen]
-                ctx.tick("mixroute decide", k + 1, len(TARGETS))
+                ctx.tick("mixroute decide", k + 1, len(targets))
 
         asyncio.run(decide_all())
-        return RouterRun(self.name, choices, TARGETS.copy(), "quality_bar.target", fit,
+        return RouterRun(self.name, choices, targets, "quality_bar.target", fit,
                          extra={"quality_prior_for": sorted(predictor.prior_for),
-                                "compliance": compliance(test, choices, TARGETS)})
+                                "compliance": compliance(test, choices, targets)})
+
+    @staticmethod
+    def predicted(test: EvalData, outputs: list[dict[str, Any]], heads: Any) -> np.ndarray:
+        """``(n, m)`` the quality the engine will see per prompt and model (the unknown prior
+        where the head has no label), to place the sweep's targets."""
+        from router.policy.models import BackendConfig
+        from router.predict import UNKNOWN_QUALITY
+
+        labels = [heads.head_model(BackendConfig(name="m", kind="fake", model=m)) for m in test.models]
+        return np.array([[float(o.get("quality", {}).get(label, UNKNOWN_QUALITY)) if label else UNKNOWN_QUALITY
+                          for label in labels] for o in outputs]).reshape(test.n, len(test.models))
 
 
 def compliance(test: EvalData, choices: np.ndarray, targets: np.ndarray) -> list[dict[str, float | bool]]:
