@@ -16,6 +16,8 @@ Variants (bench-only switches, applied by monkeypatching in the served process; 
 changes what the gateway does in production):
 
 - ``base``: the gateway as shipped.
+- ``unchunked``: the store writer upserts each batch in one statement per table, with no
+  pause (as before ``gateway.store.writer.CHUNK_ROWS``).
 - ``no-store-db``: rows are queued as usual but the writer thread drops each batch instead
   of writing it (the database and journal work leaves the process).
 - ``no-store``: ``record_decision``/``record_outcome`` do nothing at all.
@@ -41,7 +43,7 @@ from bench.gateway_overhead import GATEWAY_CPU, LOAD_CPU, ROOT, _free_port
 from bench.loadgen import wrk
 from bench.upstream import NginxUpstream, _wait_http
 
-VARIANTS = ("base", "no-store-db", "no-store", "no-obs", "no-gc", "bare")
+VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare")
 
 
 def _patch(variant: str) -> None:
@@ -50,6 +52,10 @@ def _patch(variant: str) -> None:
     from gateway.store.writer import Store
 
     parts = {"bare": {"no-store", "no-obs", "no-gc"}}.get(variant, {variant})
+    if "unchunked" in parts:
+        import gateway.store.writer as writer
+
+        writer.CHUNK_ROWS, writer.CHUNK_PAUSE_S = None, 0.0
     if "no-store-db" in parts:
         original = Store._cycle
 
@@ -75,9 +81,55 @@ def _patch(variant: str) -> None:
         gc.freeze = freeze_and_disable
 
 
-def serve(variant: str, policy: str, port: int, database_url: str) -> None:
+def _record_cpu(out: Path) -> None:
+    """Record the process's CPU time (all threads) at the start of each HTTP request, and
+    write the gaps between consecutive starts to ``out`` (JSON, seconds) at shutdown.
+
+    At concurrency 1 a gap is the CPU the gateway spent per request, including what its
+    other threads (the store writer) ran meanwhile, but not the time other processes held
+    the core: the gateway's own tail, separated from the machine's."""
+    import time
+
+    import orjson
+
+    import gateway.app
+
+    marks: list[float] = []
+    create = gateway.app.create_app
+
+    def create_app(settings=None):
+        app = create(settings)
+        inner = app.build_middleware_stack
+
+        def build():
+            asgi = inner()
+
+            async def timed(scope, receive, send):
+                if scope["type"] == "http":
+                    marks.append(time.process_time())
+                elif scope["type"] == "lifespan":  # uvicorn re-raises SIGTERM after shutdown: no atexit
+                    async def watched():
+                        message = await receive()
+                        if message["type"] == "lifespan.shutdown":
+                            out.write_bytes(orjson.dumps([b - a for a, b in zip(marks, marks[1:])]))
+                        return message
+
+                    await asgi(scope, watched, send)
+                    return
+                await asgi(scope, receive, send)
+
+            return timed
+
+        app.build_middleware_stack = build
+        return app
+
+    gateway.app.create_app = create_app
+
+
+def serve(variant: str, policy: str, port: int, database_url: str, cpu_out: Path) -> None:
     """Serve one variant (the child process of :func:`main`)."""
     _patch(variant)
+    _record_cpu(cpu_out)
     from gateway.serve import run
 
     run(policy=Path(policy), host="127.0.0.1", port=port, database_url=database_url)
@@ -104,7 +156,7 @@ def start(variant: str, upstream: str, tmp: Path) -> tuple[subprocess.Popen, str
            "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": "off", "MIXROUTE_ADMIN_KEY": "sk-bench"}
     env.pop("MIXROUTE_REDIS_URL", None)
     cmd = [sys.executable, "-m", "bench.tail_latency", "--serve", variant, "--port", str(port),
-           "--database-url", f"sqlite:///{tmp}/{variant}.db"]
+           "--database-url", f"sqlite:///{tmp}/{variant}.db", "--cpu-out", str(tmp / f"{variant}.cpu.json")]
     if Path("/usr/bin/taskset").exists():
         cmd = ["taskset", "-c", str(GATEWAY_CPU), *cmd]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
@@ -121,9 +173,10 @@ def main() -> None:
     parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, str(ROOT / "bench/policies/passthrough.yaml"), args.port, args.database_url)
+        serve(args.serve, str(ROOT / "bench/policies/passthrough.yaml"), args.port, args.database_url, args.cpu_out)
         return
     variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
@@ -164,6 +217,7 @@ def main() -> None:
                 p.kill()
         upstream.stop()
     _print(results, sched)
+    _print_cpu(tmp, variants)
 
 
 def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]) -> None:
@@ -183,6 +237,25 @@ def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]
         wait = statistics.median(w for _, w in sched[name]) if sched[name] else float("nan")
         print(f"{name:<12} {p50:7.3f} {p99:7.3f} {p50 - direct_p50:8.3f} {p99 - direct_p99:8.3f} {rps:7.0f} {cpu:8.0f}"
               f" {wait:8.0f} {rounds}")
+
+
+def _print_cpu(tmp: Path, variants: list[str]) -> None:
+    import orjson
+
+    print("\nCPU of the gateway process between consecutive request starts (us; all threads; the time")
+    print("other processes held the core is not in it), all measured requests pooled:")
+    print(f"{'variant':<12} {'n':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'p99.9':>7}")
+    for v in variants:
+        path = tmp / f"{v}.cpu.json"
+        if not path.exists():
+            print(f"{v:<12} (no record: the process did not exit cleanly)")
+            continue
+        gaps = sorted(orjson.loads(path.read_bytes()))
+        if len(gaps) < 100:
+            print(f"{v:<12} (only {len(gaps)} requests)")
+            continue
+        q = statistics.quantiles(gaps, n=1000)
+        print(f"{v:<12} {len(gaps):7d} " + " ".join(f"{q[i] * 1e6:7.0f}" for i in (499, 899, 989, 998)))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ its original ``created_at``, so replays still never double a row.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -87,13 +88,17 @@ def _dedupe(table: str, rows: list[dict[str, Any]], key: tuple[str, ...]) -> lis
     return list(newest.values())
 
 
-def write_items(conn: Connection, items: Sequence[Item], keys: Keys | None = None) -> int:
+def write_items(conn: Connection, items: Sequence[Item], keys: Keys | None = None, *,
+                chunk: int | None = None, pause_s: float = 0.0) -> int:
     """Upsert ``items`` on ``conn`` (the caller owns the transaction).
 
     Args:
         conn: an open connection inside a transaction.
         items: ``(table, row)`` pairs; rows hold exactly the table's columns.
         keys: conflict columns per table (:func:`conflict_keys`); default the primary keys.
+        chunk: at most this many rows per statement (``None``: one statement per table).
+        pause_s: sleep between two statements (seconds), so that a thread calling this
+            gives up the GIL and the CPU between chunks (the store's writer thread).
 
     Returns:
         Number of distinct rows sent (after collapsing duplicate keys; rows).
@@ -111,8 +116,13 @@ def write_items(conn: Connection, items: Sequence[Item], keys: Keys | None = Non
         rows = by_table.pop(name, None)
         if rows:
             rows = _dedupe(name, rows, keys[name])
-            conn.execute(_statement(TABLES[name], dialect, keys[name]), rows)
-            sent += len(rows)
+            stmt = _statement(TABLES[name], dialect, keys[name])
+            step = chunk or len(rows)
+            for start in range(0, len(rows), step):
+                if sent and pause_s:
+                    time.sleep(pause_s)
+                conn.execute(stmt, rows[start:start + step])
+                sent += len(rows[start:start + step])
     if by_table:
         raise ValueError(f"store: unknown table(s) {sorted(by_table)}")
     return sent

@@ -38,14 +38,14 @@ def test_journal_round_trips_outcomes(tokens: int, cost: float, ttft: float | No
 
 
 @settings(max_examples=40, deadline=None)
-@given(order=st.permutations(range(5)), batch=st.booleans())
-def test_newest_version_wins_in_any_arrival_order(order: list[int], batch: bool) -> None:
+@given(order=st.permutations(range(5)), batch=st.booleans(), chunk=st.sampled_from([None, 1, 2, 25]))
+def test_newest_version_wins_in_any_arrival_order(order: list[int], batch: bool, chunk: int | None) -> None:
     engine = create_engine("sqlite://")
     Base.metadata.create_all(engine, tables=[Decision.__table__])
     versions = [("decisions", decision("r1", at=i, chosen=f"v{i}").as_dict()) for i in order]
     with engine.begin() as conn:
-        if batch:
-            write_items(conn, versions)
+        if batch:  # in chunks or not, one transaction: the same result
+            write_items(conn, versions, chunk=chunk, pause_s=0.0001 if chunk else 0.0)
         else:
             for item in versions:
                 write_items(conn, [item])
