@@ -146,3 +146,26 @@ def test_mixroute_cost_never_falls_as_the_bar_rises(tiny_csv):
     chosen = data.costs[np.arange(data.n), run.choices]  # (targets, n)
     assert np.all(np.diff(run.thresholds) > 0)
     assert np.all(np.diff(chosen, axis=0) >= -1e-12)
+
+
+class WrongHeads(FakeHeads):
+    """A quality head that is wrong about proofs: it thinks ``small`` handles them."""
+
+    good = {"greeting": {"small", "medium", "large"}, "poem": {"medium", "large"}, "proof": {"small", "large"}}
+
+
+def test_mixroute_local_estimate_corrects_the_head_from_neighbours(tiny_csv):
+    from router.eval.embed import HashingEmbedder
+
+    data = load_eval_data(tiny_csv)
+    topics = np.array([next(k for k in FakeHeads.good if k in p) for p in data.prompts])
+    small, large = data.models.index("small"), data.models.index("large")
+    heads_only = routers.get("mixroute").run(data, Context(options={"predictor": WrongHeads(), "neighbours": 0}))
+    strict = int(np.flatnonzero(heads_only.thresholds == 1.0)[0])
+    assert set(heads_only.choices[strict][topics == "proof"]) == {small}  # the head alone is fooled
+    run = routers.get("mixroute").run(data, Context(embed=HashingEmbedder(256), options={"predictor": WrongHeads()}))
+    strict = int(np.flatnonzero(run.thresholds == 1.0)[0])
+    # the recorded scores of the other folds' proofs outweigh the head (cross-fit: no row sees itself)
+    assert set(run.choices[strict][topics == "proof"]) == {large}
+    assert "NN cross-fit" in run.fit
+    assert summarise(data, run, bootstrap=0).values["aiq"] > summarise(data, heads_only, bootstrap=0).values["aiq"]

@@ -16,6 +16,14 @@ A fixed grid (the previous ``0.05 .. 1.0`` list, :data:`TARGETS`) bunches its po
 where the heads' ratios are not: on RouteLLM MMLU most of them sent 0% or 100% of the
 prompts to GPT-4, which wastes points of the APGR trapezoid.
 
+Local estimate (:mod:`router.neighbours`). When prompt embeddings are at hand (the run's
+``Context.embed``, else the cached MiniLM embedder for the real heads) the head's quality
+is combined with the recorded scores of the prompt's :data:`router.neighbours.K` nearest
+outcome rows (``--train`` rows, or the other folds of a cross-fit as the learned routers
+do): ``(kappa x head + sum of neighbour scores) / (kappa + k)``, the head counting as
+``kappa`` neighbours. Options ``neighbours`` (k; 0: heads only) and ``kappa``. The engine
+then decides on that quality as it does on the head's.
+
 The heads run once per prompt in batches (``classify_batch``); the engine then decides
 each (prompt, target) from those outputs. Backends the quality head does not know get
 the unknown prior (0.5) and are listed in ``extra["quality_prior_for"]``.
@@ -66,10 +74,13 @@ class _Outputs:
         from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
 
         head_quality = self.current.get("quality", {})
+        local = self.current.get("local_quality")
         quality = {}
         for b in backends:
             label = self.heads.head_model(b)
-            if label is not None and label in head_quality:
+            if local is not None and b.model in local:
+                quality[b.name] = float(local[b.model])
+            elif label is not None and label in head_quality:
                 quality[b.name] = float(head_quality[label])
             else:
                 quality[b.name] = UNKNOWN_QUALITY
@@ -207,7 +218,13 @@ class MixrouteRouter(EvalRouter):
         predictor = _Outputs(heads)
         if all(heads.head_model(b) is None for b in parse_policy(policy_text(test, names, 1.0)).policy.backends):
             raise RouterUnavailable(f"the quality head knows none of the models {test.models}")
-        targets = sweep_targets(self.predicted(test, outputs, heads),
+        pred = self.predicted(test, outputs, heads)
+        local, local_note = self.local_estimate(test, pred, ctx)
+        if local is not None:
+            pred = local
+            outputs = [{**o, "local_quality": dict(zip(test.models, map(float, row)))} for o, row in zip(outputs, local)]
+            fit += f" + {local_note}"
+        targets = sweep_targets(pred,
                                 ctx.num_results + 1 if test.two_model
                                 else len(lambda_grid(test.mean_scores, test.mean_costs)))
         choices = np.empty((len(targets), test.n), dtype=int)
@@ -226,6 +243,40 @@ class MixrouteRouter(EvalRouter):
         return RouterRun(self.name, choices, targets, "quality_bar.target", fit,
                          extra={"quality_prior_for": sorted(predictor.prior_for),
                                 "compliance": compliance(test, choices, targets)})
+
+    @staticmethod
+    def local_estimate(test: EvalData, head: np.ndarray, ctx: Context) -> tuple[np.ndarray | None, str]:
+        """``(n, m)`` the head's quality combined with the nearest outcome rows' scores
+        (:func:`router.neighbours.blend`), and how; ``(None, why not)`` without embeddings."""
+        from router.eval.routers.base import FOLDS, fold_of
+        from router.neighbours import K, KAPPA, blend, nearest
+
+        k = int(ctx.options.get("neighbours", K))
+        kappa = float(ctx.options.get("kappa", KAPPA))
+        if k <= 0:
+            return None, "no local estimate (neighbours=0)"
+        embed = ctx.embed
+        if embed is None and ctx.options.get("predictor") is None:
+            try:
+                from router.eval.runner import default_embed
+
+                embed = default_embed(ctx.progress)
+            except ImportError as exc:
+                return None, f"no local estimate ({exc})"
+        if embed is None:
+            return None, "no local estimate (no embeddings)"
+        x_test = embed(test.prompts)
+        if ctx.train is not None:
+            nn = nearest(embed(ctx.train.prompts), x_test, k)
+            return blend(head, ctx.train.scores[nn], kappa), f"{nn.shape[1]}-NN of --train (kappa {kappa:g})"
+        folds = fold_of(test.prompts)
+        out = head.copy()
+        for f in range(FOLDS):
+            held, rest = folds == f, np.flatnonzero(folds != f)
+            if held.any() and len(rest):
+                nn = nearest(x_test[rest], x_test[held], k)
+                out[held] = blend(head[held], test.scores[rest][nn], kappa)
+        return out, f"{k}-NN cross-fit {FOLDS} folds (kappa {kappa:g})"
 
     @staticmethod
     def predicted(test: EvalData, outputs: list[dict[str, Any]], heads: Any) -> np.ndarray:

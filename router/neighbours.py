@@ -1,0 +1,68 @@
+"""A local (nearest-neighbour) estimate of per-model quality, combined with the heads'.
+
+The quality head predicts every model's chance of a good answer from the prompt alone.
+Outcome data holds what the models actually did on similar prompts. :func:`blend` treats
+the head's prediction as a prior worth ``kappa`` observations and the recorded scores of
+the ``k`` nearest outcome rows (cosine similarity of the same encoder's embeddings) as
+observations, and returns the posterior mean (a beta-binomial update with the head's
+prediction as the prior mean):
+
+    q_j = (kappa * head_j + sum_{i in kNN} score_ij) / (kappa + k)
+
+With ``kappa = 0`` this is RouterBench's KNN router (mean score of the k nearest prompts,
+Hu et al. 2024, arXiv:2403.12031); with ``k = 0`` it is the head alone.
+
+Defaults (:data:`K`, :data:`KAPPA`) were chosen on the classifier's ``calib`` split of
+``../shared/data`` (the heads' fitting never saw it), never on the held-out ``test`` split;
+see docs/EVALUATION.md (issue 4). ``k = 40`` is one of RouterBench's three settings
+(5, 10, 40): on binary outcomes, a wider neighbourhood is a less noisy estimate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Neighbours per prompt.
+K = 40
+#: Weight of the head's prediction, in neighbours.
+KAPPA = 10.0
+#: Test rows per similarity block (bounds memory: block x n_memory floats).
+BLOCK = 1024
+
+
+def nearest(memory: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarray:
+    """``(n_queries, k')`` indices of each query's ``k' = min(k, n_memory)`` most similar
+    memory rows (dot product of L2-normalised embeddings = cosine similarity)."""
+    memory = np.asarray(memory, np.float32)
+    queries = np.asarray(queries, np.float32)
+    k = min(k, len(memory))
+    out = np.empty((len(queries), k), dtype=int)
+    if k == 0:
+        return out
+    for s in range(0, len(queries), BLOCK):
+        sims = queries[s:s + BLOCK] @ memory.T
+        out[s:s + BLOCK] = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    return out
+
+
+def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) -> np.ndarray:
+    """Posterior mean quality (see the module docstring).
+
+    Args:
+        head: ``(n, m)`` the head's predicted quality per prompt and model.
+        neighbour_scores: ``(n, k, m)`` recorded scores of each prompt's neighbours.
+        kappa: the head's weight in neighbours (>= 0).
+
+    Raises:
+        ValueError: negative ``kappa``, mismatched shapes, or nothing to average.
+    """
+    head = np.asarray(head, float)
+    nb = np.asarray(neighbour_scores, float)
+    if kappa < 0:
+        raise ValueError(f"kappa must be >= 0, got {kappa}")
+    if nb.ndim != 3 or nb.shape[0] != head.shape[0] or nb.shape[2] != head.shape[1]:
+        raise ValueError(f"neighbour scores {nb.shape} do not match head predictions {head.shape}")
+    k = nb.shape[1]
+    if kappa + k == 0:
+        raise ValueError("kappa = 0 and no neighbours: nothing to estimate from")
+    return (kappa * head + nb.sum(axis=1)) / (kappa + k)

@@ -1,0 +1,35 @@
+"""The local (nearest-neighbour) quality estimate combined with the head's prior."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from router.neighbours import blend, nearest
+
+
+def test_nearest_finds_the_most_similar_rows():
+    memory = np.eye(4, dtype=np.float32)
+    queries = np.array([[0.9, 0.1, 0, 0], [0, 0, 0.2, 0.8]], dtype=np.float32)
+    nn = nearest(memory, queries, k=1)
+    assert nn[:, 0].tolist() == [0, 3]
+    assert sorted(nearest(memory, queries[:1], k=2)[0].tolist()) == [0, 1]
+    assert nearest(memory, queries, k=10).shape == (2, 4)  # k capped at the memory size
+
+
+def test_blend_is_the_posterior_mean_with_the_head_as_prior():
+    head = np.array([[0.9, 0.1]])
+    scores = np.array([[[0, 1], [0, 1], [1, 1], [0, 0]]], dtype=float)  # (1 prompt, 4 neighbours, 2 models)
+    q = blend(head, scores, kappa=4)
+    assert q == pytest.approx(np.array([[(4 * 0.9 + 1) / 8, (4 * 0.1 + 3) / 8]]))
+    assert blend(head, scores, kappa=0) == pytest.approx(scores.mean(axis=1))  # RouterBench's KNN
+    assert blend(head, scores[:, :0], kappa=3) == pytest.approx(head)  # no neighbours: the head
+
+
+def test_blend_rejects_bad_input():
+    with pytest.raises(ValueError, match="kappa"):
+        blend(np.zeros((1, 2)), np.zeros((1, 3, 2)), kappa=-1)
+    with pytest.raises(ValueError, match="do not match"):
+        blend(np.zeros((1, 2)), np.zeros((1, 3, 3)))
+    with pytest.raises(ValueError, match="nothing"):
+        blend(np.zeros((1, 2)), np.zeros((1, 0, 2)), kappa=0)
