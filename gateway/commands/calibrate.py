@@ -37,6 +37,25 @@ def _default_policy(data: Any) -> Any:
     return parse_policy(policy_text(data, names, 0.95), source="<policy of the data>")
 
 
+def split_rows(rows: Any, split: str) -> Any:
+    """The rows whose prompt is in the classifier's ``split`` (``train``, ``calib``, ``test``).
+
+    Raises:
+        CalibrationError: an unknown split, or no row in it.
+    """
+    import numpy as np
+
+    from router.calibration import CalibrationError
+    from router.classify.data import split_of
+
+    if split not in ("train", "calib", "test"):
+        raise CalibrationError(f"--split {split!r}: one of train, calib, test")
+    keep = np.array([i for i, p in enumerate(rows.prompts) if split_of(p) == split], dtype=int)
+    if len(keep) == 0:
+        raise CalibrationError(f"no row of the data is in the classifier's {split!r} split")
+    return rows.subset(keep)
+
+
 def _fmt(p: Any) -> str:
     lo, hi = p.ci
     return (f"{p.param} {p.threshold:g}: realised ratio {p.ratio:.4f} ({p.confidence * 100:g}% CI {lo:.4f}-{hi:.4f}, "
@@ -57,6 +76,9 @@ def calibrate(
     seed: Annotated[int, typer.Option(help="Seed of the resampling and the holdout split.")] = 0,
     adapters: Annotated[Optional[Path], typer.Option(help="Heads folder (default: the shipped adapters/).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every swept threshold as JSON.")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Keep only rows of this split of the classifier's (train, "
+                                                 "calib or test, by prompt hash): `calib` rows were not used to "
+                                                 "fit the shipped heads.")] = None,
 ) -> None:
     """Calibrate a route's quality bar so the realised quality ratio meets --target."""
     from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, load_rows
@@ -69,6 +91,8 @@ def calibrate(
         raise typer.Exit(2)
     try:
         rows = load_rows(data)
+        if split is not None:
+            rows = split_rows(rows, split)
         loaded = load_policy(policy) if policy else _default_policy(rows)
     except (CalibrationError, PolicyError) as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
@@ -94,7 +118,7 @@ def calibrate(
     if json_out is not None:
         _write_json(json_out, result)
     _report(result, rows.name, target)
-    bar = evidence_bar(result, target, [str(p) for p in data])
+    bar = evidence_bar(result, target, [str(p) + (f" (classifier split {split})" if split else "") for p in data])
     if write:
         try:
             write_policy(policy, route, bar)

@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 
 #: Repository root, put on the gateway subprocess's PYTHONPATH.
 _ROOT = Path(__file__).resolve().parents[2]
+#: The classifier's prompt-hash splits (``--split``).
+SPLITS = ("train", "calib", "test")
 #: Environment variables the local gateway subprocess does not inherit (see local_gateway).
 _PRIVATE_ENV = frozenset({"MIXROUTE_ADMIN_KEY", "MIXROUTE_REDIS_URL"})
 
@@ -70,13 +72,24 @@ def replay(
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the gateway's /readyz.")] = 180.0,
     api_key: Annotated[Optional[str], typer.Option(envvar="MIXROUTE_API_KEY",
                                                    help="Bearer key for --gateway (a local gateway needs none).")] = None,
+    split: Annotated[Optional[str], typer.Option(help="Keep only rows of this split of the classifier's "
+                                                 "(train, calib or test, by prompt hash).")] = None,
+    policy: Annotated[Optional[Path], typer.Option(help="Serve this policy instead of the generated one (e.g. one "
+                                                   "written by --write-policy and calibrated by `mixroute "
+                                                   "calibrate --write`).")] = None,
+    write_policy: Annotated[Optional[Path], typer.Option("--write-policy", help="Write the generated policy "
+                                                         "here and exit.")] = None,
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
-        plan, rows = prepare(data, n=n, seed=seed)
+        plan, rows = prepare(data, n=n, seed=seed, split=split)
+        if write_policy is not None:
+            plan.write_policy(write_policy)
+            typer.echo(f"wrote {write_policy}")
+            return
         with contextlib.ExitStack() as stack:
             stack.enter_context(_sigterm_as_interrupt())
-            url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout))
+            url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
             predictor = _predictor(url)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
                                             api_key=api_key if gateway else None))
@@ -114,13 +127,17 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None) -> tuple["ReplayPlan", list["OutcomeRow"]]:
-    """Load the data, build the plan and pick the prompts to send.
+def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
+            split: str | None = None) -> tuple["ReplayPlan", list["OutcomeRow"]]:
+    """Load the data, build the plan and pick the prompts to send (only those of the
+    classifier's ``split`` when given: :func:`router.classify.data.split_of`).
 
     Raises:
         ReplayFailed: a path is unreadable or of no known format, the datasets have
-            different model sets, or there is no row.
+            different model sets, an unknown split, or there is no row.
     """
+    if split is not None and split not in SPLITS:
+        raise ReplayFailed(f"--split {split!r}: one of {', '.join(SPLITS)}")
     from backends.replay.plan import ReplayPlan
     from router.data import DataFormatError, Dataset, load, normalise_prompt
 
@@ -138,11 +155,17 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None)
         raise ReplayFailed("the data holds no rows")
     seen: set[str] = set()
     rows = []
+    if split is not None:
+        from router.classify.data import split_of
     for r in combined.rows:
         key = normalise_prompt(r.prompt)
+        if split is not None and split_of(r.prompt) != split:
+            continue
         if key not in seen:
             seen.add(key)
             rows.append(r)
+    if not rows:
+        raise ReplayFailed(f"no row of the data is in the classifier's {split!r} split")
     if seed is not None:
         random.Random(seed).shuffle(rows)
     return ReplayPlan.build(combined, paths), rows[:n] if n else rows
@@ -156,8 +179,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[str]:
-    """Serve ``plan``'s policy from a gateway subprocess; yield its base URL.
+def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path | None = None) -> Iterator[str]:
+    """Serve ``plan``'s policy (or the ``policy`` file) from a gateway subprocess; yield its base URL.
 
     The subprocess runs in a temporary folder (policy, SQLite store, log) removed at the
     end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits. It does
@@ -170,7 +193,12 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0) -> Iterator[s
     """
     with tempfile.TemporaryDirectory(prefix="mixroute-replay-") as tmp:
         folder = Path(tmp)
-        policy = plan.write_policy(folder / "policy.yaml")
+        if policy is not None:
+            if not policy.is_file():
+                raise ReplayFailed(f"--policy {policy}: no such file")
+            policy = policy.resolve()
+        else:
+            policy = plan.write_policy(folder / "policy.yaml")
         port = free_port()
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--policy", str(policy), "--host", "127.0.0.1",
                "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]

@@ -116,3 +116,15 @@ def test_fixed_sequence_stops_at_the_first_miss_from_the_top():
     assert pick(points, 0.95).threshold == 0.9  # 0.5 passes alone but lies behind a miss
     with pytest.raises(TargetUnreachable, match="fixed-sequence testing stops"):
         pick([pt(0.5, 0.97, 0.1), pt(1.0, 0.90, 0.9)], 0.95)
+
+
+def test_split_rows_keeps_the_classifiers_split(data_dir):
+    from gateway.commands.calibrate import split_rows
+    from router.calibration import CalibrationError
+    from router.classify.data import split_of
+
+    rows = load_rows([data_dir / "routerbench" / "mbpp_train.csv"])
+    calib = split_rows(rows, "calib")
+    assert 0 < calib.n < rows.n and all(split_of(p) == "calib" for p in calib.prompts)
+    with pytest.raises(CalibrationError, match="one of"):
+        split_rows(rows, "dev")

@@ -152,3 +152,31 @@ async def test_send_all_presents_the_api_key(tmp_path):
 
     answered = await send_all("http://gw", plan, rows, api_key="k-123", transport=httpx.MockTransport(handler))
     assert seen == ["Bearer k-123"] and answered[0].error == "HTTP 401: bad key"
+
+
+def test_prepare_keeps_only_the_classifiers_split(data_dir):
+    from router.classify.data import split_of
+
+    path = data_dir / "routerbench" / "mbpp_train.csv"
+    _, everything = prepare([path])
+    _, held = prepare([path], split="test")
+    assert 0 < len(held) < len(everything)
+    assert all(split_of(r.prompt) == "test" for r in held)
+    with pytest.raises(ReplayFailed, match="one of"):
+        prepare([path], split="dev")
+
+
+def test_write_policy_then_serve_it_by_path(tmp_path):
+    from router.policy import load_policy
+
+    path = write_bench(tmp_path)
+    out = tmp_path / "replay.yaml"
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
+                                       "--write-policy", str(out)])
+    assert res.exit_code == 0, res.output
+    loaded = load_policy(out)
+    assert loaded.policy.route("auto").quality_bar.target == 0.95
+    assert not (tmp_path / "o.json").exists()  # nothing was replayed
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
+                                       "--policy", str(tmp_path / "nope.yaml")])
+    assert res.exit_code == 2 and "no such file" in res.output
