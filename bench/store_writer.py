@@ -116,7 +116,14 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--database-url", default=os.environ.get("MIXROUTE_TEST_DATABASE_URL", DEFAULT_URL))
     ap.add_argument("--pairs", type=int, default=20_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--unpaced", action="store_true",
+                    help="write each batch in one statement per table, without the writer's pauses "
+                         "(gateway.store.writer.CHUNK_ROWS), for an A/B of their cost")
     args = ap.parse_args(argv)
+    if args.unpaced:
+        import gateway.store.writer as writer
+
+        writer.CHUNK_ROWS, writer.CHUNK_PAUSE_S = None, 0.0
     print(f"store writer benchmark: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.machine()}, "
           f"{os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.1f}), Python {platform.python_version()}, "
           f"{normalize_url(args.database_url).render_as_string(hide_password=True)}")
@@ -129,7 +136,8 @@ async def main(argv: list[str] | None = None) -> None:
             print(f"  run {run + 1}: {rate:,.0f} pairs/s")
         down = await _record_calls_when_down(min(args.pairs, 5_000), Path(tmp))
     print(f"median: {statistics.median(rates):,.0f} decision+outcome pairs/s "
-          f"({args.runs} runs x {args.pairs:,} pairs, batches of {Settings().store_batch_size} rows)")
+          f"({args.runs} runs x {args.pairs:,} pairs, batches of {Settings().store_batch_size} rows"
+          f"{', unpaced' if args.unpaced else ''})")
     print(f"record_decision+record_outcome call, database up:   p50 {_us(calls, 0.5):.1f} us, "
           f"p99 {_us(calls, 0.99):.1f} us")
     print(f"record_decision+record_outcome call, database down: p50 {_us(down, 0.5):.1f} us, "

@@ -18,6 +18,8 @@ changes what the gateway does in production):
 - ``base``: the gateway as shipped.
 - ``unchunked``: the store writer upserts each batch in one statement per table, with no
   pause (as before ``gateway.store.writer.CHUNK_ROWS``).
+- ``chunk-N[-P]``: the store writer upserts ``N`` rows per statement instead of
+  ``CHUNK_ROWS`` (and pauses ``P`` us between statements instead of ``CHUNK_PAUSE_S``).
 - ``no-store-db``: rows are queued as usual but the writer thread drops each batch instead
   of writing it (the database and journal work leaves the process).
 - ``no-store``: ``record_decision``/``record_outcome`` do nothing at all.
@@ -56,6 +58,14 @@ def _patch(variant: str) -> None:
         import gateway.store.writer as writer
 
         writer.CHUNK_ROWS, writer.CHUNK_PAUSE_S = None, 0.0
+    chunk = next((p for p in parts if p.startswith("chunk-")), None)
+    if chunk:
+        import gateway.store.writer as writer
+
+        rows, _, pause_us = chunk.removeprefix("chunk-").partition("-")
+        writer.CHUNK_ROWS = int(rows)
+        if pause_us:
+            writer.CHUNK_PAUSE_S = int(pause_us) / 1e6
     if "no-store-db" in parts:
         original = Store._cycle
 
@@ -170,7 +180,7 @@ def main() -> None:
     parser.add_argument("--variants", default="base,no-store-db,no-store,no-obs,no-gc,bare")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
-    parser.add_argument("--serve", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--cpu-out", type=Path, help=argparse.SUPPRESS)
@@ -179,7 +189,7 @@ def main() -> None:
         serve(args.serve, str(ROOT / "bench/policies/passthrough.yaml"), args.port, args.database_url, args.cpu_out)
         return
     variants = [v for v in args.variants.split(",") if v]
-    unknown = set(variants) - set(VARIANTS)
+    unknown = {v for v in variants if v not in VARIANTS and not (v.startswith("chunk-") and v[6:].replace("-", "").isdigit())}
     if unknown:
         parser.error(f"unknown variant(s) {sorted(unknown)} (known: {', '.join(VARIANTS)})")
     tmp = Path(tempfile.mkdtemp(prefix="mixroute-tail-"))

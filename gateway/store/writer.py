@@ -42,9 +42,12 @@ log = logging.getLogger("mixroute.store")
 JOURNAL_NAME = "mixroute-journal.jsonl"
 CHUNK_ROWS, CHUNK_PAUSE_S = 25, 0.0002
 """Live batches are upserted ``CHUNK_ROWS`` rows per statement with a ``CHUNK_PAUSE_S``
-sleep between statements (one transaction still). Binding rows holds the GIL, about 25 us
-per row here: a 200-row batch in one statement kept the event loop from running for ~5 ms,
-which on one core showed up as the pass-through p99 (``python -m bench.tail_latency``)."""
+sleep between statements (one transaction still), unless a backlog of a batch or more is
+queued: then in one statement per table, for throughput (the pauses cost some PostgreSQL
+throughput: ``python -m bench.store_writer`` against ``--unpaced``). Binding rows holds the
+GIL, about 25 us per row here: a 200-row batch in one statement kept the event loop from
+running for ~5 ms, which on one core showed up in the pass-through p99
+(``python -m bench.tail_latency``: ``base`` against ``unchunked``)."""
 _DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError)
 """Errors that mean "database unreachable / not ready": spill and retry, never reject."""
 
@@ -343,7 +346,7 @@ class Store:
                         self._keys = conflict_keys(conn)
                     self._migrated = True
                 self._replay()
-                self.stats.written += self._write(batch)
+                self.stats.written += self._write(batch, paced=True)
                 if self._down:
                     self._down = False
                     log.warning("store: database %s reachable again", safe_url(self.url))
@@ -374,9 +377,10 @@ class Store:
             self.stats.replayed += n
             log.warning("store: replayed %d journaled row(s) from %s", n, self.journal.path)
 
-    def _write(self, items: list[Item]) -> int:
+    def _write(self, items: list[Item], paced: bool = False) -> int:
         """Upsert ``items`` in one transaction; if the database refuses the batch for
         its data, retry row by row and set refused rows aside. Returns rows committed.
+        ``paced``: in chunks with pauses (:data:`CHUNK_ROWS`) unless a backlog is queued.
 
         Raises:
             sqlalchemy.exc.OperationalError (and the rest of ``_DOWN``): database down.
@@ -385,8 +389,11 @@ class Store:
             return 0
         assert self._engine is not None
         try:
+            # qsize() from this thread: a racy read of a length, good enough for a hint.
+            paced = paced and self._queue.qsize() < self.settings.store_batch_size
             with self._engine.begin() as conn:
-                write_items(conn, items, self._keys, chunk=CHUNK_ROWS, pause_s=CHUNK_PAUSE_S)
+                write_items(conn, items, self._keys, chunk=CHUNK_ROWS if paced else None,
+                            pause_s=CHUNK_PAUSE_S if paced else 0.0)
             return len(items)
         except _DOWN:
             raise
