@@ -31,9 +31,14 @@ the unknown prior (0.5) and are listed in ``extra["quality_prior_for"]``.
 Bar compliance (``extra["compliance"]``): per target, the achieved mean quality as a
 share of the strongest model's, and whether it reached the target.
 
+Heads: with ``Context.train`` (``--train``) the ``quality`` (and ``output_length``) heads
+are fit on those rows first (:func:`router.eval.heads.fit_heads`); otherwise the shipped
+ones (or ``adapters``) are loaded, only the heads read here (:data:`HEADS`).
+
 Options (``Context.options``): ``adapters`` (a heads folder; default the shipped
-``adapters/``), ``predictor`` (an object with ``classify_batch`` and ``head_model``,
-e.g. a loaded ``ClassifierPredictor``).
+``adapters/``; without ``--train``), ``predictor`` (an object with ``classify_batch`` and
+``head_model``, e.g. a loaded ``ClassifierPredictor``; wins over both), ``train_epochs``
+(epochs of the heads fit on ``--train``; default 3).
 """
 
 from __future__ import annotations
