@@ -37,11 +37,10 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
         load_policy_or_exit(settings.policy_path, exit_code=1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
-    # httpx logs every upstream call at INFO ("HTTP Request: POST <replica URL> ..."): one
-    # synchronous stderr write per request on the event loop at the default log level.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     if settings.log_level.lower() != "debug":
-        # httpx logs every request at INFO: one line per vLLM replica per /metrics poll.
+        # httpx logs every upstream call at INFO ("HTTP Request: POST <replica URL> ..."): one
+        # synchronous stderr write per request on the event loop, and one line per vLLM
+        # replica per /metrics poll. Kept at debug, where those lines are wanted.
         logging.getLogger("httpx").setLevel(logging.WARNING)
     if not _auth_configured(settings):
         if settings.host not in ("127.0.0.1", "localhost", "::1"):
