@@ -53,6 +53,7 @@ class HeadConfig(BaseModel):
         calibration: per-label Platt parameters ``sigmoid(a * logit + b)`` fitted on the
             calibration split (``multilabel`` / ``probability``).
         target_mean, target_std: de-standardisation of ``log_regression`` outputs.
+        pooling: ``mean`` (default) or ``max`` over the top layer's real tokens.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -64,6 +65,7 @@ class HeadConfig(BaseModel):
     max_tokens: int = Field(gt=2)
     head_tokens: int = Field(ge=0)
     lora: LoraPlacement
+    pooling: Literal["mean", "max"] = "mean"
     calibration: dict[str, list[float]] = Field(default_factory=dict)
     target_mean: float = 0.0
     target_std: float = 1.0

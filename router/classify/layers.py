@@ -124,3 +124,12 @@ def mean_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean over real tokens: ``(..., B, T, D)``, mask ``(B, T)`` -> ``(..., B, D)``."""
     m = mask.to(x.dtype).unsqueeze(-1)
     return (x * m).sum(-2) / m.sum(-2).clamp(min=1.0)
+
+
+def max_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Max over real tokens: ``(..., B, T, D)``, mask ``(B, T)`` -> ``(..., B, D)``."""
+    return x.masked_fill(~mask.to(torch.bool).unsqueeze(-1), float("-inf")).amax(-2)
+
+
+#: Pooling of the top layer's token states, by a head's ``pooling`` setting.
+POOLING = {"mean": mean_pool, "max": max_pool}

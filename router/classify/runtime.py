@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
-from router.classify.layers import LINEARS, LayerWeights, StackedLinear, attention_bias, bert_layer, mean_pool
+from router.classify.layers import LINEARS, POOLING, LayerWeights, StackedLinear, attention_bias, bert_layer
 from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
 
 
@@ -257,10 +257,12 @@ class MultiHeadEncoder:
         for i, lin in enumerate(self.top, start=self.split):
             fused = None if any(m in lin.lora for m in LINEARS[:3]) else self.base.fused_qkv(i)
             x = bert_layer(x, bias, lin.lw, self.base.n_attn_heads, lin, self.base.eps, qkv=fused)
-        pooled = mean_pool(x, mask).float()
-        if pooled.dim() == 2:
-            pooled = pooled.unsqueeze(0).expand(len(self.heads), -1, -1)
-        return [F.linear(pooled[i], w, b).cpu() for i, (w, b) in enumerate(self.out)]
+        pooled = {kind: POOLING[kind](x, mask).float() for kind in {h.config.pooling for h in self.heads}}
+        out = []
+        for i, (head, (w, b)) in enumerate(zip(self.heads, self.out)):
+            p = pooled[head.config.pooling]
+            out.append(F.linear(p if p.dim() == 2 else p[i], w, b).cpu())
+        return out
 
 
 def postprocess(config: Any, raw: torch.Tensor) -> torch.Tensor:

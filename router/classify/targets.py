@@ -24,6 +24,7 @@ class HeadSpec:
     name: str
     kind: str
     description: str
+    pooling: str = "mean"
 
     def labels(self, rows: list[Row]) -> list[str]:
         if self.name == "quality":
@@ -113,6 +114,8 @@ SPECS: dict[str, HeadSpec] = {s.name: s for s in (
     HeadSpec("output_length", "log_regression", "expected completion tokens (geometric mean over recorded models)"),
     HeadSpec("domain", "multiclass", "topic class derived from the data source / MMLU subject"),
     HeadSpec("difficulty", "probability", "share of evaluated models that answered incorrectly"),
-    HeadSpec("pii", "probability", "the prompt carries personal data (contact details, ids, card numbers)"),
-    HeadSpec("injection", "probability", "prompt-injection / jailbreak attempt"),
+    # Local features (an e-mail address, a phrase of a jailbreak): the mean over every token
+    # dilutes them, the max keeps them (docs/CLASSIFIER.md, shared trunk vs full LoRA).
+    HeadSpec("pii", "probability", "the prompt carries personal data (contact details, ids, card numbers)", "max"),
+    HeadSpec("injection", "probability", "prompt-injection / jailbreak attempt", "max"),
 )}

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from router.classify.data import Row, load_rows, split_of
 from router.classify.heads import HeadConfig, LoraPlacement
-from router.classify.layers import attention_bias, bert_layer, mean_pool
+from router.classify.layers import POOLING, attention_bias, bert_layer
 from router.classify.runtime import BaseEncoder, postprocess
 from router.classify.targets import SPECS, HeadSpec
 
@@ -141,8 +141,9 @@ def _batches(idx: list[int], states: list[torch.Tensor], size: int, rng: random.
 class _Trainable(torch.nn.Module):
     """peft-wrapped top layer(s) of the base plus the head's output layer."""
 
-    def __init__(self, cfg: TrainConfig, base: BaseEncoder, n_out: int):
+    def __init__(self, cfg: TrainConfig, base: BaseEncoder, n_out: int, pooling: str = "mean"):
         super().__init__()
+        self.pool = POOLING[pooling]
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModel
 
@@ -192,13 +193,13 @@ class _Trainable(torch.nn.Module):
             dense, k = layers[self.split].output.dense, "default"  # a peft LoRA Linear
             delta = dense.lora_B[k](dense.lora_A[k](dense.lora_dropout[k](h))) * dense.scaling[k]
             x = F.layer_norm(r + delta, r.shape[-1:], *lw.ln_out, eps=self.base.eps)
-            return self.out(self.drop(mean_pool(x, mask)))
+            return self.out(self.drop(self.pool(x, mask)))
         bias = attention_bias(mask, x.dtype)
         for i in range(self.split, len(self.base.layers)):
             mod = layers[i]
             x = bert_layer(x, bias, self.base.layers[i], self.base.n_attn_heads,
                            lambda n, t, mod=mod: mod.get_submodule(n)(t), self.base.eps)
-        return self.out(self.drop(mean_pool(x, mask)))
+        return self.out(self.drop(self.pool(x, mask)))
 
 
 def _platt(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
@@ -244,7 +245,7 @@ def _start_head(spec: HeadSpec, cfg: TrainConfig, base: BaseEncoder, rows: list[
         t = y[part["train"], 0]
         mean, std = float(t.mean()), float(t.std().clamp(min=1e-3))
         y = (y - mean) / std
-    model = _Trainable(cfg, base, len(labels))
+    model = _Trainable(cfg, base, len(labels), spec.pooling)
     if spec.kind in ("multilabel", "probability"):
         rate = torch.nanmean(y[part["train"]], dim=0).nan_to_num(0.5).clamp(0.02, 0.98)
         model.out.bias.data = torch.log(rate / (1 - rate))
@@ -261,6 +262,7 @@ def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[
     config = HeadConfig(name=spec.name, kind=spec.kind, labels=run.labels, base_model=cfg.base_name,
                         max_tokens=cfg.max_tokens, head_tokens=cfg.head_tokens,
                         lora=LoraPlacement(layers=cfg.layers, modules=cfg.modules, r=cfg.r, alpha=cfg.alpha),
+                        pooling=spec.pooling,
                         target_mean=run.mean, target_std=run.std, seed=cfg.seed,
                         trained_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
     if spec.kind in ("multilabel", "probability"):

@@ -39,18 +39,20 @@ def tiny(tmp_path_factory) -> tuple[Path, BaseEncoder, object]:
     return folder, base, model
 
 
-def _head(tmp: Path, folder: Path, base: BaseEncoder, name: str, modules: list[str], seed: int, layers=(2,)):
+def _head(tmp: Path, folder: Path, base: BaseEncoder, name: str, modules: list[str], seed: int, layers=(2,),
+          pooling: str = "mean"):
     """Train nothing: random LoRA A and B through peft, saved and re-loaded as a shipped head."""
     cfg = TrainConfig(data=tmp, out=tmp, base_path=folder, layers=list(layers), modules=modules, r=4, alpha=8,
                       max_tokens=24, head_tokens=6, base_name="tiny")
     torch.manual_seed(seed)
-    model = _Trainable(cfg, base, n_out=3)
+    model = _Trainable(cfg, base, n_out=3, pooling=pooling)
     for n, p in model.named_parameters():
         if "lora_B" in n:
             torch.nn.init.normal_(p, std=0.5)
     model.eval()
     config = HeadConfig(name=name, kind="multilabel", labels=["a", "b", "c"], base_model="tiny", max_tokens=24,
-                        head_tokens=6, lora=LoraPlacement(layers=list(layers), modules=modules, r=4, alpha=8))
+                        head_tokens=6, lora=LoraPlacement(layers=list(layers), modules=modules, r=4, alpha=8),
+                        pooling=pooling)
     save_head(tmp / name, config, model)
     return model, load_head(tmp / name)
 
@@ -64,10 +66,11 @@ def test_trunk_matches_transformers(tiny):
     assert torch.allclose(ref[mask.bool()], mine[mask.bool()], atol=1e-5)
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max"])
 @pytest.mark.parametrize("modules", [["output.dense"], list(LINEARS)])
-def test_serving_equals_peft_training_forward(tiny, tmp_path, modules):
+def test_serving_equals_peft_training_forward(tiny, tmp_path, modules, pooling):
     folder, base, _ = tiny
-    model, head = _head(tmp_path, folder, base, "h", modules, seed=1)
+    model, head = _head(tmp_path, folder, base, "h", modules, seed=1, pooling=pooling)
     ids, mask = base.tokenize(TEXTS)
     x = base.trunk(ids, mask, 2)
     with torch.no_grad():
@@ -176,3 +179,15 @@ def test_fused_qkv_and_unpadded_batches_change_nothing(tiny, tmp_path):
         BaseEncoder.fused_qkv = original
     assert torch.allclose(fused, separate, atol=1e-5)
     assert torch.allclose(fused, enc.run(TEXTS)[0][:1], atol=1e-4)  # same prompt inside a padded batch
+
+
+def test_mean_and_max_pooled_heads_run_together(tiny, tmp_path):
+    """Heads with different pooling share one pass and each gets what it gets alone."""
+    folder, base, _ = tiny
+    mean = _head(tmp_path, folder, base, "m", ["output.dense"], seed=2)[1]
+    mx = _head(tmp_path, folder, base, "x", ["output.dense"], seed=2, pooling="max")[1]
+    together = MultiHeadEncoder(base, [mean, mx], dtype="float32").run(TEXTS)
+    alone = [MultiHeadEncoder(base, [h], dtype="float32").run(TEXTS)[0] for h in (mean, mx)]
+    for a, b in zip(together, alone):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert not torch.allclose(together[0], together[1], atol=1e-3)  # same weights, different pooling
