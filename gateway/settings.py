@@ -24,6 +24,10 @@ class Settings(BaseSettings):
         redis_url: shared state for many replicas (``None``: in-process state).
         host, port: where ``mixroute serve`` listens.
         max_body_bytes: request bodies larger than this get HTTP 413 (bytes).
+        keep_alive_s: how long an idle client connection stays open (seconds). Longer than a
+            load balancer's idle timeout (AWS ALB 60 s; 75 s as nginx), so the gateway never
+            closes a connection the balancer or a client is about to reuse (a request sent
+            into a closing connection is reset and never reaches the gateway).
         store_queue_size: bound of the in-memory write queue of the store (rows).
         store_batch_size: rows per batched insert.
         store_flush_interval_s: longest time a row waits in the queue (seconds).
@@ -56,6 +60,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    keep_alive_s: int = Field(default=75, gt=0)
     store_queue_size: int = Field(default=10_000, gt=0)
     store_batch_size: int = Field(default=200, gt=0)
     store_flush_interval_s: float = Field(default=0.2, gt=0)

@@ -72,7 +72,8 @@ def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, **ove
     app = create_app(settings)
     if prepare is not None:
         prepare(app)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2,
+                                           timeout_keep_alive=settings.keep_alive_s))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
