@@ -9,7 +9,7 @@ top layer(s) for all heads together (heads stacked on a leading axis, see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ class BaseEncoder:
     max_tokens: int = 128
     head_tokens: int = 32
     name: str = ""
+    _qkv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
@@ -114,10 +115,9 @@ class BaseEncoder:
 
     def fused_qkv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The frozen fused query/key/value map of ``layer`` (built once, after :meth:`to`)."""
-        cache = self.__dict__.setdefault("_qkv", {})
-        if layer not in cache:
-            cache[layer] = self.layers[layer].qkv()
-        return cache[layer]
+        if layer not in self._qkv:
+            self._qkv[layer] = self.layers[layer].qkv()
+        return self._qkv[layer]
 
     def to(self, device: torch.device, dtype: torch.dtype = torch.float32) -> "BaseEncoder":
         """Move (in place) to ``device`` and cast the weights to ``dtype``."""
@@ -129,7 +129,7 @@ class BaseEncoder:
             lw.w = {k: (cast(w), cast(b)) for k, (w, b) in lw.w.items()}
             lw.ln_attn = tuple(cast(t) for t in lw.ln_attn)  # type: ignore[assignment]
             lw.ln_out = tuple(cast(t) for t in lw.ln_out)  # type: ignore[assignment]
-        self.__dict__.pop("_qkv", None)
+        self._qkv.clear()
         return self
 
 
