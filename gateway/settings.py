@@ -50,6 +50,10 @@ class Settings(BaseSettings):
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.
+        classifier_memory: ``on`` blends the quality head with the outcome memory shipped
+            next to it (the recorded scores of the 40 most similar training prompts,
+            router/classify/memory.py); ``off`` uses the head alone; ``exclude-exact`` ignores
+            memory rows identical to the prompt (``mixroute replay`` of rows the memory holds).
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -76,3 +80,4 @@ class Settings(BaseSettings):
     classifier_max_wait_ms: float = Field(default=2.0, ge=0)
     classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
+    classifier_memory: Literal["on", "off", "exclude-exact"] = "on"

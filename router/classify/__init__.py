@@ -48,7 +48,7 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0):
+                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0, embed: bool = False):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -61,6 +61,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
             ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
         scan_windows: extra windows per long prompt for the ``pii``/``injection`` heads
             (0: head + tail window only; see :meth:`router.classify.runtime.MultiHeadEncoder.scan`).
+        embed: also compute each prompt's base embedding in the same pass
+            (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -92,28 +94,38 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
     base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
                                        head_tokens=first.head_tokens, name=first.base_model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows)
+    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed)
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 2.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
-                   scan_windows: int = DEFAULT_SCAN_WINDOWS) -> "ClassifierPredictor":
+                   scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
+                   exclude_exact: bool = False) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
     (settings ``MIXROUTE_CLASSIFIER_MAX_BATCH`` / ``MIXROUTE_CLASSIFIER_MAX_WAIT_MS``);
     ``scan_windows`` defaults to :data:`DEFAULT_SCAN_WINDOWS` here (setting
-    ``MIXROUTE_CLASSIFIER_SCAN_WINDOWS``).
+    ``MIXROUTE_CLASSIFIER_SCAN_WINDOWS``). ``memory``: blend the ``quality`` head with the
+    outcome memory shipped next to it (``quality/memory.safetensors``,
+    :mod:`router.classify.memory`) when that file exists (setting
+    ``MIXROUTE_CLASSIFIER_MEMORY``); ``exclude_exact``: ignore memory rows identical to the
+    prompt (offline replay/calibration on rows the memory may hold).
 
     Raises:
         ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
             routes on the policy's quality priors.
     """
+    from router.classify.memory import MEMORY_FILE, OutcomeMemory
     from router.classify.predictor import ClassifierPredictor
 
+    folder = adapters_dir or default_adapters_dir()
+    path = folder / "quality" / MEMORY_FILE
+    outcomes = OutcomeMemory.load(path) if memory and (heads is None or "quality" in heads) and path.is_file() else None
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
-                           scan_windows=scan_windows)
-    predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms)
+                           scan_windows=scan_windows, embed=outcomes is not None)
+    predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms, memory=outcomes,
+                                    exclude_exact=exclude_exact)
     predictor.classify_batch(["warm-up"])
     return predictor

@@ -3,7 +3,8 @@
 Per prompt, one micro-batched encoder pass yields every head's output; they become a
 :class:`~router.predict.Prediction`:
 
-- ``quality[backend]``: the calibrated ``quality`` head output for the backend's
+- ``quality[backend]``: the calibrated ``quality`` head output (blended with the outcome
+  memory's nearest training prompts when one is loaded, :mod:`router.classify.memory`) for the backend's
   ``quality_model`` (or ``model``), matched exactly, then case-insensitively, then by the
   last ``/`` segment (``openai/gpt-4-1106-preview`` -> ``gpt-4-1106-preview``). A backend
   the head does not know keeps its policy ``quality`` prior (or
@@ -12,7 +13,8 @@ Per prompt, one micro-batched encoder pass yields every head's output; they beco
 - ``signals``: ``domain`` (+ ``domain_confidence``), ``difficulty``, ``pii``, ``injection``
   as far as those heads are loaded (``pii``/``injection``: the most alarming window of a
   long prompt), ``scan_coverage`` (share of the prompt's characters some window read; 1.0
-  for prompts within one window) and ``classifier_heads`` (name@version).
+  for prompts within one window), ``quality_memory`` (rows of the outcome memory the
+  quality was blended with, when one is loaded) and ``classifier_heads`` (name@version).
 """
 
 from __future__ import annotations
@@ -29,6 +31,25 @@ def _norm(name: str) -> str:
     return name.strip().lower()
 
 
+def label_lookup(labels: Sequence[str]) -> dict[str, str]:
+    """Keys a model name may match a quality label by (exact, case-insensitive, last ``/``
+    segment) -> the label; the first label wins a shared key. See :func:`match_label`."""
+    lookup = {m: m for m in labels}
+    for m in labels:
+        lookup.setdefault(_norm(m), m)
+        lookup.setdefault(_norm(m.rsplit("/", 1)[-1]), m)
+    return lookup
+
+
+def match_label(lookup: dict[str, str], name: str) -> str | None:
+    """The quality label standing for model ``name`` (exactly, then case-insensitively, then
+    by its last ``/`` segment: ``openai/gpt-4-1106-preview`` -> ``gpt-4-1106-preview``), or ``None``."""
+    for key in (name, _norm(name), _norm(name.rsplit("/", 1)[-1])):
+        if key in lookup:
+            return lookup[key]
+    return None
+
+
 class ClassifierPredictor:
     """Predictor over a :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -36,27 +57,41 @@ class ClassifierPredictor:
         encoder: the loaded multi-head encoder.
         max_batch: largest micro-batch (prompts per encoder pass).
         max_wait_ms: longest a prompt waits for its micro-batch to fill (ms).
+        memory: an :class:`router.classify.memory.OutcomeMemory` over the quality head's
+            labels (the encoder must have been built with ``embed=True``), or ``None``.
+        exclude_exact: ignore memory rows identical to the prompt (see
+            :meth:`router.classify.memory.OutcomeMemory.neighbours`).
+
+    Raises:
+        ValueError: a memory without a ``quality`` head, or whose labels differ from it.
     """
 
     source = "classifier"
 
-    def __init__(self, encoder: Any, *, max_batch: int = 32, max_wait_ms: float = 2.0):
+    def __init__(self, encoder: Any, *, max_batch: int = 32, max_wait_ms: float = 2.0, memory: Any = None,
+                 exclude_exact: bool = False):
         self.encoder = encoder
+        self.memory, self.exclude_exact = memory, exclude_exact
         self.batcher = MicroBatcher(self.classify_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
         self.heads = {h.name: h.config for h in encoder.heads}
         quality = self.heads.get("quality")
-        self._models = {} if quality is None else {m: m for m in quality.labels}
-        if quality is not None:
-            for m in quality.labels:
-                self._models.setdefault(_norm(m), m)
-                self._models.setdefault(_norm(m.rsplit("/", 1)[-1]), m)
+        if memory is not None and (quality is None or list(memory.labels) != list(quality.labels)
+                                   or not getattr(encoder, "embed", False)):
+            raise ValueError("the outcome memory needs the quality head it was built for (same labels) "
+                             "and an encoder built with embed=True")
+        self._models = {} if quality is None else label_lookup(quality.labels)
 
     def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Every head's post-processed outputs per text (runs the encoder; blocking)."""
+        import torch
+
         from router.classify.runtime import postprocess
 
-        raw, coverage = self.encoder.scan(texts)
+        raw, coverage, emb = self.encoder.scan_embed(texts)
         per_head = {h.name: postprocess(h.config, r) for h, r in zip(self.encoder.heads, raw)}
+        if self.memory is not None:
+            blended = self.memory.blend(per_head["quality"].numpy(), emb.numpy(), exclude_exact=self.exclude_exact)
+            per_head["quality"] = torch.from_numpy(blended)
         out: list[dict[str, Any]] = []
         for i in range(len(texts)):
             d: dict[str, Any] = {}
@@ -72,6 +107,8 @@ class ClassifierPredictor:
                 else:
                     d[name] = row[0]
             d["scan_coverage"] = coverage[i]
+            if self.memory is not None:
+                d["quality_memory"] = self.memory.n
             out.append(d)
         return out
 
@@ -81,11 +118,7 @@ class ClassifierPredictor:
 
     def head_model(self, backend: BackendConfig) -> str | None:
         """The ``quality`` label standing for ``backend``, or ``None`` if unknown."""
-        name = backend.quality_model or backend.model
-        for key in (name, _norm(name), _norm(name.rsplit("/", 1)[-1])):
-            if key in self._models:
-                return self._models[key]
-        return None
+        return match_label(self._models, backend.quality_model or backend.model)
 
     async def predict(self, text: str, backends: Sequence[BackendConfig]) -> Prediction:
         out = await self.signals(text)

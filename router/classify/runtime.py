@@ -180,13 +180,18 @@ class MultiHeadEncoder:
         scan_heads: heads whose output for a long prompt is the most alarming window's
             (highest calibrated output), not the main window's: an attack or personal data
             in the middle of a long prompt must not hide past the truncation point.
+        embed: also return each prompt's base-encoder embedding (:meth:`scan_embed`): the
+            top layer(s) without any LoRA delta, mean-pooled and L2-normalised, which is
+            the sentence-transformers all-MiniLM-L6-v2 embedding of the main window
+            (:class:`router.eval.embed.MiniLMEmbedder` computes the same vector). It runs
+            as one more stacked head with zero LoRA, so it shares the trunk pass.
 
     Raises:
         AdapterError: no heads, or a head adapts a layer/module the base does not have.
     """
 
     def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto",
-                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS):
+                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False):
         if not heads:
             raise AdapterError("no heads to run")
         dtype = resolve_dtype(dtype, device)
@@ -200,6 +205,7 @@ class MultiHeadEncoder:
             if not 0 <= layer < n_layers or module not in base.layers[layer].w:
                 raise AdapterError(f"a head adapts encoder.layer.{layer}.{module}, which the base lacks")
         self.split = min((w[0] for w in wheres), default=n_layers)
+        self.embed = bool(embed)
         self.top = [StackedLinear(base.layers[i], self._stack(i)) for i in range(self.split, n_layers)]
         self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
         self.trunk_calls = 0
@@ -211,8 +217,9 @@ class MultiHeadEncoder:
         for module in {m for h in self.heads for (li, m) in h.lora if li == layer}:
             w = self.base.layers[layer].w[module][0]
             r = max(h.lora[(layer, module)][0].shape[0] for h in self.heads if (layer, module) in h.lora)
-            a = torch.zeros(len(self.heads), r, w.shape[1])
-            b = torch.zeros(len(self.heads), w.shape[0], r)
+            stack = len(self.heads) + self.embed  # the embedding's zero-LoRA slot comes last
+            a = torch.zeros(stack, r, w.shape[1])
+            b = torch.zeros(stack, w.shape[0], r)
             for i, h in enumerate(self.heads):
                 if (layer, module) in h.lora:
                     ha, hb = h.lora[(layer, module)]
@@ -225,7 +232,6 @@ class MultiHeadEncoder:
         """Raw outputs per head, in ``self.heads`` order: each ``(B, n_labels)`` on CPU."""
         return self.scan(texts)[0]
 
-    @torch.inference_mode()
     def scan(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float]]:
         """:meth:`run` plus the share of each prompt's characters the windows saw.
 
@@ -235,8 +241,15 @@ class MultiHeadEncoder:
         Returns:
             ``(raw outputs per head, each (B, n_labels), coverage per prompt in [0, 1])``.
         """
+        out, coverage, _ = self.scan_embed(texts)
+        return out, coverage
+
+    @torch.inference_mode()
+    def scan_embed(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None]:
+        """:meth:`scan` plus each prompt's embedding ``(B, D)`` float32 of its main window
+        (``None`` unless the encoder was built with ``embed=True``)."""
         ids, mask, rows, coverage = self.base.tokenize_scan(texts, self.scan_windows)
-        raw = self._forward(ids, mask)
+        raw, emb = self._forward(ids, mask)
         main = torch.tensor([r[0] for r in rows])
         out = []
         for head, r in zip(self.heads, raw):
@@ -247,9 +260,9 @@ class MultiHeadEncoder:
             picked = torch.stack([r[idx].gather(0, post[idx].argmax(0, keepdim=True)).squeeze(0)
                                   for idx in (torch.tensor(x) for x in rows)])
             out.append(picked)
-        return out, coverage
+        return out, coverage, (None if emb is None else emb[main])
 
-    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+    def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor | None]:
         ids, mask = ids.to(self.device), mask.to(self.device)
         x = self.base.trunk(ids, mask, self.split)
         self.trunk_calls += 1
@@ -262,7 +275,11 @@ class MultiHeadEncoder:
         for i, (head, (w, b)) in enumerate(zip(self.heads, self.out)):
             p = pooled[head.config.pooling]
             out.append(F.linear(p if p.dim() == 2 else p[i], w, b).cpu())
-        return out
+        emb = None
+        if self.embed:
+            base = x if x.dim() == 3 else x[-1]  # no head adapted the top: x is the base's
+            emb = F.normalize(POOLING["mean"](base, mask).float(), dim=-1).cpu()
+        return out, emb
 
 
 def postprocess(config: Any, raw: torch.Tensor) -> torch.Tensor:

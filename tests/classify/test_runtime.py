@@ -191,3 +191,24 @@ def test_mean_and_max_pooled_heads_run_together(tiny, tmp_path):
     for a, b in zip(together, alone):
         assert torch.allclose(a, b, atol=1e-5)
     assert not torch.allclose(together[0], together[1], atol=1e-3)  # same weights, different pooling
+
+
+@pytest.mark.parametrize("modules", [["output.dense"], list(LINEARS)])
+def test_embed_slot_is_the_base_embedding_and_leaves_heads_alone(tiny, tmp_path, modules):
+    """``embed=True`` adds a zero-LoRA slot: its output is the plain encoder's mean-pooled,
+    normalised last layer (what ``mixroute eval``'s MiniLM embedder computes), and the
+    heads' outputs do not move."""
+    folder, base, model = tiny
+    _, head = _head(tmp_path, folder, base, "q", modules, seed=3)
+    plain = MultiHeadEncoder(base, [head], dtype="float32")
+    with_emb = MultiHeadEncoder(base, [head], dtype="float32", embed=True)
+    out, _, emb = with_emb.scan_embed(TEXTS)
+    assert torch.allclose(out[0], plain.run(TEXTS)[0], atol=1e-6)
+    assert plain.scan_embed(TEXTS)[2] is None
+    ids, mask = base.tokenize(TEXTS)
+    with torch.no_grad():
+        last = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    m = mask.unsqueeze(-1).float()
+    ref = torch.nn.functional.normalize((last * m).sum(1) / m.sum(1).clamp(min=1), dim=-1)
+    assert emb.shape == (len(TEXTS), HIDDEN)
+    assert torch.allclose(emb, ref, atol=1e-5)

@@ -193,7 +193,9 @@ class MixrouteRouter(EvalRouter):
             # Benchmark rows: no long-prompt scanning for pii/injection (it would multiply the
             # encoder work on few-shot prompts and the datasets carry neither); only the heads
             # read here are loaded.
-            heads = load_predictor(adapters, heads=wanted, scan_windows=0)
+            # The outcome memory shipped with the quality head is off: this router makes its
+            # own local estimate from the evaluated rows (cross-fit or --train, below).
+            heads = load_predictor(adapters, heads=wanted, scan_windows=0, memory=False)
         except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
         heads.close()

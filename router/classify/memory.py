@@ -1,0 +1,241 @@
+"""Outcome memory: what the models actually did on the training prompts, kept next to the
+``quality`` head and blended with it at serving time.
+
+The quality head predicts each model's chance of a good answer from the prompt alone; on
+prompts unlike its training rows it ranks models poorly. The memory holds, for every
+training prompt with recorded outcomes, its base-encoder embedding and every model's score,
+and :meth:`OutcomeMemory.blend` combines the head with the scores of the ``k`` most similar
+training prompts (:func:`router.neighbours.blend`: the head counts as ``kappa``
+observations). A model without a recorded score on a neighbour simply gets fewer
+observations there:
+
+    q_j = (kappa * head_j + sum_{i in kNN, s_ij recorded} s_ij) / (kappa + #{i in kNN: s_ij recorded})
+
+This is the estimate the ``mixroute`` evaluation router has used since issue 4
+(docs/EVALUATION.md), moved into the gateway so that replay, calibration and live traffic
+decide on it too. RouterBench's KNN router is the ``kappa = 0`` case (Hu et al. 2024,
+arXiv:2403.12031).
+
+Storage (``adapters/quality/memory.safetensors``, a few MB): the embeddings projected on
+their top ``dims`` principal components (float16 basis and mean) and quantised to int8
+with one scale per row; scores as uint8 (``round(255 x score)``; 255 with the ``known``
+bit clear means "not recorded"); labels and settings in the safetensors metadata. Cosine
+similarity is taken in the projected space (re-normalised). ``bench/`` and
+docs/CLASSIFIER.md report what the projection costs against the full 384 dimensions.
+
+Shapes: ``N`` memory rows, ``D`` encoder width (384), ``d`` projected width, ``M`` labels
+(the quality head's models), ``B`` prompts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from router.classify.errors import AdapterError
+
+#: File name inside the quality head's folder.
+MEMORY_FILE = "memory.safetensors"
+#: Similarity at or above which a memory row counts as the query itself (``exclude_exact``).
+EXACT = 0.995
+
+
+@dataclass
+class OutcomeMemory:
+    """Loaded memory (see the module docstring).
+
+    Attributes:
+        vectors: ``(N, d)`` float32, L2-normalised projected embeddings.
+        scores: ``(N, M)`` float32 in [0, 1], NaN where the model's outcome is not recorded.
+        labels: the ``M`` model names (the quality head's labels).
+        basis: ``(D, d)`` projection; ``mean``: ``(D,)`` subtracted first. ``None``: no projection.
+        k: neighbours per prompt; kappa: the head's weight, in neighbours.
+        meta: provenance (rows per source, split, date, dims).
+    """
+
+    vectors: np.ndarray
+    scores: np.ndarray
+    labels: list[str]
+    basis: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    k: int = 40
+    kappa: float = 10.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.vectors)
+
+    def project(self, emb: np.ndarray) -> np.ndarray:
+        """``(B, D)`` embeddings -> ``(B, d)`` L2-normalised vectors in the memory's space."""
+        x = np.asarray(emb, np.float32)
+        if self.basis is not None:
+            x = (x - self.mean) @ self.basis
+        return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+    def neighbours(self, emb: np.ndarray, *, exclude_exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices (B, k'), valid (B, k'))`` of each prompt's most similar memory rows;
+        ``valid`` is False for rows dropped by ``exclude_exact`` (similarity >= :data:`EXACT`:
+        the prompt itself, when evaluating on rows the memory holds)."""
+        q = self.project(emb)
+        k = min(self.k + (1 if exclude_exact else 0), self.n)
+        if k == 0 or len(q) == 0:
+            return np.zeros((len(q), 0), int), np.zeros((len(q), 0), bool)
+        sims = q @ self.vectors.T
+        idx = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+        top = np.take_along_axis(sims, idx, axis=1)
+        order = np.argsort(-top, axis=1)
+        idx, top = np.take_along_axis(idx, order, axis=1), np.take_along_axis(top, order, axis=1)
+        valid = np.ones_like(idx, dtype=bool)
+        if exclude_exact:
+            valid = top < EXACT
+            valid &= np.cumsum(valid, axis=1) <= self.k  # the k most similar that remain
+        return idx, valid
+
+    def blend(self, head: np.ndarray, emb: np.ndarray, *, exclude_exact: bool = False) -> np.ndarray:
+        """Posterior mean quality ``(B, M)`` from the head's ``(B, M)`` (columns in
+        :attr:`labels` order) and the prompts' ``(B, D)`` embeddings (module docstring).
+
+        Raises:
+            ValueError: ``head`` does not have ``M`` columns or ``B`` rows of ``emb``.
+        """
+        head = np.asarray(head, np.float64)
+        if head.ndim != 2 or head.shape[1] != len(self.labels) or len(head) != len(emb):
+            raise ValueError(f"head predictions {head.shape} do not match {len(emb)} prompts x "
+                             f"{len(self.labels)} memory labels")
+        idx, valid = self.neighbours(emb, exclude_exact=exclude_exact)
+        nb = self.scores[idx]  # (B, k, M)
+        known = ~np.isnan(nb) & valid[:, :, None]
+        total = np.where(known, nb, 0.0).sum(axis=1)
+        return (self.kappa * head + total) / (self.kappa + known.sum(axis=1))
+
+    def save(self, path: Path) -> None:
+        """Write the compressed file (module docstring)."""
+        from safetensors.numpy import save_file
+
+        scale = np.maximum(np.abs(self.vectors).max(axis=1, keepdims=True), 1e-12) / 127.0
+        codes = np.round(self.vectors / scale).astype(np.int8)
+        known = ~np.isnan(self.scores)
+        tensors = {"codes": codes, "scale": scale.astype(np.float32).ravel(),
+                   "scores": np.where(known, np.round(np.nan_to_num(self.scores) * 255), 0).astype(np.uint8),
+                   "known": np.packbits(known, axis=1)}
+        if self.basis is not None:
+            tensors["basis"] = self.basis.astype(np.float16)
+            tensors["mean"] = self.mean.astype(np.float16)
+        meta = {"labels": json.dumps(self.labels), "k": str(self.k), "kappa": str(self.kappa),
+                "meta": json.dumps(self.meta, sort_keys=True)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # safetensors writes an array's buffer as is: a transposed view would come back scrambled
+        save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=meta)
+
+    @classmethod
+    def load(cls, path: Path) -> "OutcomeMemory":
+        """Read a file written by :meth:`save`.
+
+        Raises:
+            AdapterError: unreadable file or inconsistent shapes.
+        """
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="numpy") as f:
+                meta = f.metadata() or {}
+                t = {k: f.get_tensor(k) for k in f.keys()}
+            labels = json.loads(meta["labels"])
+            vectors = t["codes"].astype(np.float32) * t["scale"][:, None]
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            known = np.unpackbits(t["known"], axis=1, count=len(labels)).astype(bool)
+            scores = np.where(known, t["scores"].astype(np.float32) / 255.0, np.nan).astype(np.float32)
+            basis = t["basis"].astype(np.float32) if "basis" in t else None
+            mean = t["mean"].astype(np.float32) if "mean" in t else None
+            mem = cls(vectors, scores, labels, basis, mean, int(meta.get("k", 40)), float(meta.get("kappa", 10.0)),
+                      json.loads(meta.get("meta", "{}")))
+        except Exception as exc:  # safetensors, json, key or shape errors: one message
+            raise AdapterError(f"outcome memory {path}: cannot read ({exc})") from exc
+        if scores.shape != (len(vectors), len(labels)) or (basis is not None and basis.shape[1] != vectors.shape[1]):
+            raise AdapterError(f"outcome memory {path}: shapes disagree (vectors {vectors.shape}, "
+                               f"scores {scores.shape}, {len(labels)} labels)")
+        return mem
+
+
+def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims: int = 0, k: int = 40,
+          kappa: float = 10.0, meta: dict[str, Any] | None = None) -> OutcomeMemory:
+    """A memory from ``(N, D)`` L2-normalised embeddings and ``(N, M)`` scores (NaN: not
+    recorded). ``dims > 0`` projects on the top ``dims`` principal components of these
+    embeddings (PCA by SVD of the centred rows); ``0`` keeps all ``D``.
+
+    Raises:
+        ValueError: shapes disagree, no rows, or a row with no recorded score.
+    """
+    x = np.asarray(embeddings, np.float32)
+    s = np.asarray(scores, np.float32)
+    if x.ndim != 2 or s.shape != (len(x), len(labels)) or len(x) == 0:
+        raise ValueError(f"embeddings {x.shape} and scores {s.shape} do not describe the same rows x {len(labels)} labels")
+    if np.isnan(s).all(axis=1).any():
+        raise ValueError("every memory row needs at least one recorded score")
+    basis = mean = None
+    if 0 < dims < x.shape[1]:
+        mean = x.mean(axis=0)
+        _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
+        basis = np.ascontiguousarray(vt[:dims].T, dtype=np.float32)
+    mem = OutcomeMemory(np.zeros((0, 1), np.float32), s, list(labels), basis, mean, k, kappa, dict(meta or {}))
+    mem.vectors = mem.project(x)
+    return mem
+
+
+def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = 40, kappa: float = 10.0,
+                    limit: int | None = None, embedder: Any = None,
+                    progress: Any = None) -> OutcomeMemory:
+    """The memory of ``data``'s ``train`` split (:func:`router.classify.data.split_of`, the
+    quality head's own training rows; ``calib`` and ``test`` stay out of it) for the quality
+    head under ``adapters`` (its labels, matched to the data's model names as the gateway
+    matches backends, :func:`router.classify.predictor.match_label`).
+
+    Args:
+        embedder: texts -> ``(N, D)`` L2-normalised embeddings; default the cached MiniLM
+            embedder of ``mixroute eval`` (:func:`router.eval.embed.make_embedder`), which
+            computes the vector the gateway's encoder computes with ``embed=True``.
+        progress: ``progress(done, total)`` while embedding.
+
+    Raises:
+        FileNotFoundError: no data, or no quality head under ``adapters``.
+        ValueError: no train row with a score for a known model.
+    """
+    from router.classify.data import load_rows, split_of
+    from router.classify.heads import HeadConfig
+    from router.classify.predictor import label_lookup, match_label
+
+    config_path = adapters / "quality" / "config.json"
+    if not config_path.is_file():
+        raise FileNotFoundError(f"no quality head at {config_path} (train it first: mixroute train --heads quality)")
+    labels = HeadConfig.model_validate_json(config_path.read_text(encoding="utf-8")).labels
+    lookup = label_lookup(labels)
+    col = {lab: i for i, lab in enumerate(labels)}
+    texts, rows_scores, sources = [], [], {}
+    for row in load_rows(data, limit=limit):
+        if split_of(row.text) != "train":
+            continue
+        s = np.full(len(labels), np.nan, np.float32)
+        for model, score in row.scores.items():
+            label = match_label(lookup, model)
+            if label is not None and score is not None:
+                s[col[label]] = score
+        if np.isnan(s).all():
+            continue
+        texts.append(row.text)
+        rows_scores.append(s)
+        sources[row.source] = sources.get(row.source, 0) + 1
+    if not texts:
+        raise ValueError(f"no train-split row of {data} has a score for a model the quality head knows")
+    if embedder is None:
+        from router.eval.embed import make_embedder
+
+        embedder = make_embedder()
+    x = embedder(texts, progress)
+    meta = {"rows": len(texts), "sources": sources, "split": "train (sha1(normalised prompt) % 100 >= 20)",
+            "dims": dims or int(x.shape[1]), "embedder": getattr(embedder, "tag", "")}
+    return build(x, np.stack(rows_scores), labels, dims=dims, k=k, kappa=kappa, meta=meta)

@@ -1,0 +1,107 @@
+"""The outcome memory: blend formula, missing scores, self-exclusion, compression round trip,
+and the predictor blending the quality head with it (tiny in-file numbers, then the shipped
+artifacts when present)."""
+
+import numpy as np
+import pytest
+
+from router.classify.memory import EXACT, OutcomeMemory, build
+
+
+def _unit(x):
+    x = np.asarray(x, np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def _memory(k=2, kappa=1.0):
+    emb = _unit([[1, 0, 0], [0.9, 0.1, 0], [0, 1, 0], [0, 0.9, 0.1]])
+    scores = np.array([[1, 0], [1, np.nan], [0, 1], [0, 1]], np.float32)
+    return build(emb, scores, ["a", "b"], k=k, kappa=kappa), emb
+
+
+def test_blend_is_the_posterior_mean_over_recorded_neighbours():
+    mem, emb = _memory()
+    head = np.array([[0.5, 0.5]])
+    q = mem.blend(head, _unit([[1, 0.05, 0]]))
+    # neighbours: rows 0 and 1; "a" recorded twice (1, 1), "b" once (0)
+    assert q[0, 0] == pytest.approx((1 * 0.5 + 2) / 3)
+    assert q[0, 1] == pytest.approx((1 * 0.5 + 0) / 2)
+    q2 = mem.blend(head, _unit([[0, 1, 0.05]]))
+    assert q2[0] == pytest.approx([(0.5 + 0) / 3, (0.5 + 2) / 3])
+
+
+def test_kappa_zero_is_knn_and_no_neighbour_keeps_the_head():
+    mem, _ = _memory(kappa=0.0)
+    assert mem.blend(np.array([[0.3, 0.3]]), _unit([[1, 0.05, 0]]))[0, 0] == pytest.approx(1.0)
+    lone = build(_unit([[1, 0, 0]]), np.array([[1, np.nan]], np.float32), ["a", "b"], k=1, kappa=2.0)
+    assert lone.blend(np.array([[0.2, 0.7]]), _unit([[1, 0, 0]]))[0, 1] == pytest.approx(0.7)
+
+
+def test_exclude_exact_drops_the_prompt_itself_and_keeps_k():
+    mem, emb = _memory(k=2)
+    idx, valid = mem.neighbours(emb[:1], exclude_exact=True)
+    kept = set(idx[0][valid[0]].tolist())
+    assert 0 not in kept and len(kept) == 2
+    assert mem.blend(np.array([[0.5, 0.5]]), emb[:1], exclude_exact=True)[0, 0] == pytest.approx((0.5 + 1 + 0) / 3)
+    idx, valid = mem.neighbours(emb[:1])
+    assert 0 in idx[0][valid[0]]
+    assert EXACT < 1.0
+
+
+def test_save_load_round_trip_with_projection(tmp_path):
+    pytest.importorskip("safetensors")
+    rng = np.random.default_rng(0)
+    emb = _unit(rng.normal(size=(200, 32)))
+    scores = rng.integers(0, 2, size=(200, 3)).astype(np.float32)
+    scores[::7, 1] = np.nan
+    mem = build(emb, scores, ["x", "y", "z"], dims=16, k=5, kappa=3.0, meta={"rows": 200})
+    mem.save(tmp_path / "m.safetensors")
+    back = OutcomeMemory.load(tmp_path / "m.safetensors")
+    assert (back.k, back.kappa, back.labels, back.meta) == (5, 3.0, ["x", "y", "z"], {"rows": 200})
+    assert np.array_equal(np.isnan(back.scores), np.isnan(scores))
+    assert np.allclose(np.nan_to_num(back.scores), np.nan_to_num(scores), atol=1 / 255)
+    assert np.abs(back.vectors - mem.vectors).max() < 0.02  # int8 codes, one scale per row
+    assert np.allclose(back.basis, mem.basis, atol=1e-3)
+    q = emb[:20] + 0.01 * rng.normal(size=(20, 32))  # near stored rows: the same nearest neighbour
+    assert np.array_equal(back.neighbours(q)[0][:, 0], mem.neighbours(q)[0][:, 0])
+
+
+def test_bad_shapes_are_refused(tmp_path):
+    with pytest.raises(ValueError):
+        build(np.ones((2, 3)), np.ones((3, 2)), ["a", "b"])
+    with pytest.raises(ValueError):
+        build(_unit([[1, 0]]), np.array([[np.nan]]), ["a"])
+    mem, _ = _memory()
+    with pytest.raises(ValueError):
+        mem.blend(np.ones((1, 3)), _unit([[1, 0, 0]]))
+    from router.classify.errors import AdapterError
+
+    (tmp_path / "bad.safetensors").write_bytes(b"not a file")
+    with pytest.raises(AdapterError):
+        OutcomeMemory.load(tmp_path / "bad.safetensors")
+
+
+def test_shipped_predictor_blends_the_memory():
+    """With the shipped artifacts: the gateway's predictor reports quality = the memory's blend
+    of the head (checked against the head alone plus :meth:`OutcomeMemory.blend`)."""
+    pytest.importorskip("torch")
+    from router.classify import default_adapters_dir, load_predictor
+    from router.classify.memory import MEMORY_FILE
+
+    if not (default_adapters_dir() / "quality" / MEMORY_FILE).is_file():
+        pytest.skip("no shipped outcome memory (mixroute train --heads memory)")
+    texts = ["What is the derivative of x**3 + 2x?", "Write a Python function that reverses a list."]
+    with_mem = load_predictor(heads=["quality"], scan_windows=0)
+    alone = load_predictor(heads=["quality"], scan_windows=0, memory=False)
+    try:
+        got = with_mem.classify_batch(texts)
+        head = alone.classify_batch(texts)
+        labels = with_mem.memory.labels
+        _, _, emb = with_mem.encoder.scan_embed(texts)
+        want = with_mem.memory.blend(np.array([[h["quality"][lab] for lab in labels] for h in head]), emb.numpy())
+        assert np.allclose([[g["quality"][lab] for lab in labels] for g in got], want, atol=1e-4)
+        assert got[0]["quality_memory"] == with_mem.memory.n > 1000
+        assert any(abs(g["quality"][lab] - h["quality"][lab]) > 1e-3 for g, h in zip(got, head) for lab in labels)
+    finally:
+        with_mem.close()
+        alone.close()
