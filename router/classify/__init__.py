@@ -101,7 +101,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
                    max_wait_ms: float = 2.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
                    scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
-                   exclude_exact: bool = False) -> "ClassifierPredictor":
+                   exclude_exact: bool = False, embed: bool = False) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
@@ -111,7 +111,8 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     outcome memory shipped next to it (``quality/memory.safetensors``,
     :mod:`router.classify.memory`) when that file exists (setting
     ``MIXROUTE_CLASSIFIER_MEMORY``); ``exclude_exact``: ignore memory rows identical to the
-    prompt (offline replay/calibration on rows the memory may hold).
+    prompt (offline replay/calibration on rows the memory may hold); ``embed``: compute the
+    base embeddings even without a memory (``classify_batch_embed``).
 
     Raises:
         ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
@@ -124,7 +125,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     path = folder / "quality" / MEMORY_FILE
     outcomes = OutcomeMemory.load(path) if memory and (heads is None or "quality" in heads) and path.is_file() else None
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
-                           scan_windows=scan_windows, embed=outcomes is not None)
+                           scan_windows=scan_windows, embed=embed or outcomes is not None)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms, memory=outcomes,
                                     exclude_exact=exclude_exact)
     predictor.classify_batch(["warm-up"])

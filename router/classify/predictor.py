@@ -83,6 +83,11 @@ class ClassifierPredictor:
 
     def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Every head's post-processed outputs per text (runs the encoder; blocking)."""
+        return self.classify_batch_embed(texts)[0]
+
+    def classify_batch_embed(self, texts: list[str]) -> tuple[list[dict[str, Any]], Any]:
+        """:meth:`classify_batch` plus the prompts' base embeddings ``(B, D)`` float32 tensor
+        (``None`` unless the encoder was built with ``embed=True``)."""
         import torch
 
         from router.classify.runtime import postprocess
@@ -110,7 +115,7 @@ class ClassifierPredictor:
             if self.memory is not None:
                 d["quality_memory"] = self.memory.n
             out.append(d)
-        return out
+        return out, emb
 
     async def signals(self, text: str) -> dict[str, Any]:
         """All head outputs for one prompt (micro-batched with concurrent calls)."""

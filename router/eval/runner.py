@@ -134,6 +134,14 @@ def evaluate(tests: list[Path], train: list[Path] | None = None, config: EvalCon
     embed = config.embed
     if embed is None and any(r.learned and r.name != "mixroute" for r in routers):
         embed = default_embed(progress)
+    mix = next((r for r in routers if r.name == "mixroute"), None)
+    if mix is not None and config.embed is None and not trains and hasattr(mix, "prefill"):
+        # One encoder pass for both: the shipped heads' pass fills the embedding cache.
+        try:
+            mix.prefill(list(dict.fromkeys(p for d in datasets for p in d.prompts)),
+                        Context(train=None, embed=embed, seed=config.seed, progress=progress, options=config.options))
+        except RouterUnavailable:
+            pass  # reported in mixroute's row when it runs
     reports = []
     for data in datasets:
         fit_rows, note = train_for(data, trains)

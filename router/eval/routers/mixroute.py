@@ -195,20 +195,39 @@ class MixrouteRouter(EvalRouter):
             # read here are loaded.
             # The outcome memory shipped with the quality head is off: this router makes its
             # own local estimate from the evaluated rows (cross-fit or --train, below).
-            heads = load_predictor(adapters, heads=wanted, scan_windows=0, memory=False)
+            heads = load_predictor(adapters, heads=wanted, scan_windows=0, memory=False, embed=True)
         except Exception as exc:  # ClassifierUnavailable, AdapterError: reported, other routers still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
         heads.close()
         return heads, "shipped heads" if adapters is None else f"heads {adapters}"
 
+    def prefill(self, prompts: list[str], ctx: Context) -> None:
+        """Run the shipped heads over ``prompts`` now (the runner calls this once with every
+        test prompt of the run, before any router): their pass also yields the MiniLM
+        embeddings, which go into the embedding cache, so ``knn``/``mlp``/``mf`` and the
+        local estimate find them there instead of running the encoder a second time."""
+        heads, source, _ = self._heads(None, ctx)  # type: ignore[arg-type]
+        self._classify(heads, source, prompts, ctx)
+
     def _classify(self, heads: Any, source: str, prompts: list[str], ctx: Context) -> list[dict[str, Any]]:
         """Head outputs per prompt; each distinct prompt runs once per source, in batches of
-        similar length (sorted by characters, a proxy of tokens) to pad little."""
+        similar length (sorted by characters, a proxy of tokens) to pad little. Embeddings
+        the same pass computes are stored in the eval embedding cache (:func:`_embedding_store`)."""
         todo = sorted({p for p in prompts if (source, p) not in self._outputs}, key=len)
+        store = _embedding_store(heads) if todo else None
+        vectors: dict[str, np.ndarray] = {}
         for s in range(0, len(todo), BATCH):
             chunk = todo[s:s + BATCH]
-            self._outputs.update(((source, p), o) for p, o in zip(chunk, heads.classify_batch(chunk)))
+            if hasattr(heads, "classify_batch_embed"):
+                outs, emb = heads.classify_batch_embed(chunk)
+            else:
+                outs, emb = heads.classify_batch(chunk), None
+            self._outputs.update(((source, p), o) for p, o in zip(chunk, outs))
+            if store is not None and emb is not None:
+                vectors.update((store.key(p), e) for p, e in zip(chunk, emb.numpy().astype(np.float16)))
             ctx.tick("mixroute heads", min(s + BATCH, len(todo)), len(todo))
+        if store is not None:
+            store.put(vectors)  # one shard
         return [self._outputs[(source, p)] for p in prompts]
 
     def run(self, test: EvalData, ctx: Context) -> RouterRun:
@@ -295,6 +314,22 @@ class MixrouteRouter(EvalRouter):
         labels = [heads.head_model(BackendConfig(name="m", kind="fake", model=m)) for m in test.models]
         return np.array([[float(o.get("quality", {}).get(label, UNKNOWN_QUALITY)) if label else UNKNOWN_QUALITY
                           for label in labels] for o in outputs]).reshape(test.n, len(test.models))
+
+
+def _embedding_store(heads: Any) -> Any:
+    """The eval embedding cache (:class:`router.eval.embed.CachedEmbedder`'s store) that the
+    heads' own embeddings may fill: only when the encoder is the bundled MiniLM with the
+    embedder's tokenisation and precision, so a cached vector is the one the embedder would
+    compute (same tag); else ``None``."""
+    encoder = getattr(heads, "encoder", None)
+    if encoder is None or not getattr(encoder, "embed", False) or "all-MiniLM-L6-v2" not in encoder.base.name:
+        return None
+    from router.eval.cache import ShardStore
+    from router.eval.embed import MiniLMEmbedder
+
+    dtype = str(encoder.dtype).removeprefix("torch.")
+    tag = MiniLMEmbedder(max_tokens=encoder.base.max_tokens, head_tokens=encoder.base.head_tokens, dtype=dtype).tag
+    return ShardStore("embeddings", tag)
 
 
 def compliance(test: EvalData, choices: np.ndarray, targets: np.ndarray) -> list[dict[str, float | bool]]:
