@@ -8,7 +8,7 @@ Outcome data gives a score per model, so here the same bilinear score plus a per
 bias is trained pointwise (``P(good answer) = sigmoid(s_m + b_m)``, binary cross-entropy
 against the recorded score), which keeps calibrated per-model qualities for the cost
 sweep over many models; on two models the ranking by ``s_strong - s_weak`` is RouteLLM's.
-Full-batch Adam in numpy (dimension 64, 300 steps, lr 0.01, L2 1e-4), seeded.
+Full-batch Adam in numpy, float32 (dimension 64, 300 steps, lr 0.01, L2 1e-4), seeded.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ class MfRouter(LearnedRouter):
         rng = np.random.default_rng(seed)
         n, d = x_train.shape
         m = y_train.shape[1]
+        f32 = np.float32
         params = {
-            "W": rng.normal(0, 1 / np.sqrt(d), (DIM, d)),   # prompt projection
-            "U": rng.normal(0, 1 / np.sqrt(DIM), (m, DIM)),  # model embedding (w * v_m folded in)
-            "b": np.log(np.clip(y_train.mean(0), 1e-3, 1 - 1e-3) / np.clip(1 - y_train.mean(0), 1e-3, 1)),
+            "W": rng.normal(0, 1 / np.sqrt(d), (DIM, d)).astype(f32),   # prompt projection
+            "U": rng.normal(0, 1 / np.sqrt(DIM), (m, DIM)).astype(f32),  # model embedding (w * v_m folded in)
+            "b": np.log(np.clip(y_train.mean(0), 1e-3, 1 - 1e-3) / np.clip(1 - y_train.mean(0), 1e-3, 1)).astype(f32),
         }
         adam = {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in params.items()}
-        x = x_train.astype(float)
+        x = np.ascontiguousarray(x_train, dtype=f32)
+        y_train = np.asarray(y_train, dtype=f32)
         for t in range(1, STEPS + 1):
             z = x @ params["W"].T
             g = (_sigmoid(z @ params["U"].T + params["b"]) - y_train) / n  # dBCE/dlogit
@@ -55,4 +57,5 @@ class MfRouter(LearnedRouter):
                 m2 = 0.999 * m2 + 0.001 * gk * gk
                 adam[k] = (m1, m2)
                 params[k] = params[k] - LR * (m1 / (1 - 0.9 ** t)) / (np.sqrt(m2 / (1 - 0.999 ** t)) + 1e-8)
-        return _sigmoid((x_test @ params["W"].T) @ params["U"].T + params["b"])
+        x_test = np.asarray(x_test, dtype=f32)
+        return _sigmoid((x_test @ params["W"].T) @ params["U"].T + params["b"]).astype(float)
