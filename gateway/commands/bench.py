@@ -43,7 +43,8 @@ def prefix_cache(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
     tenants: Annotated[int, typer.Option(help="Tenants (one 1-3k-token system prompt each).")] = 48,
     concurrency: Annotated[int, typer.Option(help="Sessions in flight at once.")] = 24,
-    seed: Annotated[int, typer.Option(help="Workload seed.")] = 7,
+    seeds: Annotated[str, typer.Option(help="Comma-separated workload seeds; targets are checked on the "
+                                       "medians over seeds.")] = "7,8,9",
 ) -> None:
     """Prefix-cache hit rate and TTFT over 4 fake vLLM replicas: round-robin, least-loaded and
     mixroute replica choice; rewriting off vs on for prompts with timestamps (bench/prefix_cache.py)."""
@@ -57,5 +58,5 @@ def prefix_cache(
     except ImportError as exc:
         typer.echo(f"error: the prefix-cache benchmark needs a source checkout ({exc})", err=True)
         raise typer.Exit(1)
-    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seed", str(seed)]
+    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seeds", seeds]
     raise typer.Exit(run_prefix_cache(args + (["--json", str(json_out)] if json_out else [])))

@@ -105,3 +105,35 @@ def test_shipped_predictor_blends_the_memory():
     finally:
         with_mem.close()
         alone.close()
+
+
+def test_build_from_data_keeps_train_split_rows_with_known_models(tmp_path):
+    """`mixroute train --heads memory` path: train-split rows only, scores mapped onto the
+    quality head's labels the way the gateway matches backends, unknown models dropped."""
+    import csv
+
+    from router.classify.data import split_of
+    from router.classify.heads import HeadConfig, LoraPlacement
+    from router.classify.memory import build_from_data
+    from router.eval.embed import HashingEmbedder
+
+    (tmp_path / "adapters" / "quality").mkdir(parents=True)
+    cfg = HeadConfig(name="quality", kind="multilabel", labels=["org/small", "large"], base_model="tiny",
+                     max_tokens=24, head_tokens=6, lora=LoraPlacement(layers=[0], modules=["output.dense"], r=2, alpha=4))
+    (tmp_path / "adapters" / "quality" / "config.json").write_text(cfg.model_dump_json())
+    (tmp_path / "data" / "routerbench").mkdir(parents=True)
+    prompts = [f"question number {i} about rivers" for i in range(200)]
+    with (tmp_path / "data" / "routerbench" / "t.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["sample_id", "prompt", "eval_name", "Small", "large", "other",
+                    "Small|total_cost", "large|total_cost", "other|total_cost"])
+        for i, p in enumerate(prompts):
+            w.writerow([i, repr([p]), "tiny", i % 2, 1, 0, 0.001, 0.01, 0.002])
+    mem = build_from_data(tmp_path / "data", tmp_path / "adapters", embedder=HashingEmbedder(64), dims=8, k=5)
+    train = [p for p in prompts if split_of(p) == "train"]
+    assert mem.n == len(train) == mem.meta["rows"] and 0 < mem.n < len(prompts)
+    assert mem.labels == ["org/small", "large"] and mem.vectors.shape == (mem.n, 8)
+    assert set(np.unique(mem.scores[:, 0])) == {0.0, 1.0} and (mem.scores[:, 1] == 1.0).all()
+    assert mem.meta["sources"] == {"routerbench": mem.n}
+    with pytest.raises(FileNotFoundError):
+        build_from_data(tmp_path / "data", tmp_path / "nowhere", embedder=HashingEmbedder(64))

@@ -1,0 +1,96 @@
+"""Held-out quality AUC of the ``quality`` head alone vs blended with the shipped outcome
+memory (router/classify/memory.py), on the classifier's ``test`` split of ../shared/data
+(prompts neither the head nor the memory saw). Per-label AUC as ``mixroute train`` computes
+it (labels with >= 10 test rows; score >= 0.5 counts as a good answer); mean over labels.
+
+    python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--json OUT]
+
+``--dims`` also rebuilds the memory from the data's train split at each number of principal
+components (as ``mixroute train --heads memory --memory-dims D`` would, int8 round trip
+included; 384 = no projection) and reports each one's AUC next to the shipped file's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--split", default="test", choices=["test", "calib"])
+    ap.add_argument("--dims", default="", help="comma-separated principal components to rebuild the memory with")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+
+    from router.classify import load_predictor
+    from router.classify.data import load_rows, split_of
+    from router.classify.metrics import auc
+    from router.classify.predictor import label_lookup, match_label
+
+    pred = load_predictor(heads=["quality"], scan_windows=0)  # memory on (the shipped file)
+    pred.close()
+    if pred.memory is None:
+        raise SystemExit("no shipped outcome memory: mixroute train --heads memory")
+    labels = pred.memory.labels
+    lookup = label_lookup(labels)
+    rows = [r for r in load_rows(args.data) if split_of(r.text) == args.split]
+    y = np.full((len(rows), len(labels)), np.nan)
+    for i, r in enumerate(rows):
+        for m, s in r.scores.items():
+            lab = match_label(lookup, m)
+            if lab is not None and s is not None:
+                y[i, labels.index(lab)] = s
+    keep = ~np.isnan(y).all(axis=1)
+    rows, y = [r for r, k in zip(rows, keep) if k], y[keep]
+    texts = sorted(range(len(rows)), key=lambda i: len(rows[i].text))
+    head = np.zeros_like(y)
+    emb = np.zeros((len(rows), 384), np.float32)
+    pred.memory, memory = None, pred.memory  # head alone first; blend below from the same pass
+    for s in range(0, len(texts), 64):
+        idx = texts[s:s + 64]
+        out, e = pred.classify_batch_embed([rows[i].text for i in idx])
+        head[idx] = [[o["quality"][lab] for lab in labels] for o in out]
+        emb[idx] = e.numpy()
+    variants = [("head", head), ("head+memory", memory.blend(head, emb))]
+    for d in [int(x) for x in args.dims.split(",") if x.strip()]:
+        import tempfile
+
+        from router.classify import default_adapters_dir
+        from router.classify.memory import OutcomeMemory, build_from_data
+
+        rebuilt = build_from_data(args.data, default_adapters_dir(), dims=0 if d >= emb.shape[1] else d)
+        with tempfile.TemporaryDirectory() as tmp:
+            rebuilt.save(Path(tmp) / "m.safetensors")
+            rebuilt = OutcomeMemory.load(Path(tmp) / "m.safetensors")
+        variants.append((f"head+memory@{d}", rebuilt.blend(head, emb)))
+    report = {"split": args.split, "rows": len(rows), "memory_rows": memory.n, "k": memory.k, "kappa": memory.kappa,
+              "per_label": {}}
+    for name, q in variants:
+        aucs = {}
+        for j, lab in enumerate(labels):
+            m = ~np.isnan(y[:, j])
+            if m.sum() >= 10:
+                aucs[lab] = auc(q[m, j].tolist(), (y[m, j] >= 0.5).astype(int).tolist())
+        vals = [v for v in aucs.values() if v is not None]
+        report[name] = round(float(np.mean(vals)), 4)
+        for lab, v in aucs.items():
+            report["per_label"].setdefault(lab, {"n": int((~np.isnan(y[:, labels.index(lab)])).sum())})[name] = (
+                None if v is None else round(v, 4))
+    names = [n for n, _ in variants]
+    print(f"{args.split} split, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}")
+    print("| model | n | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    print("| **mean AUC** | | " + " | ".join(f"**{report[n]}**" for n in names) + " |")
+    for lab, v in report["per_label"].items():
+        print(f"| {lab} | {v['n']} | " + " | ".join(str(v.get(n)) for n in names) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""bench/prefix_cache.py: several seeds combine into medians, on which the targets are checked."""
+
+from bench.prefix_cache import combine, summarise
+
+
+def _rows(rr: float, mr: float, off: float = 0.01, on: float = 0.85) -> list[dict]:
+    def row(scenario, strategy, hit, p90):
+        return {"scenario": scenario, "strategy": strategy, "hit_rate": hit, "ttft_p90_s": p90, "client_ttft_p90_s": p90}
+
+    return [row("tenants", "round-robin", rr, 1.0), row("tenants", "least-loaded", 0.7, 0.4),
+            row("tenants", "mixroute", mr, 0.2), row("volatile", "rewrite-off", off, 0.7),
+            row("volatile", "rewrite-on", on, 0.3)]
+
+
+def _report(seed, rr, mr):
+    rows = _rows(rr, mr)
+    return {"params": {"seed": seed}, "results": [{**r, "seed": seed} for r in rows], "summary": summarise(rows)}
+
+
+def test_one_seed_is_passed_through():
+    r = _report(7, 0.3, 0.84)
+    assert combine([r]) is r
+    assert r["summary"]["hit_rate_vs_round_robin"] == 0.84 / 0.3
+    assert r["summary"]["targets_met"]["hit_rate_3x"] is False
+
+
+def test_targets_are_checked_on_the_medians():
+    out = combine([_report(7, 0.30, 0.84), _report(8, 0.25, 0.86), _report(9, 0.26, 0.85)])
+    assert out["params"]["seed"] == [7, 8, 9] and len(out["results"]) == 15
+    assert out["summary"]["hit_rate_vs_round_robin"] == 0.85 / 0.26  # the middle ratio, not a ratio of medians
+    assert out["summary"]["targets_met"]["hit_rate_3x"] is True
+    assert set(out["per_seed"]) == {"7", "8", "9"} and out["summary"]["statistic"] == "median over 3 seeds"
