@@ -34,7 +34,7 @@ from pathlib import Path
 
 import orjson
 
-from bench.loadgen import Result, open_loop, wrk
+from bench.loadgen import Result, open_loop, settle, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
 LITELLM_VERSION = "1.106.12"
@@ -123,8 +123,12 @@ def start_litellm(upstream: str, tmp: Path) -> tuple[subprocess.Popen, str, floa
 
 
 def measure(setup: Setup, duration: int) -> None:
+    """The closed-loop sweep; before each run (and after the last, before the open loop)
+    the gateway works off the previous run's leftover queue (:func:`bench.loadgen.settle`)."""
     for c in SWEEP:
+        settle(setup.url, setup.model)
         setup.runs[c] = wrk(setup.url, c, duration, model=setup.model, cpu=LOAD_CPU)
+    settle(setup.url, setup.model)
 
 
 def summarize(setups: list[Setup]) -> list[dict]:

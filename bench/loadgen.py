@@ -73,6 +73,29 @@ def wrk(url: str, connections: int, duration_s: int, model: str = "bench", cpu: 
     return Result(parse(pct["50"]), parse(pct["99"]), float(rps.group(1)), errors)
 
 
+def settle(url: str, model: str = "bench", *, quiet_ms: float = 50.0, timeout_s: float = 60.0) -> float:
+    """Wait until the gateway has worked off what the previous load left queued, so that one
+    measurement does not pay for another's backlog: a closed-loop run at concurrency c stops
+    with up to c requests still queued inside the gateway (wrk closes its connections; the
+    gateway finishes them), which for the classifier-bound routed gateway is about a second
+    of work after c=128. Sends one request at a time until three in a row answer within
+    ``quiet_ms``. Returns the seconds waited."""
+    import httpx
+
+    body = orjson.dumps({**BODY, "model": model})
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+    start, quiet = time.perf_counter(), 0
+    with httpx.Client(timeout=30) as client:
+        while quiet < 3 and time.perf_counter() - start < timeout_s:
+            t0 = time.perf_counter()
+            try:
+                client.post(url, content=body, headers=headers)
+            except httpx.HTTPError:
+                pass
+            quiet = quiet + 1 if (time.perf_counter() - t0) * 1e3 < quiet_ms else 0
+    return time.perf_counter() - start
+
+
 async def open_loop(url: str, rate: float, duration_s: float, model: str = "bench") -> Result:
     """Send ``rate`` requests/s for ``duration_s`` seconds; latency of each (ms)."""
     import httpx
