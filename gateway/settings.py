@@ -44,7 +44,8 @@ class Settings(BaseSettings):
             installed and falls back to the policy's quality priors otherwise; ``on``
             fails start-up without them; ``off`` always uses the priors.
         classifier_max_batch: largest micro-batch of prompts per encoder pass.
-        classifier_max_wait_ms: longest a prompt waits for a micro-batch to fill (ms).
+        classifier_max_wait_ms: longest a prompt waits for company while the classifier is
+            idle (ms; prompts arriving while a batch runs start together when it ends).
         classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX or
             AVX-512 BF16 (and bf16-capable GPUs), else float32.
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
@@ -77,7 +78,7 @@ class Settings(BaseSettings):
     redis_prefix: str = "mixroute"
     classifier: Literal["auto", "on", "off"] = "auto"
     classifier_max_batch: int = Field(default=32, gt=0)
-    classifier_max_wait_ms: float = Field(default=2.0, ge=0)
+    classifier_max_wait_ms: float = Field(default=0.0, ge=0)
     classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"

@@ -98,7 +98,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
-                   max_wait_ms: float = 2.0, base_path: Path | None = None,
+                   max_wait_ms: float = 0.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
                    scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
                    exclude_exact: bool = False, embed: bool = False) -> "ClassifierPredictor":

@@ -1,10 +1,17 @@
 """Dynamic micro-batching of concurrent calls into one worker thread.
 
-Concurrent ``await batcher.submit(text)`` calls on one event loop are collected until
-``max_batch`` are waiting or ``max_wait_ms`` has passed since the first of them, then run
-as ONE call of ``fn(texts)`` in a single worker thread, so the event loop never runs the
-encoder and one encoder pass serves many requests. Batches run one at a time (the worker
-is single-threaded; torch parallelises inside a batch).
+Concurrent ``await batcher.submit(text)`` calls on one event loop run as ONE call of
+``fn(texts)`` in a single worker thread, so the event loop never runs the encoder and one
+encoder pass serves many requests. Batches run one at a time (the worker is
+single-threaded; torch parallelises inside a batch). When a batch starts:
+
+- the worker is idle: ``max_wait_ms`` after the first waiting text (texts arriving meanwhile
+  join it), or at once when ``max_batch`` are waiting;
+- the worker is busy: never while it is; every text arriving meanwhile waits, and the
+  moment the running batch ends the waiting texts (up to ``max_batch``) start as the next
+  batch. A busy period thus merges its arrivals into one batch instead of queueing one
+  small batch per timer (continuous batching with a single worker, as inference servers
+  batch requests that queue behind the running step).
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ class MicroBatcher:
     Args:
         fn: ``fn(texts) -> results`` (same length, same order), run in the worker thread.
         max_batch: most texts per ``fn`` call (>= 1).
-        max_wait_ms: longest the first waiting text waits for the batch to fill (ms).
+        max_wait_ms: longest the first text waits for company while the worker is idle
+            (ms; 0: start at the next event-loop turn). Texts that arrive while a batch
+            runs wait for it instead, then start together.
 
     Attributes:
         batch_sizes: sizes of the last 1,000 batches (for metrics and tests).
@@ -31,7 +40,7 @@ class MicroBatcher:
             thread) after each batch; the gateway feeds its classifier metrics with it.
     """
 
-    def __init__(self, fn: Callable[[list[str]], Sequence[Any]], *, max_batch: int = 32, max_wait_ms: float = 2.0):
+    def __init__(self, fn: Callable[[list[str]], Sequence[Any]], *, max_batch: int = 32, max_wait_ms: float = 0.0):
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
         self.fn = fn
@@ -42,6 +51,7 @@ class MicroBatcher:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mixroute-classifier")
         self._pending: dict[asyncio.AbstractEventLoop, list[tuple[str, asyncio.Future]]] = {}
         self._timers: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
+        self._busy: set[asyncio.AbstractEventLoop] = set()  # loops with a batch in the worker
 
     async def submit(self, text: str) -> Any:
         """The result of ``fn`` for ``text``, computed in some batch.
@@ -53,7 +63,9 @@ class MicroBatcher:
         fut: asyncio.Future = loop.create_future()
         pending = self._pending.setdefault(loop, [])
         pending.append((text, fut))
-        if len(pending) >= self.max_batch:
+        if loop in self._busy:
+            pass  # starts when the running batch ends (_done)
+        elif len(pending) >= self.max_batch:
             self._flush(loop)
         elif loop not in self._timers:
             self._timers[loop] = loop.call_later(self.max_wait_s, self._flush, loop)
@@ -63,13 +75,25 @@ class MicroBatcher:
         timer = self._timers.pop(loop, None)
         if timer is not None:
             timer.cancel()
-        batch = self._pending.pop(loop, [])
-        batch = [(t, f) for t, f in batch if not f.done()]  # drop cancelled callers
+        if loop in self._busy:
+            return
+        waiting = [(t, f) for t, f in self._pending.pop(loop, []) if not f.done()]  # drop cancelled callers
+        batch, rest = waiting[: self.max_batch], waiting[self.max_batch:]
+        if rest:
+            self._pending[loop] = rest
         if not batch:
             return
+        self._busy.add(loop)
         self.batch_sizes.append(len(batch))
         work = loop.run_in_executor(self._executor, self._timed, [t for t, _ in batch])
-        work.add_done_callback(lambda done: self._deliver(batch, done))
+        work.add_done_callback(lambda done: self._done(loop, batch, done))
+
+    def _done(self, loop: asyncio.AbstractEventLoop, batch: list[tuple[str, asyncio.Future]],
+              done: asyncio.Future) -> None:
+        self._busy.discard(loop)
+        self._deliver(batch, done)
+        if self._pending.get(loop):
+            self._flush(loop)  # what queued behind the batch starts now, without another wait
 
     def _timed(self, texts: list[str]) -> Sequence[Any]:
         start = time.perf_counter()

@@ -68,7 +68,7 @@ class ClassifierPredictor:
 
     source = "classifier"
 
-    def __init__(self, encoder: Any, *, max_batch: int = 32, max_wait_ms: float = 2.0, memory: Any = None,
+    def __init__(self, encoder: Any, *, max_batch: int = 32, max_wait_ms: float = 0.0, memory: Any = None,
                  exclude_exact: bool = False):
         self.encoder = encoder
         self.memory, self.exclude_exact = memory, exclude_exact

@@ -88,3 +88,32 @@ async def test_gateway_feeds_classifier_metrics(tmp_path):
         assert count and float(count[0].split()[-1]) >= 1
     finally:
         gw.stop()
+
+
+async def test_arrivals_during_a_running_batch_start_together_right_after_it():
+    """Continuous batching: texts that arrive while the worker runs a batch are not queued
+    as one small batch each (one per timer) but start as ONE batch the moment it ends."""
+    import time
+
+    calls: list = []
+    release = threading.Event()
+
+    def fn(texts):
+        calls.append((list(texts), time.perf_counter()))
+        if texts == ["first"]:
+            release.wait(5)
+        return texts
+
+    b = MicroBatcher(fn, max_batch=64, max_wait_ms=0)
+    first = asyncio.ensure_future(b.submit("first"))
+    await asyncio.sleep(0.05)  # "first" is running in the worker
+    later = [asyncio.ensure_future(b.submit(f"p{i}")) for i in range(5)]
+    for _ in range(3):
+        await asyncio.sleep(0.02)  # far longer than max_wait: no timer may start them
+    assert [c[0] for c in calls] == [["first"]]
+    ended = time.perf_counter()
+    release.set()
+    assert await first == "first" and await asyncio.gather(*later) == [f"p{i}" for i in range(5)]
+    assert [c[0] for c in calls] == [["first"], [f"p{i}" for i in range(5)]]
+    assert calls[1][1] - ended < 1.0
+    b.close()
