@@ -1,7 +1,13 @@
 """Held-out quality AUC of the ``quality`` head alone vs blended with the shipped outcome
 memory (router/classify/memory.py), on the classifier's ``test`` split of ../shared/data
-(prompts neither the head nor the memory saw). Per-label AUC as ``mixroute train`` computes
-it (labels with >= 10 test rows; score >= 0.5 counts as a good answer); mean over labels.
+(prompts neither the head nor the memory saw). Two views:
+
+- per-model AUC, as ``mixroute train`` computes it (labels with >= 10 test rows; score >=
+  0.5 counts as a good answer), mean over labels: does the estimate rank *prompts* for
+  one model (absolute correctness)?
+- within-prompt pairwise accuracy: over every prompt and every pair of its models whose
+  recorded scores differ, the share the estimate orders the same way (ties count half):
+  does it rank *models* on one prompt, which is what a routing decision uses.
 
     python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--json OUT]
 
@@ -23,6 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("data", type=Path)
     ap.add_argument("--split", default="test", choices=["test", "calib"])
+    ap.add_argument("--source", default=None, help="only rows of this source (routellm, routerbench, routerdc)")
     ap.add_argument("--dims", default="", help="comma-separated principal components to rebuild the memory with")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -38,7 +45,8 @@ def main() -> None:
         raise SystemExit("no shipped outcome memory: mixroute train --heads memory")
     labels = pred.memory.labels
     lookup = label_lookup(labels)
-    rows = [r for r in load_rows(args.data) if split_of(r.text) == args.split]
+    rows = [r for r in load_rows(args.data) if split_of(r.text) == args.split
+            and (args.source is None or r.source == args.source)]
     y = np.full((len(rows), len(labels)), np.nan)
     for i, r in enumerate(rows):
         for m, s in r.scores.items():
@@ -81,15 +89,33 @@ def main() -> None:
         for lab, v in aucs.items():
             report["per_label"].setdefault(lab, {"n": int((~np.isnan(y[:, labels.index(lab)])).sum())})[name] = (
                 None if v is None else round(v, 4))
+    for name, q in variants:
+        report.setdefault("pairwise", {})[name] = round(pairwise(q, y), 4)
     names = [n for n, _ in variants]
-    print(f"{args.split} split, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}")
+    print(f"{args.split} split{'' if args.source is None else ', ' + args.source}, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}")
     print("| model | n | " + " | ".join(names) + " |")
     print("|---|---:|" + "---:|" * len(names))
+    print("| **within-prompt pairwise accuracy** | | " + " | ".join(f"**{report['pairwise'][n]}**" for n in names) + " |")
     print("| **mean AUC** | | " + " | ".join(f"**{report[n]}**" for n in names) + " |")
     for lab, v in report["per_label"].items():
         print(f"| {lab} | {v['n']} | " + " | ".join(str(v.get(n)) for n in names) + " |")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def pairwise(q: np.ndarray, y: np.ndarray) -> float:
+    """Share of (prompt, model pair) with different recorded scores that ``q`` orders the
+    same way; ties in ``q`` count half."""
+    agree = total = 0.0
+    for qi, yi in zip(q, y):
+        known = ~np.isnan(yi)
+        qk, yk = qi[known], yi[known]
+        dy = np.sign(yk[:, None] - yk[None, :])
+        dq = np.sign(qk[:, None] - qk[None, :])
+        mask = dy > 0
+        total += mask.sum()
+        agree += (dq[mask] > 0).sum() + 0.5 * (dq[mask] == 0).sum()
+    return agree / total if total else float("nan")
 
 
 if __name__ == "__main__":
