@@ -121,8 +121,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready = False
     app.state.policies = PolicyHolder(settings.policy_path, None)
     errors.install(app)
-    observability.install(app)
-    dashboard.install(app, settings)
+    # The completion routes come first: a request is matched against routes in order, and
+    # these carry nearly all traffic.
     for module in (completions, models, health, feedback):
         app.include_router(module.router)
+    observability.install(app)
+    dashboard.install(app, settings)
     return app

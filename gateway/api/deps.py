@@ -42,6 +42,14 @@ async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
+async def hot_path_deps(request: Request) -> tuple[Runtime, Settings, Principal]:
+    """``(runtime, settings, principal)`` for the completion endpoints, resolved by plain
+    calls in the same order and with the same errors as the ``Depends`` aliases below
+    (runtime first: ``NotReady`` before any authentication error)."""
+    runtime = await _runtime(request)
+    return runtime, request.app.state.settings, await _principal(request)
+
+
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 PrincipalDep = Annotated[Principal, Depends(_principal)]
 AdminDep = Annotated[Principal, Depends(_admin)]

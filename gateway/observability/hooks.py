@@ -53,8 +53,8 @@ class RequestObs:
     def begin(self, backend, endpoint: str, body: dict) -> _OpenAttempt:
         self.close()  # a previous attempt that was never closed
         m = self.obs.metrics
-        m.in_flight.labels(backend.name).inc()
-        m.queue_depth.labels(backend.name).inc()
+        m.child(m.in_flight, backend.name).inc()
+        m.child(m.queue_depth, backend.name).inc()
         op = tr.OPERATIONS.get(endpoint, endpoint)
         span = self.obs.tracing.start(f"{op} {backend.model}", tr.attempt_attributes(backend, endpoint, body))
         self.open = _OpenAttempt(backend.name, span)
@@ -64,7 +64,7 @@ class RequestObs:
         a = self.open
         if a is not None and a.waiting:
             a.waiting = False
-            self.obs.metrics.queue_depth.labels(a.pool).dec()
+            self.obs.metrics.child(self.obs.metrics.queue_depth, a.pool).dec()
             if response is not None:
                 tr.set_attributes(a.span, tr.response_attributes(response))
 
@@ -73,8 +73,8 @@ class RequestObs:
         if a is None:
             return
         if a.waiting:
-            self.obs.metrics.queue_depth.labels(a.pool).dec()
-        self.obs.metrics.in_flight.labels(a.pool).dec()
+            self.obs.metrics.child(self.obs.metrics.queue_depth, a.pool).dec()
+        self.obs.metrics.child(self.obs.metrics.in_flight, a.pool).dec()
         if usage is not None:
             tr.set_attributes(a.span, usage)
         tr.end(a.span, error)
@@ -117,7 +117,7 @@ class ObservabilityMiddleware:
                     tr.set_attributes(span, {"http.route": path, "http.response.status_code": code})
                     if span is not None:
                         span.update_name(f"{method} {path}")
-                    self.obs.metrics.http.labels(path, method, str(code)).inc()
+                    self.obs.metrics.child(self.obs.metrics.http, path, method, str(code)).inc()
                     ctx.close()
         finally:
             _current.reset(token)

@@ -88,6 +88,7 @@ class Metrics:
                                             buckets=DECIDE_BUCKETS, registry=r)
         self.classifier_batch = Histogram("mixroute_classifier_batch_size", "Prompts per classifier batch.",
                                           buckets=BATCH_BUCKETS, registry=r)
+        self._children: dict[tuple, object] = {}
         self._prefix: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # backend -> [cached, input]
         self._lock = threading.Lock()
         self.scraped = ScrapeCollector(self)
@@ -95,26 +96,36 @@ class Metrics:
 
     # -- recording (called from the request path) ---------------------------------------
 
+    def child(self, metric, *labels: str):
+        """``metric.labels(*labels)``, memoised: prometheus_client validates the values and
+        takes a lock on every ``labels()`` call, about a dozen times per request here. The
+        memo holds exactly the children the metric holds (none is ever removed)."""
+        key = (id(metric), labels)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = metric.labels(*labels)
+        return c
+
     def observe_decision(self, route: str, seconds: float) -> None:
-        self.decide.labels(route).observe(seconds)
+        self.child(self.decide, route).observe(seconds)
 
     def observe_outcome(self, decision: DecisionRecord, outcome: OutcomeRecord) -> None:
         """Count one finished request (tokens in tokens, cost in USD, times in seconds)."""
         route, tenant, backend = decision.route, decision.tenant or "-", outcome.backend or "-"
-        self.requests.labels(route, backend, outcome.status).inc()
+        self.child(self.requests, route, backend, outcome.status).inc()
         for failed in outcome.fallbacks_taken:
-            self.fallbacks.labels(route, failed).inc()
+            self.child(self.fallbacks, route, failed).inc()
         if outcome.ttft_s is not None and outcome.status != "error":
-            self.ttft.labels(backend).observe(outcome.ttft_s)
+            self.child(self.ttft, backend).observe(outcome.ttft_s)
         if outcome.itl_s is not None:
-            self.itl.labels(backend).observe(outcome.itl_s)
+            self.child(self.itl, backend).observe(outcome.itl_s)
         if outcome.latency_s is not None:
-            self.latency.labels(backend).observe(outcome.latency_s)
+            self.child(self.latency, backend).observe(outcome.latency_s)
         for kind, n in (("input", outcome.tokens_in), ("output", outcome.tokens_out), ("cached", outcome.tokens_cached)):
             if n:
-                self.tokens.labels(tenant, route, backend, kind).inc(n)
+                self.child(self.tokens, tenant, route, backend, kind).inc(n)
         if outcome.cost_usd:
-            self.cost.labels(tenant, route, backend).inc(outcome.cost_usd)
+            self.child(self.cost, tenant, route, backend).inc(outcome.cost_usd)
         if outcome.tokens_in:
             with self._lock:
                 acc = self._prefix[backend]
