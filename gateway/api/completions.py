@@ -73,8 +73,8 @@ def _headers(decision: Decision, backend: str | None, tried: list[str] | None = 
 
 
 # The three endpoints below resolve runtime, settings and principal with one plain call
-# (hot_path_deps) instead of FastAPI ``Depends``: dependency resolution cost about a quarter
-# of a millisecond of CPU per request in a profile of the pass-through path (docs/BENCHMARKS.md).
+# (hot_path_deps) instead of FastAPI ``Depends``: dependency resolution was one of the largest
+# items in a profile of the pass-through path (docs/BENCHMARKS.md, "Hot path").
 
 
 @router.post("/v1/chat/completions")
