@@ -14,6 +14,25 @@ policy_app = typer.Typer(help="Validate and inspect routing policies.", no_args_
 app.add_typer(policy_app, name="policy")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"mixroute {version('mixroute')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            typer.echo("mixroute (not installed: version unknown)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the installed version and exit.")] = False,
+) -> None:
+    """mixroute: a model-routing, OpenAI-compatible LLM gateway."""
+
+
 @app.command()
 def serve(
     policy: Annotated[Optional[Path], typer.Option(help="Routing policy YAML (default: the bundled demo policy).")] = None,

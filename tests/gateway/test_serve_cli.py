@@ -28,3 +28,10 @@ def test_bad_policy_file(tmp_path):
     bad.write_text("version: 1\nbackends: []\nroutes: []\n")
     res = _serve("--policy", str(bad))
     assert res.returncode == 1 and f"{bad}:2 backends" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    out = subprocess.run([sys.executable, "-m", "gateway.cli", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"mixroute {version('mixroute')}"
