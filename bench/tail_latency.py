@@ -3,6 +3,11 @@ one component switched off at a time, measured side by side in one run.
 
 Run: ``python -m bench.tail_latency [--variants base,no-store-db,no-obs] [--rounds 5] [--duration 8]``
 
+With ``--routed RATE`` the variants serve ``bench/policies/routed.yaml`` with the classifier
+on, and each round sends an open-loop load of RATE requests/s (:func:`bench.loadgen.open_loop`,
+as :mod:`bench.gateway_overhead` measures the routed target) instead of ``wrk -c1``: the
+routed open-loop tail, one component off at a time.
+
 Each variant is one pass-through gateway (``bench/policies/passthrough.yaml``, SQLite store,
 admin key checked per request) pinned to CPU 1, as in :mod:`bench.gateway_overhead`; nginx
 and ``wrk -c1`` share CPU 0. Rounds interleave the variants (A B C, A B C, ...) so that
@@ -32,6 +37,7 @@ changes what the gateway does in production):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
 import statistics
@@ -42,7 +48,7 @@ import time
 from pathlib import Path
 
 from bench.gateway_overhead import GATEWAY_CPU, LOAD_CPU, ROOT, _free_port
-from bench.loadgen import wrk
+from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
 VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare")
@@ -160,12 +166,14 @@ def _schedstat(pid: int) -> tuple[int, int]:
     return cpu, wait
 
 
-def start(variant: str, upstream: str, tmp: Path) -> tuple[subprocess.Popen, str]:
+def start(variant: str, upstream: str, tmp: Path, routed: bool = False) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {**os.environ, "MIXROUTE_UPSTREAM_URL": upstream, "MIXROUTE_POLICY_WATCH": "false",
-           "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": "off", "MIXROUTE_ADMIN_KEY": "sk-bench"}
+           "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": "auto" if routed else "off",
+           "MIXROUTE_ADMIN_KEY": "sk-bench"}
     env.pop("MIXROUTE_REDIS_URL", None)
     cmd = [sys.executable, "-m", "bench.tail_latency", "--serve", variant, "--port", str(port),
+           *(["--routed", "1"] if routed else []),
            "--database-url", f"sqlite:///{tmp}/{variant}.db", "--cpu-out", str(tmp / f"{variant}.cpu.json")]
     if Path("/usr/bin/taskset").exists():
         cmd = ["taskset", "-c", str(GATEWAY_CPU), *cmd]
@@ -184,10 +192,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
     parser.add_argument("--cpu-out", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--routed", type=float, default=0.0, metavar="RATE",
+                        help="routed gateways (classifier on) under an open-loop load of RATE requests/s")
     args = parser.parse_args()
+    policy = "bench/policies/routed.yaml" if args.routed else "bench/policies/passthrough.yaml"
     if args.serve:
-        serve(args.serve, str(ROOT / "bench/policies/passthrough.yaml"), args.port, args.database_url, args.cpu_out)
+        serve(args.serve, str(ROOT / policy), args.port, args.database_url, args.cpu_out)
         return
+    if args.routed < 0:
+        parser.error("--routed RATE must be positive")
     variants = [v for v in args.variants.split(",") if v]
     unknown = {v for v in variants if v not in VARIANTS and not (v.startswith("chunk-") and v[6:].replace("-", "").isdigit())}
     if unknown:
@@ -200,17 +213,23 @@ def main() -> None:
     sched: dict[str, list[tuple[float, float]]] = {"direct": []}
     try:
         for v in variants:
-            procs[v], urls[v] = start(v, upstream.url, tmp)
+            procs[v], urls[v] = start(v, upstream.url, tmp, routed=bool(args.routed))
             results[v] = []
             sched[v] = []
+        def load(url: str, model: str = "bench"):
+            if args.routed:
+                return asyncio.run(open_loop(url, args.routed, args.duration, model=model))
+            return wrk(url, 1, args.duration, cpu=LOAD_CPU)
+
+        model = "auto" if args.routed else "bench"
         for _ in range(3):  # warm-up: connection pools, caches, first batches
             for v in variants:
-                wrk(urls[v], 1, 1, cpu=LOAD_CPU)
+                wrk(urls[v], 1, 1, model=model, cpu=LOAD_CPU)
         for r in range(args.rounds):
-            results["direct"].append(wrk(upstream.url + "/chat/completions", 1, args.duration, cpu=LOAD_CPU))
+            results["direct"].append(load(upstream.url + "/chat/completions"))
             for v in variants:
                 before = _schedstat(procs[v].pid)
-                run = wrk(urls[v], 1, args.duration, cpu=LOAD_CPU)
+                run = load(urls[v], model)
                 after = _schedstat(procs[v].pid)
                 n = max(run.rps * args.duration, 1)
                 results[v].append(run)
@@ -233,7 +252,7 @@ def main() -> None:
 def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]) -> None:
     direct_p50 = statistics.median(r.p50_ms for r in results["direct"])
     direct_p99 = statistics.median(r.p99_ms for r in results["direct"])
-    print(f"c=1, median of {len(results['direct'])} rounds (ms); overhead = variant - direct")
+    print(f"median of {len(results['direct'])} rounds (ms); overhead = variant - direct")
     print("cpu/req: the gateway's CPU time per request (all threads, us); wait/req: time its event-loop")
     print("thread was runnable but waiting for the CPU (other processes on its core), per request (us)")
     print(f"{'variant':<12} {'p50':>7} {'p99':>7} {'ovh p50':>8} {'ovh p99':>8} {'req/s':>7} {'cpu/req':>8} {'wait/req':>8}"
