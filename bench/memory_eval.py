@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,31 +35,27 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
-    from router.classify import load_predictor
+    from router.classify import default_adapters_dir, load_predictor
     from router.classify.data import load_rows, split_of
+    from router.classify.memory import MEMORY_FILE, OutcomeMemory, build_from_data, score_matrix
     from router.classify.metrics import auc
-    from router.classify.predictor import label_lookup, match_label
 
-    pred = load_predictor(heads=["quality"], scan_windows=0)  # memory on (the shipped file)
-    pred.close()
-    if pred.memory is None:
+    path = default_adapters_dir() / "quality" / MEMORY_FILE
+    if not path.is_file():
         raise SystemExit("no shipped outcome memory: mixroute train --heads memory")
-    labels = pred.memory.labels
-    lookup = label_lookup(labels)
+    memory = OutcomeMemory.load(path)
+    # The head alone, with the embeddings from the same pass; every blend below starts from them.
+    pred = load_predictor(heads=["quality"], scan_windows=0, memory=False, embed=True)
+    pred.close()
+    labels = memory.labels
     rows = [r for r in load_rows(args.data) if split_of(r.text) == args.split
             and (args.source is None or r.source == args.source)]
-    y = np.full((len(rows), len(labels)), np.nan)
-    for i, r in enumerate(rows):
-        for m, s in r.scores.items():
-            lab = match_label(lookup, m)
-            if lab is not None and s is not None:
-                y[i, labels.index(lab)] = s
+    y = score_matrix(rows, labels, dtype=float)
     keep = ~np.isnan(y).all(axis=1)
     rows, y = [r for r, k in zip(rows, keep) if k], y[keep]
     texts = sorted(range(len(rows)), key=lambda i: len(rows[i].text))
     head = np.zeros_like(y)
     emb = np.zeros((len(rows), 384), np.float32)
-    pred.memory, memory = None, pred.memory  # head alone first; blend below from the same pass
     for s in range(0, len(texts), 64):
         idx = texts[s:s + 64]
         out, e = pred.classify_batch_embed([rows[i].text for i in idx])
@@ -66,11 +63,6 @@ def main() -> None:
         emb[idx] = e.numpy()
     variants = [("head", head), ("head+memory", memory.blend(head, emb))]
     for d in [int(x) for x in args.dims.split(",") if x.strip()]:
-        import tempfile
-
-        from router.classify import default_adapters_dir
-        from router.classify.memory import OutcomeMemory, build_from_data
-
         rebuilt = build_from_data(args.data, default_adapters_dir(), dims=0 if d >= emb.shape[1] else d)
         with tempfile.TemporaryDirectory() as tmp:
             rebuilt.save(Path(tmp) / "m.safetensors")

@@ -46,11 +46,13 @@ def nearest(memory: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarray:
 
 
 def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) -> np.ndarray:
-    """Posterior mean quality (see the module docstring).
+    """Posterior mean quality (see the module docstring). A NaN score means "not recorded":
+    that neighbour does not count for that model, which then has fewer observations,
+    ``(kappa * head_j + sum of its recorded scores) / (kappa + their number)``.
 
     Args:
         head: ``(n, m)`` the head's predicted quality per prompt and model.
-        neighbour_scores: ``(n, k, m)`` recorded scores of each prompt's neighbours.
+        neighbour_scores: ``(n, k, m)`` recorded scores of each prompt's neighbours (NaN: none).
         kappa: the head's weight in neighbours (>= 0).
 
     Raises:
@@ -65,4 +67,5 @@ def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) 
     k = nb.shape[1]
     if kappa + k == 0:
         raise ValueError("kappa = 0 and no neighbours: nothing to estimate from")
-    return (kappa * head + nb.sum(axis=1)) / (kappa + k)
+    known = ~np.isnan(nb)
+    return (kappa * head + np.where(known, nb, 0.0).sum(axis=1)) / (kappa + known.sum(axis=1))

@@ -47,7 +47,7 @@ async def hot_path_deps(request: Request) -> tuple[Runtime, Settings, Principal]
     calls in the same order and with the same errors as the ``Depends`` aliases below
     (runtime first: ``NotReady`` before any authentication error)."""
     runtime = await _runtime(request)
-    return runtime, request.app.state.settings, await _principal(request)
+    return runtime, await _settings(request), await _principal(request)
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]

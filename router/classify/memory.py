@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 
 from router.classify.errors import AdapterError
+from router.neighbours import blend as posterior_mean
+from router.neighbours import nearest
 
 #: File name inside the quality head's folder.
 MEMORY_FILE = "memory.safetensors"
@@ -78,27 +80,25 @@ class OutcomeMemory:
         return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
 
     def neighbours(self, emb: np.ndarray, *, exclude_exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """``(indices (B, k'), valid (B, k'))`` of each prompt's most similar memory rows;
-        ``valid`` is False for rows dropped by ``exclude_exact`` (similarity >= :data:`EXACT`:
-        the prompt itself, when evaluating on rows the memory holds)."""
+        """``(indices (B, k'), valid (B, k'))`` of each prompt's most similar memory rows
+        (:func:`router.neighbours.nearest`); ``valid`` is False for rows dropped by
+        ``exclude_exact`` (similarity >= :data:`EXACT`: the prompt itself, when evaluating on
+        rows the memory holds), which looks one row further so that ``k`` remain."""
         q = self.project(emb)
-        k = min(self.k + (1 if exclude_exact else 0), self.n)
-        if k == 0 or len(q) == 0:
-            return np.zeros((len(q), 0), int), np.zeros((len(q), 0), bool)
-        sims = q @ self.vectors.T
-        idx = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-        top = np.take_along_axis(sims, idx, axis=1)
-        order = np.argsort(-top, axis=1)
-        idx, top = np.take_along_axis(idx, order, axis=1), np.take_along_axis(top, order, axis=1)
+        idx = nearest(self.vectors, q, min(self.k + (1 if exclude_exact else 0), self.n))
         valid = np.ones_like(idx, dtype=bool)
-        if exclude_exact:
-            valid = top < EXACT
+        if exclude_exact and idx.size:
+            sims = np.einsum("bd,bkd->bk", q, self.vectors[idx])
+            order = np.argsort(-sims, axis=1)
+            idx, sims = np.take_along_axis(idx, order, axis=1), np.take_along_axis(sims, order, axis=1)
+            valid = sims < EXACT
             valid &= np.cumsum(valid, axis=1) <= self.k  # the k most similar that remain
         return idx, valid
 
     def blend(self, head: np.ndarray, emb: np.ndarray, *, exclude_exact: bool = False) -> np.ndarray:
         """Posterior mean quality ``(B, M)`` from the head's ``(B, M)`` (columns in
-        :attr:`labels` order) and the prompts' ``(B, D)`` embeddings (module docstring).
+        :attr:`labels` order) and the prompts' ``(B, D)`` embeddings: the neighbours' recorded
+        scores through :func:`router.neighbours.blend` (module docstring).
 
         Raises:
             ValueError: ``head`` does not have ``M`` columns or ``B`` rows of ``emb``.
@@ -108,10 +108,8 @@ class OutcomeMemory:
             raise ValueError(f"head predictions {head.shape} do not match {len(emb)} prompts x "
                              f"{len(self.labels)} memory labels")
         idx, valid = self.neighbours(emb, exclude_exact=exclude_exact)
-        nb = self.scores[idx]  # (B, k, M)
-        known = ~np.isnan(nb) & valid[:, :, None]
-        total = np.where(known, nb, 0.0).sum(axis=1)
-        return (self.kappa * head + total) / (self.kappa + known.sum(axis=1))
+        nb = np.where(valid[:, :, None], self.scores[idx], np.nan)  # (B, k, M); NaN: not counted
+        return posterior_mean(head, nb, self.kappa)
 
     def save(self, path: Path) -> None:
         """Write the compressed file (module docstring)."""
@@ -207,28 +205,18 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = 40, k
     """
     from router.classify.data import load_rows, split_of
     from router.classify.heads import HeadConfig
-    from router.classify.predictor import label_lookup, match_label
 
     config_path = adapters / "quality" / "config.json"
     if not config_path.is_file():
         raise FileNotFoundError(f"no quality head at {config_path} (train it first: mixroute train --heads quality)")
     labels = HeadConfig.model_validate_json(config_path.read_text(encoding="utf-8")).labels
-    lookup = label_lookup(labels)
-    col = {lab: i for i, lab in enumerate(labels)}
-    texts, rows_scores, sources = [], [], {}
-    for row in load_rows(data, limit=limit):
-        if split_of(row.text) != "train":
-            continue
-        s = np.full(len(labels), np.nan, np.float32)
-        for model, score in row.scores.items():
-            label = match_label(lookup, model)
-            if label is not None and score is not None:
-                s[col[label]] = score
-        if np.isnan(s).all():
-            continue
-        texts.append(row.text)
-        rows_scores.append(s)
-        sources[row.source] = sources.get(row.source, 0) + 1
+    rows = [r for r in load_rows(data, limit=limit) if split_of(r.text) == "train"]
+    all_scores = score_matrix(rows, labels)
+    keep = ~np.isnan(all_scores).all(axis=1)
+    texts = [r.text for r, k in zip(rows, keep) if k]
+    sources: dict[str, int] = {}
+    for r in (r for r, k in zip(rows, keep) if k):
+        sources[r.source] = sources.get(r.source, 0) + 1
     if not texts:
         raise ValueError(f"no train-split row of {data} has a score for a model the quality head knows")
     if embedder is None:
@@ -238,4 +226,22 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = 40, k
     x = embedder(texts, progress)
     meta = {"rows": len(texts), "sources": sources, "split": "train (sha1(normalised prompt) % 100 >= 20)",
             "dims": dims or int(x.shape[1]), "embedder": getattr(embedder, "tag", "")}
-    return build(x, np.stack(rows_scores), labels, dims=dims, k=k, kappa=kappa, meta=meta)
+    return build(x, all_scores[keep], labels, dims=dims, k=k, kappa=kappa, meta=meta)
+
+
+def score_matrix(rows: list[Any], labels: list[str], dtype: Any = np.float32) -> np.ndarray:
+    """``(len(rows), len(labels))`` of ``dtype``: each :class:`router.classify.data.Row`'s recorded
+    scores under the quality labels they match (as the gateway matches backends,
+    :func:`router.classify.predictor.match_label`); NaN where a model is not recorded or not
+    a label."""
+    from router.classify.predictor import label_lookup, match_label
+
+    lookup = label_lookup(labels)
+    col = {lab: i for i, lab in enumerate(labels)}
+    out = np.full((len(rows), len(labels)), np.nan, dtype)
+    for i, row in enumerate(rows):
+        for model, score in row.scores.items():
+            label = match_label(lookup, model)
+            if label is not None and score is not None:
+                out[i, col[label]] = score
+    return out

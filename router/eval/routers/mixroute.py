@@ -140,7 +140,7 @@ class MixrouteRouter(EvalRouter):
         self._loaded: dict[str, tuple[Any, str]] = {}
         self._outputs: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def _heads(self, test: EvalData, ctx: Context) -> tuple[Any, str, str]:
+    def _heads(self, ctx: Context) -> tuple[Any, str, str]:
         """``(predictor, source id, how it was fit)``: the ``predictor`` option, heads fitted on
         ``ctx.train`` (:func:`router.eval.heads.fit_heads`), or the shipped / ``adapters`` heads."""
         if ctx.options.get("predictor") is not None:
@@ -206,7 +206,7 @@ class MixrouteRouter(EvalRouter):
         test prompt of the run, before any router): their pass also yields the MiniLM
         embeddings, which go into the embedding cache, so ``knn``/``mlp``/``mf`` and the
         local estimate find them there instead of running the encoder a second time."""
-        heads, source, _ = self._heads(None, ctx)  # type: ignore[arg-type]
+        heads, source, _ = self._heads(ctx)
         self._classify(heads, source, prompts, ctx)
 
     def _classify(self, heads: Any, source: str, prompts: list[str], ctx: Context) -> list[dict[str, Any]]:
@@ -235,7 +235,7 @@ class MixrouteRouter(EvalRouter):
         from router.engine import Router, RoutingRequest
         from router.policy import parse_policy
 
-        heads, source, fit = self._heads(test, ctx)
+        heads, source, fit = self._heads(ctx)
         outputs = self._classify(heads, source, test.prompts, ctx)
         names: dict[str, str] = {}
         for m in test.models:
