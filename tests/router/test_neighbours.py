@@ -26,6 +26,12 @@ def test_blend_is_the_posterior_mean_with_the_head_as_prior():
     assert blend(head, scores[:, :0], kappa=3) == pytest.approx(head)  # no neighbours: the head
 
 
+def test_blend_counts_only_recorded_scores():
+    head = np.array([[0.9, 0.1]])
+    scores = np.array([[[0, np.nan], [1, np.nan], [1, 1]]])  # model 2 recorded on one neighbour
+    assert blend(head, scores, kappa=2) == pytest.approx(np.array([[(2 * 0.9 + 2) / 5, (2 * 0.1 + 1) / 3]]))
+
+
 def test_blend_rejects_bad_input():
     with pytest.raises(ValueError, match="kappa"):
         blend(np.zeros((1, 2)), np.zeros((1, 3, 2)), kappa=-1)
