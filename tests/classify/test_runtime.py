@@ -11,7 +11,8 @@ pytest.importorskip("peft")
 from router.classify.heads import HeadConfig, LoraPlacement, load_head  # noqa: E402
 from router.classify.layers import LINEARS  # noqa: E402
 from router.classify.runtime import BaseEncoder, MultiHeadEncoder  # noqa: E402
-from router.classify.train import TrainConfig, _Trainable, save_head  # noqa: E402
+from router.classify.heads import save_head  # noqa: E402
+from router.classify.train import TrainConfig, _Trainable  # noqa: E402
 
 N_LAYERS, HIDDEN = 3, 16
 TEXTS = ["hello world", "a", "", "a much longer prompt that will be cut at both ends " * 3]
