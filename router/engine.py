@@ -10,7 +10,10 @@ candidates C and quality bar q:
 3. Each candidate gets an expected cost (:mod:`router.cost`; input tokens estimated from
    the prompt, output tokens = min(predicted length, ``max_tokens``)) and a predicted
    TTFT from live state (:mod:`router.live`).
-4. The bar: ``min_quality`` (absolute) or ``target x max(predicted quality)`` (relative).
+4. The bar: ``min_quality`` (absolute), ``target x max(predicted quality)`` (relative), or
+   for ``willingness_to_pay`` w the predicted quality of the candidate maximising
+   ``w x quality - cost`` (no candidate costs less and predicts as much, so the cheapest
+   candidate clearing that bar is that candidate).
 5. The choice (:func:`choose`) is the cheapest candidate that clears the bar and meets the
    route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
    ``on_no_candidate`` decide the other cases.
@@ -249,6 +252,11 @@ class Router:
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
+        if qb.willingness_to_pay is not None:
+            w = qb.willingness_to_pay
+            return max(c.predicted_quality for c in cands
+                       if w * c.predicted_quality - c.expected_cost_usd
+                       >= max(w * x.predicted_quality - x.expected_cost_usd for x in cands) - _EPS * w)
         return qb.target * max(c.predicted_quality for c in cands)
 
 

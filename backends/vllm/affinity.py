@@ -3,13 +3,17 @@ longest prefix of its prompt in its prefix cache, unless that replica is overloa
 
 For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
 
-1. **Preference order.** (a) The replica that last received the deepest block ``h_i``
-   found in the gateway's block table (an LRU map block hash -> replica, updated with every
-   request's blocks; a longer match means more cached prefill), provided the match covers
-   at least ``match_threshold`` of the prompt's blocks (SGLang's cache-aware router uses
-   the same rule, default 0.5): a match on a short shared preamble ("You are a helpful
-   assistant. Current time: [timestamp-1]") would otherwise pull every new prompt to
-   one replica. (b) Then every replica in
+1. **Preference order.** (a) The replicas that received the deepest block ``h_i`` found in
+   the gateway's block table (an LRU map block hash -> the last ``holders`` replicas that
+   received it, most recent first, updated with every request's blocks; a longer match
+   means more cached prefill), provided the match covers at least ``match_threshold`` of
+   the prompt's blocks (SGLang's cache-aware router uses the same rule, default 0.5): a
+   match on a short shared preamble ("You are a helpful assistant. Current time:
+   [timestamp-1]") would otherwise pull every new prompt to one replica. Every replica
+   holding a matching block is ranked by its deepest match, then by recency: when the
+   best holder is overloaded (step 2), the request goes to the next replica that holds
+   the prefix (e.g. where an earlier spill sent it) rather than to one that does not.
+   (b) Then every replica in
    rendezvous-hashing order (highest random weight, Thaler & Ravishankar 1998) of the key
    ``h_k``, ``k = min(n, hrw_blocks)``: requests that share their first ``k`` blocks (a
    system prompt) agree on a replica even across gateway processes that do not share the
@@ -53,6 +57,7 @@ class AffinityChooser:
         queue_threshold: scraped waiting requests above which the replica is skipped.
         balance_new: send never-seen prefixes to the replica owning the fewest table blocks.
         match_threshold: share of a prompt's blocks a table match must cover to be followed.
+        holders: replicas remembered per block (most recent first).
 
     Attributes:
         on_choice: called with ``(block hashes, replica url)`` after each choice
@@ -63,7 +68,7 @@ class AffinityChooser:
 
     def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
                  load_factor: float = 1.25, min_bound: int = 4, queue_threshold: float = 8,
-                 balance_new: bool = True, match_threshold: float = 0.5):
+                 balance_new: bool = True, match_threshold: float = 0.5, holders: int = 2):
         self.block_tokens = block_tokens
         self.hrw_blocks = hrw_blocks
         self.table_blocks = table_blocks
@@ -72,7 +77,8 @@ class AffinityChooser:
         self.queue_threshold = queue_threshold
         self.balance_new = balance_new
         self.match_threshold = match_threshold
-        self.table: OrderedDict[int, str] = OrderedDict()
+        self.holders = max(1, holders)
+        self.table: OrderedDict[int, tuple[str, ...]] = OrderedDict()
         self.owned: dict[str, int] = {}
         self.fallback = LeastLoadedChooser()
         self.last_reason = ""
@@ -90,7 +96,7 @@ class AffinityChooser:
         pick = None
         for i, replica in enumerate(self.preference(replicas, hashes)):
             if replica.load < bound and replica.queue <= self.queue_threshold:
-                pick, self.last_reason = replica, ("prefix_match" if i == 0 and self._matched else "rendezvous")
+                pick, self.last_reason = replica, ("prefix_match" if i < self._matched else "rendezvous")
                 break
         if pick is None:
             pick, self.last_reason = self.fallback.choose(replicas, body), "overloaded_least_loaded"
@@ -101,38 +107,51 @@ class AffinityChooser:
         return pick
 
     def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
-        """Replicas in preference order: the deepest table match first, then rendezvous order."""
+        """Replicas in preference order: those holding the deepest table match first (by
+        depth, then recency), then rendezvous order. Sets ``_matched`` to the number of
+        prefix-holding replicas at the front."""
         by_url = {r.base_url: r for r in replicas}
         key = hashes[min(len(hashes), self.hrw_blocks) - 1].to_bytes(8, "big")
         order = sorted(replicas, key=lambda r: _weight(key, r.base_url), reverse=True)
-        self._matched = False
+        matched: list[Replica] = []
         for depth in range(len(hashes), 0, -1):
-            if depth < self.match_threshold * len(hashes):
+            if depth < self.match_threshold * len(hashes) or len(matched) == len(replicas):
                 break
-            url = self.table.get(hashes[depth - 1])
-            if url in by_url:
-                self._matched = True
-                first = by_url[url]
-                return [first, *(r for r in order if r is not first)]
+            for url in self.table.get(hashes[depth - 1], ()):
+                r = by_url.get(url)
+                if r is not None and all(r is not m for m in matched):
+                    matched.append(r)
+        self._matched = len(matched)
+        if matched:
+            return [*matched, *(r for r in order if all(r is not m for m in matched))]
         if self.balance_new:
             order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
         return order
 
+    def holder(self, block: int) -> str | None:
+        """The replica that last received ``block`` (``None`` if the table does not hold it)."""
+        urls = self.table.get(block)
+        return urls[0] if urls else None
+
     def learn(self, hashes: Sequence[int], url: str) -> None:
         """Remember that the prompt with block ``hashes`` went to replica ``url`` (this
         gateway's choice, or another gateway's shared through :mod:`backends.vllm.shared`)."""
-        table, owned = self.table, self.owned
+        table, owned, keep = self.table, self.owned, self.holders
         for h in hashes:
-            old = table.get(h)
-            if old != url:
-                if old is not None:
-                    owned[old] -= 1
-                owned[url] = owned.get(url, 0) + 1
-                table[h] = url
+            old = table.get(h, ())
+            if not old or old[0] != url:
+                new = (url, *(u for u in old if u != url))[:keep]
+                for u in old:
+                    if u not in new:
+                        owned[u] -= 1
+                if url not in old:
+                    owned[url] = owned.get(url, 0) + 1
+                table[h] = new
             table.move_to_end(h)
         while len(table) > self.table_blocks:
             _, old = table.popitem(last=False)
-            owned[old] -= 1
+            for u in old:
+                owned[u] -= 1
 
 
 def _weight(key: bytes, url: str) -> int:

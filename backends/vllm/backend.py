@@ -118,7 +118,8 @@ class VllmBackend(Backend):
         if chooser is None and o.affinity:
             chooser = AffinityChooser(block_tokens=o.block_tokens, hrw_blocks=o.hrw_blocks, load_factor=o.load_factor,
                                       min_bound=o.min_bound, queue_threshold=o.queue_threshold,
-                                      match_threshold=o.match_threshold, balance_new=o.balance_new)
+                                      match_threshold=o.match_threshold, balance_new=o.balance_new,
+                                      holders=o.prefix_holders)
         self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after)
         self._transport = transport
         self._client: httpx.AsyncClient | None = None

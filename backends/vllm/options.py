@@ -27,6 +27,8 @@ class PoolOptions(BaseModel):
             not preferred (requests).
         match_threshold: share of a prompt's blocks that a remembered prefix must cover
             for the request to follow it (:mod:`backends.vllm.affinity`).
+        prefix_holders: replicas remembered per prefix block, most recent first: when the
+            best holder is overloaded, the next one that holds the prefix is preferred.
         balance_new: a never-seen prefix goes to the replica owning the fewest blocks of
             this gateway's table; off: to its rendezvous-hash replica, which every gateway
             process agrees on (prefer off with several gateway replicas).
@@ -44,6 +46,7 @@ class PoolOptions(BaseModel):
     min_bound: int = Field(default=4, ge=1)
     queue_threshold: float = Field(default=8, ge=0)
     match_threshold: float = Field(default=0.5, ge=0, le=1)
+    prefix_holders: int = Field(default=2, ge=1, le=16)
     balance_new: bool = True
     metrics_interval_s: float = Field(default=5.0, ge=0)
     eject_after: int = Field(default=3, ge=1)

@@ -6,7 +6,8 @@ bar from outcome data instead:
 
 1. predict every row once (the heads in batches, cached: :mod:`.predictions`);
 2. replay the rows through :meth:`router.engine.Router.decide` with the route's bar swept
-   over ``min_quality`` (absolute) and ``target`` (relative) grids (:mod:`.simulate`);
+   over ``min_quality`` (absolute), ``target`` (relative) and ``willingness_to_pay``
+   (cost-quality trade-off) grids (:mod:`.simulate`);
 3. score each threshold with the recorded outcomes and bound its realised ratio with a
    percentile bootstrap over rows (Efron & Tibshirani 1993); pick the cheapest threshold
    whose one-sided lower bound is at least the target, with fixed-sequence testing from the
@@ -31,7 +32,7 @@ import numpy as np
 
 from router.calibration.bound import RESAMPLES, Point, evaluate, pick, resample_weights, strongest
 from router.calibration.errors import CalibrationError, TargetUnreachable
-from router.calibration.simulate import GRIDS, Progress, Sweep, data_columns, decide_rows, load_rows, sweep, with_bar
+from router.calibration.simulate import GRIDS, PARAMS, Progress, Sweep, data_columns, decide_rows, load_rows, sweep, with_bar
 from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar
@@ -88,7 +89,7 @@ def _bar_of(point: Point) -> QualityBar:
 def _one(loaded: LoadedPolicy, route: str, bar: QualityBar, data: EvalData, predictor: Any, columns: dict[str, int],
          strong: int, confidence: float, resamples: int, seed: int) -> Point:
     choices = asyncio.run(decide_rows(with_bar(loaded, route, bar), route, data.prompts, predictor, columns))
-    param = "min_quality" if bar.min_quality is not None else "target"
+    param = next(p for p in PARAMS if getattr(bar, p) is not None)
     sw = Sweep(param, np.array([getattr(bar, param)]), choices[None, :])
     weights = resample_weights(data.n, resamples, seed)
     return evaluate(sw, data.scores, data.costs, strong, data.models, confidence=confidence, weights=weights)[0]

@@ -44,7 +44,8 @@ class Point:
     """One threshold's outcome on the rows (ratios are shares, not percentages).
 
     Attributes:
-        param, threshold: the bar (``min_quality`` or ``target``) and its value.
+        param, threshold: the bar (``min_quality``, ``target`` or ``willingness_to_pay``)
+            and its value.
         n: rows. ratio: realised quality ratio. lower: its one-sided lower bound at
         ``confidence``. ci: two-sided interval at ``confidence``. cost_ratio: routed /
         always-strongest USD. miss_rate: share of rows below the strongest's score.

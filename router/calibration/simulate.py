@@ -26,12 +26,16 @@ from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar, RouteConfig
 
-#: Bar parametrisations swept: the absolute ``min_quality`` and the relative ``target``.
-PARAMS = ("min_quality", "target")
+#: Bar parametrisations swept: the absolute ``min_quality``, the relative ``target`` and the
+#: cost-quality trade-off ``willingness_to_pay`` (:class:`router.policy.models.QualityBar`).
+PARAMS = ("min_quality", "target", "willingness_to_pay")
 #: Thresholds swept per parametrisation (min_quality: a probability; target: a share of the
-#: best predicted quality, which must be > 0).
+#: best predicted quality, which must be > 0; willingness_to_pay: USD per unit of quality,
+#: log-spaced from 1e-6 (about always the cheapest) to 10 (about always the best predicted),
+#: 24 steps per decade).
 GRIDS = {"min_quality": np.round(np.arange(0.0, 1.0001, 0.01), 2),
-         "target": np.round(np.arange(0.50, 1.0001, 0.005), 3)}
+         "target": np.round(np.arange(0.50, 1.0001, 0.005), 3),
+         "willingness_to_pay": np.array([float(f"{x:.4g}") for x in np.logspace(-6, 1, 7 * 24 + 1)])}
 #: Column index recorded for a request the engine rejected (``on_no_candidate: reject``).
 REJECTED = -1
 
@@ -124,7 +128,7 @@ class Sweep:
     """The engine's choices per threshold for one parametrisation.
 
     Attributes:
-        param: ``min_quality`` or ``target``.
+        param: one of :data:`PARAMS`.
         thresholds: ``(T,)`` values of ``param``.
         choices: ``(T, n)`` data column chosen per row (:data:`REJECTED`: rejected).
     """

@@ -113,7 +113,7 @@ class BackendConfig(_Strict):
 
 class CalibrationEvidence(_Strict):
     """How ``mixroute calibrate`` chose a route's bar (:mod:`router.calibration`). Informational:
-    the engine reads only ``min_quality`` / ``target``.
+    the engine reads only ``min_quality`` / ``target`` / ``willingness_to_pay``.
 
     Attributes:
         ratio_target: the realised quality ratio (routed / always-strongest) aimed at.
@@ -143,17 +143,26 @@ class QualityBar(_Strict):
         min_quality: absolute bar, a calibrated probability of a good answer in [0, 1].
         target: relative bar, a share of the strongest allowed candidate's predicted
             quality (``0.95`` = at least 95% of the best).
+        willingness_to_pay: USD the route pays per unit of predicted quality (probability
+            of a good answer): the engine picks the candidate maximising
+            ``willingness_to_pay x predicted quality - expected cost (USD)``, i.e. a more
+            expensive candidate only when its predicted gain is worth its extra cost. This
+            is the cost-quality trade-off of RouterBench's predictive routers (Hu et al.
+            2024, "willingness to pay" lambda); unlike ``target``, it spends the expensive
+            model where it gains most, so a route reaches an aggregate quality ratio for
+            less. ``0.01`` = one cent for a sure good answer over a sure bad one.
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 
     min_quality: float | None = Field(default=None, ge=0, le=1)
     target: float | None = Field(default=None, gt=0, le=1)
+    willingness_to_pay: float | None = Field(default=None, gt=0)
     calibrated: CalibrationEvidence | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "QualityBar":
-        if (self.min_quality is None) == (self.target is None):
-            raise ValueError("set exactly one of 'min_quality' or 'target'")
+        if sum(v is not None for v in (self.min_quality, self.target, self.willingness_to_pay)) != 1:
+            raise ValueError("set exactly one of 'min_quality', 'target' or 'willingness_to_pay'")
         return self
 
 

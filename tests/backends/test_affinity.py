@@ -61,6 +61,25 @@ def test_overloaded_preferred_replica_spills_to_least_loaded():
     assert chooser.choose(reps, conv(5, 3)) is not home
 
 
+def test_spill_goes_to_the_next_replica_that_holds_the_prefix():
+    chooser, reps = AffinityChooser(min_bound=1, load_factor=1.0), replicas(4)
+    home = chooser.choose(reps, conv(7))
+    home.in_flight = 3
+    spill = chooser.choose(reps, conv(7, 2))  # overloaded home: the prefix now lives on two replicas
+    assert spill is not home
+    home.in_flight, spill.in_flight = 0, 3
+    assert chooser.choose(reps, conv(7, 3)) is home  # back to the other holder, not a third replica
+    assert chooser.last_reason == "prefix_match"
+    one = AffinityChooser(min_bound=1, load_factor=1.0, holders=1)
+    home = one.choose(reps, conv(7))
+    home.in_flight = 3
+    spill = one.choose(reps, conv(7, 2))
+    home.in_flight, spill.in_flight = 0, 3
+    one.choose(reps, conv(7, 3))
+    assert one.last_reason == "rendezvous"  # one holder per block: home was forgotten
+    assert one.owned[home.base_url] + one.owned[spill.base_url] == len(one.table)
+
+
 def test_short_shared_preamble_does_not_pull_new_prompts():
     chooser, reps = AffinityChooser(), replicas()
     preamble = "Current time: [timestamp-1]. Request id: [request-id-1]. " * 2

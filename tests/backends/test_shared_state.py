@@ -63,8 +63,8 @@ async def test_affinity_choice_is_learned_by_the_other_gateway():
             pb.pick({"messages": [{"role": "system", "content": f"other tenant {i} " * 80}]})
         chosen = pa.pick(body)
         hashes = block_hashes(body)
-        assert hashes and ca.table[hashes[-1]] == chosen.base_url
-        assert await _until(lambda: cb.table.get(hashes[-1]) == chosen.base_url), "B never learned A's choice"
+        assert hashes and ca.holder(hashes[-1]) == chosen.base_url
+        assert await _until(lambda: cb.holder(hashes[-1]) == chosen.base_url), "B never learned A's choice"
         assert pb.pick(body) is pb.replicas[[r.base_url for r in pb.replicas].index(chosen.base_url)]
         assert cb.last_reason == "prefix_match"
     finally:

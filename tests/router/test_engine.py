@@ -96,3 +96,34 @@ async def test_raising_the_bar_never_lowers_predicted_quality(qualities, bars):
     (r_lo, c_lo), (r_hi, c_hi) = out
     if r_lo == r_hi == "cheapest_above_bar":
         assert c_hi.expected_cost_usd >= c_lo.expected_cost_usd
+
+
+async def test_willingness_to_pay_trades_quality_for_cost(router):
+    """argmax(w x quality - cost): a large w buys the best quality, a tiny w the cheapest, and in
+    between the candidate whose quality gain over the next cheaper one is worth its extra cost."""
+    base = (await router.decide(_req("auto"))).candidates
+    q = {c.backend: c.predicted_quality for c in base}
+    cost = {c.backend: c.expected_cost_usd for c in base}
+
+    def pick(w: float) -> str:
+        return max(q, key=lambda b: (w * q[b] - cost[b], q[b]))
+
+    # w at which the upgrade weak -> mid and mid -> strong pay for themselves
+    up_mid = (cost["mid"] - cost["weak"]) / (q["mid"] - q["weak"])
+    up_strong = (cost["strong"] - cost["mid"]) / (q["strong"] - q["mid"])
+    assert up_mid < up_strong
+    for w, expected in ((up_mid / 10, "weak"), ((up_mid + up_strong) / 2, "mid"), (up_strong * 10, "strong")):
+        r = Router(parse_policy(POLICY.replace("quality_bar: {target: 0.95}", f"quality_bar: {{willingness_to_pay: {w!r}}}")))
+        d = await r.decide(_req("auto"))
+        assert pick(w) == expected
+        assert d.record.chosen == expected, (w, d.record.candidates)
+        assert d.bar == pytest.approx(q[expected]) and d.record.reason == "cheapest_above_bar"
+
+
+def test_quality_bar_needs_exactly_one_kind():
+    from router.policy.loader import PolicyError
+
+    for bar in ("{}", "{target: 0.9, willingness_to_pay: 0.01}", "{min_quality: 0.5, willingness_to_pay: 0.01}",
+                "{willingness_to_pay: 0}", "{willingness_to_pay: -1}"):
+        with pytest.raises(PolicyError):
+            parse_policy(POLICY.replace("quality_bar: {target: 0.95}", f"quality_bar: {bar}"))
