@@ -254,9 +254,9 @@ class Router:
             return qb.min_quality
         if qb.willingness_to_pay is not None:
             w = qb.willingness_to_pay
-            return max(c.predicted_quality for c in cands
-                       if w * c.predicted_quality - c.expected_cost_usd
-                       >= max(w * x.predicted_quality - x.expected_cost_usd for x in cands) - _EPS * w)
+            utility = [w * c.predicted_quality - c.expected_cost_usd for c in cands]
+            best = max(utility) - _EPS * w
+            return max(c.predicted_quality for c, u in zip(cands, utility) if u >= best)
         return qb.target * max(c.predicted_quality for c in cands)
 
 
