@@ -120,9 +120,13 @@ class PolicyHolder:
         # Watch the folder: editors replace files by rename, which a file watch misses.
         while True:
             try:
-                async for changes in awatch(self.path.parent, debounce=200, step=50):
-                    if any(Path(p).name == self.path.name for _, p in changes):
-                        await self.reload()
+                # Only the policy file's own events pass the filter: other files in the folder
+                # (the store's SQLite WAL, a log file the gateway itself writes) would wake the
+                # watcher, and watchfiles' INFO line per wake-up would then feed a log file
+                # next to the policy forever.
+                async for _ in awatch(self.path.parent, debounce=200, step=50,
+                                      watch_filter=lambda _change, p: Path(p).name == self.path.name):
+                    await self.reload()
             except asyncio.CancelledError:
                 raise
             except Exception:

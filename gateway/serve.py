@@ -37,6 +37,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
         load_policy_or_exit(settings.policy_path, exit_code=1)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected" per policy-folder event
     if settings.log_level.lower() != "debug":
         # httpx logs every upstream call at INFO ("HTTP Request: POST <replica URL> ..."): one
         # synchronous stderr write per request on the event loop, and one line per vLLM

@@ -41,6 +41,8 @@ from router.rules import apply_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
 _EPS = 1e-9
+#: The kinds of :class:`router.policy.models.QualityBar`, recorded as ``signals.bar_kind``.
+BAR_KINDS = ("min_quality", "target", "willingness_to_pay")
 #: Header an admin may send to force a backend on a routed request.
 OVERRIDE_HEADER = "x-mixroute-backend-override"
 
@@ -185,6 +187,11 @@ class Router:
         needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
         fitting = [b for b in ruled.backends if (self.context.get(b.name) or needed) >= needed]
         if not fitting:
+            prompt_only = any((self.context.get(b.name) or needed) >= estimate_tokens(text) for b in ruled.backends)
+            if prompt_only and isinstance(limit, int) and limit > 0:
+                raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
+                                     f"exceeds the context window of every backend of route '{route.name}'; "
+                                     "lower max_tokens", param="max_tokens")
             raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
                                  f"every backend of route '{route.name}'", param="messages")
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
@@ -199,6 +206,10 @@ class Router:
             c.predicted_ttft_s = self.live.predicted_ttft(self.policy.backend(c.backend))
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
+        qb = route.quality_bar
+        bar_kind = next(k for k in BAR_KINDS if getattr(qb, k) is not None)
+        if bar_kind == "willingness_to_pay" and reason == "cheapest_above_bar":
+            reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
         rest.sort(key=lambda c: (not c.eligible, not c.meets_slo,
                                  c.expected_cost_usd if c.eligible else -c.predicted_quality))
@@ -206,7 +217,8 @@ class Router:
             request_id=req.request_id, route=route.name, policy_hash=self.loaded.hash, chosen=chosen.backend,
             reason=reason, candidates=[vars(c).copy() for c in cands],
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
-            signals={**prediction.signals, "predictor": prediction.source, "bar": bar, "rules": ruled.notes,
+            signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
+                     "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
         )
@@ -265,7 +277,8 @@ def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
     """Pick a candidate among scored ones (``eligible`` and ``meets_slo`` already set).
 
     Returns:
-        ``(candidate, reason)``; reasons: ``cheapest_above_bar``, ``only_candidate``,
+        ``(candidate, reason)``; reasons: ``cheapest_above_bar`` (recorded as ``max_utility``
+        under a ``willingness_to_pay`` bar), ``only_candidate``,
         ``best_effort_slo`` / ``degraded_for_slo`` (every bar-clearing candidate breaks the
         TTFT SLO), ``below_bar_cheapest``, ``below_bar_best_quality``.
 

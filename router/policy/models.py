@@ -13,13 +13,27 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+
+
+def _number(value: Any) -> Any:
+    # YAML `true` where a number belongs is a typo that pydantic's lax mode reads as 1.0.
+    # Numeric strings stay accepted: PyYAML (YAML 1.1) reads a plain `1e-9` as a string.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {value!r}")
+    return value
+
+
+#: A float field of the policy: finite (``_Strict``), never a boolean.
+Number = Annotated[float, BeforeValidator(_number)]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: `.inf` / `.nan` (or 1e400) in a policy is a typo, never a price,
+    # bar or SLO; an infinite willingness_to_pay made every decision fail.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Pricing(_Strict):
@@ -37,13 +51,13 @@ class Pricing(_Strict):
             derives USD per token from them (:func:`router.cost.gpu_pricing`).
     """
 
-    input_per_1m: float = Field(default=0.0, ge=0)
-    output_per_1m: float = Field(default=0.0, ge=0)
-    cached_input_per_1m: float | None = Field(default=None, ge=0)
-    per_request: float = Field(default=0.0, ge=0)
-    gpu_usd_per_hour: float | None = Field(default=None, gt=0)
-    output_tokens_per_s: float | None = Field(default=None, gt=0)
-    input_tokens_per_s: float | None = Field(default=None, gt=0)
+    input_per_1m: Number = Field(default=0.0, ge=0)
+    output_per_1m: Number = Field(default=0.0, ge=0)
+    cached_input_per_1m: Number | None = Field(default=None, ge=0)
+    per_request: Number = Field(default=0.0, ge=0)
+    gpu_usd_per_hour: Number | None = Field(default=None, gt=0)
+    output_tokens_per_s: Number | None = Field(default=None, gt=0)
+    input_tokens_per_s: Number | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _gpu_needs_throughput(self) -> "Pricing":
@@ -88,11 +102,11 @@ class BackendConfig(_Strict):
     api_base: str | None = None
     api_key: SecretStr | None = None
     pricing: Pricing | None = None
-    quality: float | None = Field(default=None, ge=0, le=1)
+    quality: Number | None = Field(default=None, ge=0, le=1)
     quality_model: str | None = None
     tags: list[str] = Field(default_factory=list)
-    timeout_s: float = Field(default=600.0, gt=0)
-    connect_timeout_s: float = Field(default=5.0, gt=0)
+    timeout_s: Number = Field(default=600.0, gt=0)
+    connect_timeout_s: Number = Field(default=5.0, gt=0)
     max_concurrency: int | None = Field(default=None, ge=1)
     context_tokens: int | None = Field(default=None, ge=1)
     data: list[Path] = Field(default_factory=list)
@@ -124,12 +138,12 @@ class CalibrationEvidence(_Strict):
         n: calibration rows. method, date, data: how, when (UTC, ISO) and on what.
     """
 
-    ratio_target: float = Field(gt=0, le=1)
-    confidence: float = Field(gt=0, lt=1)
-    ratio: float = Field(ge=0)
-    ratio_lower_bound: float = Field(ge=0)
-    cost_ratio: float = Field(ge=0)
-    miss_rate: float = Field(ge=0, le=1)
+    ratio_target: Number = Field(gt=0, le=1)
+    confidence: Number = Field(gt=0, lt=1)
+    ratio: Number = Field(ge=0)
+    ratio_lower_bound: Number = Field(ge=0)
+    cost_ratio: Number = Field(ge=0)
+    miss_rate: Number = Field(ge=0, le=1)
     n: int = Field(ge=1)
     method: str = ""
     date: str = ""
@@ -154,9 +168,9 @@ class QualityBar(_Strict):
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 
-    min_quality: float | None = Field(default=None, ge=0, le=1)
-    target: float | None = Field(default=None, gt=0, le=1)
-    willingness_to_pay: float | None = Field(default=None, gt=0)
+    min_quality: Number | None = Field(default=None, ge=0, le=1)
+    target: Number | None = Field(default=None, gt=0, le=1)
+    willingness_to_pay: Number | None = Field(default=None, gt=0)
     calibrated: CalibrationEvidence | None = None
 
     @model_validator(mode="after")
@@ -192,7 +206,7 @@ class RouteConfig(_Strict):
     quality_bar: QualityBar = QualityBar(target=0.95)
     on_no_candidate: Literal["best_quality", "cheapest", "reject"] = "best_quality"
     max_attempts: int = Field(default=3, ge=1, le=10)
-    ttft_slo_s: float | None = Field(default=None, gt=0)
+    ttft_slo_s: Number | None = Field(default=None, gt=0)
     on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
     rewrite: bool = True
@@ -227,7 +241,7 @@ class RuleConfig(_Strict):
     route_to: str | None = None
     allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
-    max_cost_usd: float | None = Field(default=None, ge=0)
+    max_cost_usd: Number | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _has_action(self) -> "RuleConfig":

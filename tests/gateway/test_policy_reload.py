@@ -59,3 +59,25 @@ def test_hot_reload(tmp_path):
         assert _wait_for(lambda: httpx.get(gw.url + "/readyz").json()["policy_hash"] not in (first, second))
     finally:
         gw.stop()
+
+
+def test_other_files_in_the_policy_folder_do_not_wake_the_watcher(tmp_path, caplog):
+    """A log file or the SQLite WAL next to the policy once woke the watcher on every write,
+    and watchfiles' INFO line per wake-up then fed a log file there forever."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="watchfiles.main")
+    gw = start_gateway(tmp_path, POLICY, policy_watch=True)
+    try:
+        time.sleep(0.5)  # let the watcher start
+        for i in range(5):
+            (tmp_path / "serve.log").write_text(f"line {i}\n")
+            time.sleep(0.1)
+        time.sleep(0.6)
+        woke = [r for r in caplog.records if r.name == "watchfiles.main" and "detected" in r.getMessage()]
+        assert not woke, [r.getMessage() for r in woke]
+        (tmp_path / "policy.yaml").write_text(POLICY.replace("quality: 0.9", "quality: 0.8"))
+        assert _wait_for(lambda: any(r.name == "watchfiles.main" and "detected" in r.getMessage()
+                                     for r in caplog.records)), "the policy's own edit did not wake the watcher"
+    finally:
+        gw.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -117,7 +119,8 @@ async def test_willingness_to_pay_trades_quality_for_cost(router):
         d = await r.decide(_req("auto"))
         assert pick(w) == expected
         assert d.record.chosen == expected, (w, d.record.candidates)
-        assert d.bar == pytest.approx(q[expected]) and d.record.reason == "cheapest_above_bar"
+        assert d.bar == pytest.approx(q[expected]) and d.record.reason == "max_utility"
+        assert d.record.signals["bar_kind"] == {"willingness_to_pay": w}
 
 
 def test_quality_bar_needs_exactly_one_kind():
@@ -127,3 +130,30 @@ def test_quality_bar_needs_exactly_one_kind():
                 "{willingness_to_pay: 0}", "{willingness_to_pay: -1}"):
         with pytest.raises(PolicyError):
             parse_policy(POLICY.replace("quality_bar: {target: 0.95}", f"quality_bar: {bar}"))
+
+
+def test_willingness_to_pay_of_any_finite_size_decides():
+    """A huge (finite) willingness to pay picks the best predicted quality, a tiny one the
+    cheapest; infinity and NaN never reach the engine (policy validation)."""
+    from router.policy.loader import PolicyError
+
+    for w, expected in ((1e308, "strong"), (5e-324, "weak")):
+        r = Router(parse_policy(POLICY.replace("quality_bar: {target: 0.95}", f"quality_bar: {{willingness_to_pay: {w!r}}}")))
+        assert (asyncio.run(r.decide(_req("auto")))).record.chosen == expected
+    for bad in (".inf", ".nan", "1e400", "true"):
+        with pytest.raises(PolicyError, match="willingness_to_pay"):
+            parse_policy(POLICY.replace("quality_bar: {target: 0.95}", f"quality_bar: {{willingness_to_pay: {bad}}}"))
+
+
+async def test_huge_max_tokens_blames_max_tokens():
+    from router.errors import ContextTooLong
+
+    r = Router(parse_policy(POLICY.replace("pricing: {input_per_1m: 10", "context_tokens: 8000, pricing: {input_per_1m: 10")
+                            .replace("model: mid, quality", "model: mid, context_tokens: 8000, quality")
+                            .replace("model: weak, quality", "model: weak, context_tokens: 8000, quality")))
+    with pytest.raises(ContextTooLong) as err:
+        await r.decide(_req("auto", max_tokens=1_000_000))
+    assert err.value.param == "max_tokens"
+    with pytest.raises(ContextTooLong) as err:
+        await r.decide(_req("auto", content="word " * 40_000))
+    assert err.value.param == "messages"
