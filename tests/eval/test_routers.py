@@ -104,18 +104,25 @@ class FakeHeads:
 def test_mixroute_router_decides_with_the_engine(tiny_csv):
     data = load_eval_data(tiny_csv)
     run = routers.get("mixroute").run(data, Context(options={"predictor": FakeHeads()}))
-    strict = int(np.flatnonzero(run.thresholds == 1.0)[0])
-    lax = 0
+    assert run.knob == "quality_bar.willingness_to_pay"  # three models: the cost-quality trade-off
+    assert np.all(np.diff(run.thresholds) > 0)
+    strict, lax = len(run.thresholds) - 1, 0
     topics = np.array([next(k for k in FakeHeads.good if k in p) for p in data.prompts])
     small, large = data.models.index("small"), data.models.index("large")
-    # at target 1.0 the cheapest model with the best predicted quality
+    # paying (almost) anything for quality: the cheapest model with the best predicted quality
     assert set(run.choices[strict][topics == "greeting"]) == {small}
     assert set(run.choices[strict][topics == "proof"]) == {large}
-    # at target 0.05 every model clears the bar: the cheapest
+    # paying (almost) nothing: the cheapest
     assert set(run.choices[lax]) == {small}
     result = summarise(data, run, bootstrap=0)
     json.dumps(result.row())  # JSON-ready, numpy scalars included
     assert result.values["quality"] > 0.9
+
+
+def test_mixroute_router_sweeps_the_relative_bar_on_two_models(tiny_csv):
+    data = load_eval_data(tiny_csv).restrict_models(["small", "large"])
+    run = routers.get("mixroute").run(data, Context(options={"predictor": FakeHeads()}))
+    assert run.knob == "quality_bar.target" and run.thresholds[-1] == 1.0
     assert all(c["met"] for c in run.extra["compliance"] if c["target"] <= 0.9)
 
 
@@ -161,10 +168,10 @@ def test_mixroute_local_estimate_corrects_the_head_from_neighbours(tiny_csv):
     topics = np.array([next(k for k in FakeHeads.good if k in p) for p in data.prompts])
     small, large = data.models.index("small"), data.models.index("large")
     heads_only = routers.get("mixroute").run(data, Context(options={"predictor": WrongHeads(), "neighbours": 0}))
-    strict = int(np.flatnonzero(heads_only.thresholds == 1.0)[0])
+    strict = len(heads_only.thresholds) - 1  # the highest willingness to pay: the best predicted quality
     assert set(heads_only.choices[strict][topics == "proof"]) == {small}  # the head alone is fooled
     run = routers.get("mixroute").run(data, Context(embed=HashingEmbedder(256), options={"predictor": WrongHeads()}))
-    strict = int(np.flatnonzero(run.thresholds == 1.0)[0])
+    strict = len(run.thresholds) - 1
     # the recorded scores of the other folds' proofs outweigh the head (cross-fit: no row sees itself)
     assert set(run.choices[strict][topics == "proof"]) == {large}
     assert "NN cross-fit" in run.fit

@@ -2,8 +2,19 @@
 through the decision engine itself (:meth:`router.engine.Router.decide`, not a copy),
 under an in-memory policy with one ``fake`` backend per model of the data (per-call price
 = the model's mean USD per call on the rows) and one route over all of them. The route's
-relative quality bar ``quality_bar.target`` is swept: the engine picks the cheapest
-backend predicted to reach ``target x`` the best predicted quality.
+quality bar is swept:
+
+- on two-model data (RouteLLM: APGR, whose axis is the share of calls to the strong
+  model), the relative bar ``quality_bar.target``: the engine picks the cheapest backend
+  predicted to reach ``target x`` the best predicted quality;
+- on more models (RouterBench: AIQ, whose axis is cost), ``quality_bar.willingness_to_pay``
+  ``w``: the engine picks the backend maximising ``w x predicted quality - cost``, the
+  cost-quality trade-off RouterBench sweeps for its predictive routers and the other learned
+  routers here sweep (``w = 1 / lambda`` over :func:`router.eval.sweep.lambda_grid`, plus
+  a far cheap and a far dear end). On the classifier's ``calib`` split of RouterBench (shipped
+  heads and outcome memory) it gave a higher AIQ than the ``target`` sweep on mbpp and
+  winogrande, a lower one on arc_challenge and the same on the three files together;
+  docs/EVALUATION.md.
 
 Which targets (:func:`sweep_targets`). A prompt's choice only changes at a target equal to
 one of its candidates' predicted ratios ``q_j / max q``, so the targets are placed at
@@ -117,13 +128,25 @@ def sweep_targets(pred: np.ndarray, count: int) -> np.ndarray:
     return targets
 
 
-def policy_text(test: EvalData, names: dict[str, str], target: float) -> str:
-    """The policy YAML for one target: a ``fake`` backend per model, one route."""
+def sweep_willingness(test: EvalData) -> np.ndarray:
+    """Increasing willingness-to-pay values (USD per unit of quality) for multi-model data:
+    ``1 / lambda`` of :func:`router.eval.sweep.lambda_grid`'s finite positive values, plus
+    ends a million times below and above them (about always the cheapest / the best)."""
+    lam = lambda_grid(test.mean_scores, test.mean_costs)
+    w = 1.0 / lam[np.isfinite(lam) & (lam > 0)]
+    if w.size == 0:
+        return np.array([1.0])
+    return np.unique(np.concatenate(([w.min() * 1e-6], w, [w.max() * 1e6])))
+
+
+def policy_text(test: EvalData, names: dict[str, str], target: float, param: str = "target") -> str:
+    """The policy YAML for one bar (``quality_bar: {param: target}``): a ``fake`` backend per
+    model, one route."""
     prices = test.mean_costs
     backends = [{"name": name, "kind": "fake", "model": model,
                  "pricing": {"per_request": float(prices[test.models.index(model)])}}
                 for name, model in names.items()]
-    route = {"name": ROUTE, "backends": list(names), "quality_bar": {"target": float(target)}}
+    route = {"name": ROUTE, "backends": list(names), "quality_bar": {param: float(target)}}
     return yaml.safe_dump({"version": 1, "default_route": ROUTE, "backends": backends, "routes": [route]},
                           sort_keys=False)
 
@@ -250,14 +273,15 @@ class MixrouteRouter(EvalRouter):
             pred = local
             outputs = [{**o, "local_quality": dict(zip(test.models, map(float, row)))} for o, row in zip(outputs, local)]
             fit += f" + {local_note}"
-        targets = sweep_targets(pred,
-                                ctx.num_results + 1 if test.two_model
-                                else len(lambda_grid(test.mean_scores, test.mean_costs)))
+        if test.two_model:
+            param, targets = "target", sweep_targets(pred, ctx.num_results + 1)
+        else:
+            param, targets = "willingness_to_pay", sweep_willingness(test)
         choices = np.empty((len(targets), test.n), dtype=int)
 
         async def decide_all() -> None:
             for k, target in enumerate(targets):
-                router = Router(parse_policy(policy_text(test, names, target)), predictor)
+                router = Router(parse_policy(policy_text(test, names, target, param)), predictor)
                 for i, prompt in enumerate(test.prompts):
                     predictor.current = outputs[i]
                     body = {"model": ROUTE, "messages": [{"role": "user", "content": prompt}]}
@@ -266,9 +290,10 @@ class MixrouteRouter(EvalRouter):
                 ctx.tick("mixroute decide", k + 1, len(targets))
 
         asyncio.run(decide_all())
-        return RouterRun(self.name, choices, targets, "quality_bar.target", fit,
-                         extra={"quality_prior_for": sorted(predictor.prior_for),
-                                "compliance": compliance(test, choices, targets)})
+        extra: dict[str, Any] = {"quality_prior_for": sorted(predictor.prior_for)}
+        if param == "target":
+            extra["compliance"] = compliance(test, choices, targets)
+        return RouterRun(self.name, choices, targets, f"quality_bar.{param}", fit, extra=extra)
 
     @staticmethod
     def local_estimate(test: EvalData, head: np.ndarray, ctx: Context) -> tuple[np.ndarray | None, str]:
