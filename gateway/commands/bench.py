@@ -22,6 +22,8 @@ def classifier(
     separate: Annotated[bool, typer.Option(help="Also measure N separate full-LoRA encoders.")] = True,
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with native bf16), float32 or bfloat16.")] = "auto",
+    linear: Annotated[str, typer.Option(help="Frozen linear maps: auto (oneDNN prepacked for float32 on the "
+                                        "CPU), default (torch's), or both (side by side).")] = "auto",
 ) -> None:
     """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}] for each head count."""
     try:
@@ -30,8 +32,12 @@ def classifier(
         typer.echo(f"error: the benchmark needs the classifier extra ({exc})", err=True)
         raise typer.Exit(1)
     counts = [int(x) for x in heads.split(",") if x.strip()]
+    if linear not in ("auto", "default", "both"):
+        typer.echo(f"error: --linear must be auto, default or both, not {linear!r}", err=True)
+        raise typer.Exit(2)
+    linears = ("default", "auto") if linear == "both" else (linear,)
     rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
-                     adapters=adapters, dtype=dtype,
+                     adapters=adapters, dtype=dtype, linears=linears,
                      log=lambda row: typer.echo(json.dumps(row)))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)

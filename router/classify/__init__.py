@@ -48,7 +48,8 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0, embed: bool = False):
+                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0, embed: bool = False,
+                 linear: str = "auto"):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -63,6 +64,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
             (0: head + tail window only; see :meth:`router.classify.runtime.MultiHeadEncoder.scan`).
         embed: also compute each prompt's base embedding in the same pass
             (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
+        linear: ``auto`` (oneDNN prepacked frozen linear maps for float32 on the CPU) or
+            ``default`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -94,7 +97,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
     base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
                                        head_tokens=first.head_tokens, name=first.base_model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed)
+    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
+                            linear=linear)
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,

@@ -57,9 +57,13 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
               separate: bool = True, adapters: Path | None = None, dtype: str = "auto",
-              log: Callable[[dict], None] | None = None) -> list[dict]:
-    """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype"}`` (ms, prompts/s;
-    ``dtype`` is the resolved precision, see :func:`router.classify.runtime.resolve_dtype`)."""
+              linears: tuple[str, ...] = ("auto",), log: Callable[[dict], None] | None = None) -> list[dict]:
+    """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear"}``
+    (ms, prompts/s; ``dtype`` is the resolved precision, see
+    :func:`router.classify.runtime.resolve_dtype`; ``linear`` the resolved frozen-linear
+    implementation, ``onednn`` or ``default``, see :class:`MultiHeadEncoder`). With several
+    ``linears`` (``auto``, ``default``) each head count is measured once per choice, one
+    after the other, so they are compared side by side."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
@@ -75,12 +79,14 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
 
     for n in counts:
         chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
-        enc = MultiHeadEncoder(base, chosen, dtype=dtype)
-        p50, p99, tput = _measure(enc.run, iters, batches, batch)
-        emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
-              "dtype": dtype})
+        for linear in linears:
+            enc = MultiHeadEncoder(base, chosen, dtype=dtype, linear=linear)
+            p50, p99, tput = _measure(enc.run, iters, batches, batch)
+            emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
+                  "dtype": dtype, "linear": enc.linear})
     if separate:
-        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], dtype=dtype)
+        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], dtype=dtype,
+                                 linear=linears[0])
                 for i in range(max(counts))]
         for n in counts:
             def run_all(texts: list[str], n: int = n) -> None:
@@ -88,7 +94,7 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
                     enc.run(texts)
             p50, p99, tput = _measure(run_all, max(10, iters // n), max(1, batches // 2), batch)
             emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora",
-                  "dtype": dtype})
+                  "dtype": dtype, "linear": full[0].linear})
     return rows
 
 

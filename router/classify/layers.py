@@ -14,7 +14,7 @@ drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -26,13 +26,56 @@ LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value",
 Linear = Callable[[str, torch.Tensor], torch.Tensor]
 
 
+def onednn_linear_available() -> bool:
+    """Whether torch has oneDNN's prepacked linear (``torch.ops.mkldnn._linear_pointwise``,
+    what torch.compile's frozen CPU linears call)."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    return (torch.backends.mkldnn.is_available() and ops is not None
+            and hasattr(ops, "_linear_pointwise") and hasattr(ops, "_reorder_linear_weight"))
+
+
+class PackedLinear:
+    """A frozen ``(weight (out, in), bias (out,))`` float32 CPU linear map with its weight
+    reordered once for oneDNN; ``self(x)`` == ``F.linear(x, weight, bias)`` for ``x`` of
+    shape ``(..., in)`` up to float rounding (about 1e-6 relative).
+
+    Why: at batch 1 (``M`` ~ 100 tokens) torch's default float32 ``addmm`` (MKL) ran these
+    MiniLM shapes about 1.4x slower than oneDNN with prepacked weights on an AMD EPYC
+    without AVX-512 (``mixroute bench classifier --linear both``, docs/CLASSIFIER.md).
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
+        self.source, self.bias = weight, bias  # the plain weight: a reference, no copy
+        self.weight = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+
+    def __deepcopy__(self, memo: dict) -> "PackedLinear":
+        import copy
+
+        # oneDNN's opaque tensor cannot be copied: pack a copy of the plain weight again.
+        return PackedLinear(copy.deepcopy(self.source, memo), copy.deepcopy(self.bias, memo))
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+
+
 @dataclass
 class LayerWeights:
-    """Frozen weights of one BERT layer (``w[name] = (weight, bias)``, layer norms)."""
+    """Frozen weights of one BERT layer (``w[name] = (weight, bias)``, layer norms;
+    ``packed[name]``: the same maps prepacked for oneDNN, when :meth:`prepack` ran)."""
 
     w: dict[str, tuple[torch.Tensor, torch.Tensor]]
     ln_attn: tuple[torch.Tensor, torch.Tensor]
     ln_out: tuple[torch.Tensor, torch.Tensor]
+    packed: dict[str, PackedLinear] = field(default_factory=dict, repr=False)
+
+    def apply(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """The frozen map ``name`` applied to ``x`` (prepacked when available)."""
+        p = self.packed.get(name)
+        return p(x) if p is not None else F.linear(x, *self.w[name])
+
+    def prepack(self) -> None:
+        """Prepack every map for oneDNN (float32 CPU weights only; see :class:`PackedLinear`)."""
+        self.packed = {n: PackedLinear(w, b) for n, (w, b) in self.w.items()}
 
     def qkv(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Query, key and value maps as one ``(3D, D)`` weight and ``(3D,)`` bias: one matmul
@@ -57,7 +100,7 @@ def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | Non
 
 
 def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_attn_heads: int, linear: Linear,
-               eps: float = 1e-12, qkv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+               eps: float = 1e-12, qkv: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """One post-LayerNorm BERT layer (as in ``transformers.BertLayer``, eval mode).
 
     Args:
@@ -66,8 +109,9 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
         lw: the frozen weights (layer norms come from here).
         n_attn_heads: attention heads of the encoder (12 for MiniLM-L6).
         linear: ``linear(name, x)`` applies the named linear map (with any LoRA delta).
-        qkv: the fused frozen query/key/value map (:meth:`LayerWeights.qkv`), used instead of
-            three ``linear`` calls; only valid when none of the three carries a LoRA delta.
+        qkv: the fused frozen query/key/value map (``x -> x Wqkv^T + b``, from
+            :meth:`LayerWeights.qkv`), used instead of three ``linear`` calls; only valid
+            when none of the three carries a LoRA delta.
 
     Returns:
         ``(B, T, D)`` if no linear map added a head axis, else ``(H, B, T, D)``.
@@ -76,7 +120,7 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
         return t.unflatten(-1, (n_attn_heads, -1)).transpose(-2, -3)
 
     if qkv is not None:
-        q, k, v = (split(t) for t in F.linear(x, *qkv).chunk(3, dim=-1))
+        q, k, v = (split(t) for t in qkv(x).chunk(3, dim=-1))
     else:
         q = split(linear("attention.self.query", x))
         k = split(linear("attention.self.key", x))
@@ -108,7 +152,7 @@ class StackedLinear:
         self.lora = lora
 
     def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
-        y = F.linear(x, *self.lw.w[name])
+        y = self.lw.apply(name, x)
         if name not in self.lora:
             return y
         a, b = self.lora[name]

@@ -9,7 +9,9 @@ top layer(s) for all heads together (heads stacked on a leading axis, see
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ import torch.nn.functional as F
 
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
-from router.classify.layers import LINEARS, POOLING, LayerWeights, StackedLinear, attention_bias, bert_layer
+from router.classify.layers import (LINEARS, POOLING, LayerWeights, PackedLinear, StackedLinear, attention_bias,
+                                    bert_layer, onednn_linear_available)
 from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
 
 
@@ -40,7 +43,8 @@ class BaseEncoder:
     max_tokens: int = 128
     head_tokens: int = 32
     name: str = ""
-    _qkv: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
+    _qkv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = field(default_factory=dict, repr=False)
+    _prepacked: bool = field(default=False, repr=False)
 
     @classmethod
     def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
@@ -109,15 +113,28 @@ class BaseEncoder:
         x = self.embed(ids)
         bias = attention_bias(mask, x.dtype)
         for i, lw in enumerate(self.layers[:upto]):
-            x = bert_layer(x, bias, lw, self.n_attn_heads, lambda n, t, lw=lw: F.linear(t, *lw.w[n]), self.eps,
-                           qkv=self.fused_qkv(i))
+            x = bert_layer(x, bias, lw, self.n_attn_heads, lw.apply, self.eps, qkv=self.fused_qkv(i))
         return x
 
-    def fused_qkv(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The frozen fused query/key/value map of ``layer`` (built once, after :meth:`to`)."""
+    def fused_qkv(self, layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The frozen fused query/key/value map of ``layer`` as ``x -> x Wqkv^T + b`` (built
+        once, after :meth:`to`; prepacked for oneDNN after :meth:`prepack`)."""
         if layer not in self._qkv:
-            self._qkv[layer] = self.layers[layer].qkv()
+            w, b = self.layers[layer].qkv()
+            self._qkv[layer] = PackedLinear(w, b) if self._prepacked else partial(F.linear, weight=w, bias=b)
         return self._qkv[layer]
+
+    def prepack(self) -> bool:
+        """Prepack every frozen linear map for oneDNN (:class:`router.classify.layers.PackedLinear`):
+        float32 weights on the CPU only, and only where torch has the op. Returns whether it did."""
+        w0 = self.layers[0].w[LINEARS[0]][0]
+        if w0.device.type != "cpu" or w0.dtype != torch.float32 or not onednn_linear_available():
+            return False
+        for lw in self.layers:
+            lw.prepack()
+        self._prepacked = True
+        self._qkv.clear()
+        return True
 
     def to(self, device: torch.device, dtype: torch.dtype = torch.float32) -> "BaseEncoder":
         """Move (in place) to ``device`` and cast the weights to ``dtype``."""
@@ -129,6 +146,9 @@ class BaseEncoder:
             lw.w = {k: (cast(w), cast(b)) for k, (w, b) in lw.w.items()}
             lw.ln_attn = tuple(cast(t) for t in lw.ln_attn)  # type: ignore[assignment]
             lw.ln_out = tuple(cast(t) for t in lw.ln_out)  # type: ignore[assignment]
+        for lw in self.layers:
+            lw.packed = {}
+        self._prepacked = False
         self._qkv.clear()
         return self
 
@@ -185,19 +205,27 @@ class MultiHeadEncoder:
             the sentence-transformers all-MiniLM-L6-v2 embedding of the main window
             (:class:`router.eval.embed.MiniLMEmbedder` computes the same vector). It runs
             as one more stacked head with zero LoRA, so it shares the trunk pass.
+        linear: ``auto`` (default): float32 frozen linear maps on the CPU run through
+            oneDNN with prepacked weights (:meth:`BaseEncoder.prepack`), else torch's
+            default; ``default``: always torch's default (MKL on the CPU). The resolved
+            choice is ``self.linear`` (``onednn`` or ``default``).
 
     Raises:
         AdapterError: no heads, or a head adapts a layer/module the base does not have.
     """
 
     def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto",
-                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False):
+                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False,
+                 linear: str = "auto"):
         if not heads:
             raise AdapterError("no heads to run")
         dtype = resolve_dtype(dtype, device)
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)
         self.base = base.to(self.device, self.dtype)
+        if linear not in ("auto", "default"):
+            raise AdapterError(f"linear must be auto or default, not {linear!r}")
+        self.linear = "onednn" if linear == "auto" and self.base.prepack() else "default"
         self.heads = heads
         n_layers = len(base.layers)
         wheres = {w for h in heads for w in h.lora}

@@ -10,6 +10,7 @@ pytest.importorskip("peft")
 
 from router.classify.heads import HeadConfig, LoraPlacement, load_head  # noqa: E402
 from router.classify.layers import LINEARS  # noqa: E402
+from router.classify.errors import AdapterError  # noqa: E402
 from router.classify.runtime import BaseEncoder, MultiHeadEncoder  # noqa: E402
 from router.classify.heads import save_head  # noqa: E402
 from router.classify.train import TrainConfig, _Trainable  # noqa: E402
@@ -213,3 +214,29 @@ def test_embed_slot_is_the_base_embedding_and_leaves_heads_alone(tiny, tmp_path,
     ref = torch.nn.functional.normalize((last * m).sum(1) / m.sum(1).clamp(min=1), dim=-1)
     assert emb.shape == (len(TEXTS), HIDDEN)
     assert torch.allclose(emb, ref, atol=1e-5)
+
+
+def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
+    """The prepacked oneDNN float32 path (the CPU default) gives the default path's outputs,
+    survives a deepcopy, and is dropped again when the weights move or change dtype."""
+    import copy
+
+    from router.classify.layers import onednn_linear_available
+
+    folder, base, _ = tiny
+    head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
+    ref = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="default")
+    assert ref.linear == "default"
+    enc = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="auto")
+    if not onednn_linear_available():
+        pytest.skip("this torch build has no oneDNN prepacked linear")
+    assert enc.linear == "onednn" and enc.base.layers[0].packed
+    for a, b in zip(ref.scan_embed(TEXTS)[0], enc.scan_embed(TEXTS)[0]):
+        assert torch.allclose(a, b, atol=1e-4)
+    twin = copy.deepcopy(enc)
+    for a, b in zip(enc.run(TEXTS), twin.run(TEXTS)):
+        assert torch.equal(a, b)
+    enc.base.to(torch.device("cpu"), torch.bfloat16)
+    assert not enc.base.layers[0].packed and not enc.base.prepack()  # bfloat16: not prepacked
+    with pytest.raises(AdapterError, match="linear must be"):
+        MultiHeadEncoder(copy.deepcopy(base), [head], linear="fast")
