@@ -57,17 +57,20 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
               separate: bool = True, adapters: Path | None = None, dtype: str = "auto",
-              linears: tuple[str, ...] = ("auto",), log: Callable[[dict], None] | None = None) -> list[dict]:
+              linears: tuple[str, ...] = ("auto",), device: str = "cpu", base_path: Path | None = None,
+              log: Callable[[dict], None] | None = None) -> list[dict]:
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear"}``
     (ms, prompts/s; ``dtype`` is the resolved precision, see
     :func:`router.classify.runtime.resolve_dtype`; ``linear`` the resolved frozen-linear
     implementation, ``onednn`` or ``default``, see :class:`MultiHeadEncoder`). With several
     ``linears`` (``auto``, ``default``) each head count is measured once per choice, one
-    after the other, so they are compared side by side."""
+    after the other, so they are compared side by side. ``device``: ``cpu`` or ``cuda``
+    (each call's outputs are copied to the CPU, which waits for the GPU); ``base_path``: a
+    local encoder folder instead of the bundled MiniLM."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
-    shipped = load_encoder(adapters, device="cpu", dtype=dtype)
+    shipped = load_encoder(adapters, device=device, dtype=dtype, base_path=base_path)
     base, heads = shipped.base, shipped.heads
     dtype = str(shipped.dtype).removeprefix("torch.")
     rows = []
@@ -80,13 +83,13 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
     for n in counts:
         chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
         for linear in linears:
-            enc = MultiHeadEncoder(base, chosen, dtype=dtype, linear=linear)
+            enc = MultiHeadEncoder(base, chosen, device=device, dtype=dtype, linear=linear)
             p50, p99, tput = _measure(enc.run, iters, batches, batch)
             emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
                   "dtype": dtype, "linear": enc.linear})
     if separate:
-        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], dtype=dtype,
-                                 linear=linears[0])
+        full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], device=device,
+                                 dtype=dtype, linear=linears[0])
                 for i in range(max(counts))]
         for n in counts:
             def run_all(texts: list[str], n: int = n) -> None:
