@@ -2,6 +2,9 @@
 
 ``data_dir``: the shared real outcome data (``MIXROUTE_DATA_DIR``, else ``../shared/data``
 beside the repository); tests using it are skipped with a message when it is absent.
+
+At the end of the session every Redis key the tests made (prefix ``mrtest-``) is deleted
+from ``MIXROUTE_TEST_REDIS_URL``, so test runs leave the shared server as they found it.
 """
 
 from __future__ import annotations
@@ -19,3 +22,24 @@ def data_dir() -> Path:
     if not (DATA_DIR / "README.md").is_file():
         pytest.skip(f"shared outcome data not found at {DATA_DIR} (set MIXROUTE_DATA_DIR)")
     return DATA_DIR.resolve()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_test_redis_keys():
+    yield
+    url = os.environ.get("MIXROUTE_TEST_REDIS_URL")
+    if not url:
+        return
+    try:
+        import redis
+    except ImportError:
+        return
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match="mrtest-*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i:i + 500])
+    except redis.RedisError:
+        pass  # a server gone at teardown is not a test failure
+    finally:
+        client.close()
