@@ -39,9 +39,9 @@ class PackedLinear:
     reordered once for oneDNN; ``self(x)`` == ``F.linear(x, weight, bias)`` for ``x`` of
     shape ``(..., in)`` up to float rounding (about 1e-6 relative).
 
-    Why: at batch 1 (``M`` ~ 100 tokens) torch's default float32 ``addmm`` (MKL) ran these
-    MiniLM shapes about 1.4x slower than oneDNN with prepacked weights on an AMD EPYC
-    without AVX-512 (``mixroute bench classifier --linear both``, docs/CLASSIFIER.md).
+    Why: with torch's default float32 ``addmm`` (MKL) the shipped heads took 1.10-1.20x the
+    time per ~100-token prompt and 1.05-1.08x per batch of 32 of this path on an AMD EPYC
+    without AVX-512 (``python -m bench.classifier_linear_ab``, two runs, docs/CLASSIFIER.md).
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
