@@ -18,6 +18,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from gateway.commands.output import check_output, write_output
+
 
 def _load_heads(adapters: Path | None) -> Any:
     """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
@@ -86,6 +88,8 @@ def calibrate(
     from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, load_rows
     from router.calibration.predictions import cache_path
     from router.calibration.write import bar_block, write_policy
+
+    check_output(json_out, "--json")
     from router.policy import PolicyError, load_policy
 
     if write and policy is None:
@@ -165,5 +169,4 @@ def _write_json(path: Path, result: Any) -> None:
     doc = {"route": result.route, "strongest": result.strongest, "method": result.method,
            "chosen": dump(result.chosen), "current": dump(result.current), "holdout": dump(result.holdout),
            "holdout_current": dump(result.holdout_current), "points": [dump(p) for p in result.points]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    write_output(path, "--json", lambda p: p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"))

@@ -21,6 +21,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from gateway.commands.output import check_output, write_output
+
 
 def eval_cmd(
     test: Annotated[list[Path], typer.Option("--test", help="Outcome data file or folder (one dataset each); repeatable.")],
@@ -54,6 +56,11 @@ def eval_cmd(
     from router.eval.runner import EvalConfig, evaluate
 
     err = Console(stderr=True, soft_wrap=True)
+    for path, flag in ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot")):
+        check_output(path, flag)
+    if bootstrap < 0:
+        err.print(f"[red]error:[/] --bootstrap must be 0 (none) or more, not {bootstrap}")
+        raise typer.Exit(2)
     names = router or registry.names()
     unknown = [n for n in names if n not in registry.names()]
     if unknown:
@@ -80,12 +87,12 @@ def eval_cmd(
     args = sys.argv[sys.argv.index("eval") + 1:] if "eval" in sys.argv else []
     command = "mixroute eval " + " ".join(shlex.quote(a) for a in args)
     if json_out:
-        report.write_json(reports, json_out)
+        write_output(json_out, "--json", lambda p: report.write_json(reports, p))
     if report_out:
-        report.write_markdown(reports, report_out, command)
+        write_output(report_out, "--report", lambda p: report.write_markdown(reports, p, command))
     if plot_out:
         try:
-            report.plot(reports, plot_out)
+            write_output(plot_out, "--plot", lambda p: report.plot(reports, p))
         except ImportError:
             err.print("matplotlib is not installed (pip install 'mixroute[eval]'): no plot written", style="yellow")
 
@@ -140,7 +147,8 @@ def whatif_cmd(
     since: Annotated[Optional[str], typer.Option(help="First decision time (ISO 8601, `now`, or an age like 7d).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the estimate as JSON.")] = None,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals.")] = 200,
+    bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals (0: none, the interval "
+                                           "is the point estimate).")] = 200,
 ) -> None:
     """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes."""
     import json
@@ -151,6 +159,9 @@ def whatif_cmd(
     from gateway.commands import load_policy_or_exit
 
     loaded = load_policy_or_exit(new_policy, exit_code=2)
+    check_output(json_out, "--json")
+    if bootstrap < 0:
+        raise typer.BadParameter(f"--bootstrap must be 0 (none) or more, not {bootstrap}")
     try:
         start = parse_time(since) if since else None
         end = parse_time(until) if until else None
@@ -169,7 +180,8 @@ def whatif_cmd(
         doc = {**vars(result), "moves": [{"from": a, "to": b, "n": k} for (a, b), k in result.moves.items()],
                "summary": result.summary(), "policy_hash": loaded.hash,
                "generated_at": datetime.now(timezone.utc).isoformat()}
-        json_out.write_text(json.dumps(doc, indent=1, default=str) + "\n", encoding="utf-8")
+        text = json.dumps(doc, indent=1, default=str) + "\n"
+        write_output(json_out, "--json", lambda p: p.write_text(text, encoding="utf-8"))
 
 
 def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
@@ -188,20 +200,40 @@ def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
             with path.open(newline="", encoding="utf-8") as fh:
                 rows = list(csv.DictReader(fh))
         else:
-            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            rows = []
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError as exc:
+                        raise ValueError(f"line {i}: {exc}") from None
         return [r for r in rows if _in_window(r.get("created_at"), start, end)]
     if path is not None and "://" not in str(logs):
         raise OSError("no such export file, and not a database URL")
+    import sqlalchemy as sa
+
     from gateway.commands.db import _url
     from gateway.store.db import make_engine
     from gateway.store.export import iter_rows
 
-    engine = make_engine(_url(logs))
+    url = _url(logs)
     try:
-        return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
-                                         end or datetime.now(timezone.utc)) for r in chunk]
-    finally:
-        engine.dispose()
+        parsed = sa.engine.make_url(url)
+    except sa.exc.ArgumentError as exc:
+        raise ValueError(f"not a database URL ({exc})") from None
+    if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:") \
+            and not Path(parsed.database).is_file():
+        raise OSError(f"no such SQLite database file: {parsed.database}")  # never create an empty one
+    try:
+        engine = make_engine(url)
+        try:
+            return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
+                                             end or datetime.now(timezone.utc)) for r in chunk]
+        finally:
+            engine.dispose()
+    except sa.exc.SQLAlchemyError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise OSError(f"cannot read the store ({type(exc).__name__}: {first})") from None
 
 
 def _in_window(created: object, start, end) -> bool:

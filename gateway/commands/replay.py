@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from gateway.commands.output import check_output, write_output
+
 if TYPE_CHECKING:
     import httpx
 
@@ -84,9 +86,11 @@ def replay(
     try:
         plan, rows = prepare(data, n=n, seed=seed, split=split)
         if write_policy is not None:
-            plan.write_policy(write_policy)
+            check_output(write_policy, "--write-policy")
+            write_output(write_policy, "--write-policy", plan.write_policy)
             typer.echo(f"wrote {write_policy}")
             return
+        check_output(json_out, "--json")
         with contextlib.ExitStack() as stack:
             stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
@@ -101,8 +105,7 @@ def replay(
         raise typer.Exit(130)
     report = build_report(plan, answered, route=route, gateway=gateway)
     report["predictor"] = predictor
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_bytes(_dumps(report))
+    write_output(json_out, "--json", lambda p: p.write_bytes(_dumps(report)))
     print_summary(report, json_out)
     if report["errors"]:
         first = next(a.error for a in answered if a.error)

@@ -63,7 +63,10 @@ def _head(path: Path) -> str:
     if b"\0" in raw:
         raise DataFormatError(path, "binary file (NUL bytes), not CSV or JSON text")
     # A multi-byte character may be cut at the end of the sniffed bytes.
-    return raw.decode("utf-8-sig", errors="ignore" if len(raw) == SNIFF_BYTES else "strict")
+    try:
+        return raw.decode("utf-8-sig", errors="ignore" if len(raw) == SNIFF_BYTES else "strict")
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(path, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
 def _json_array(path: Path, text: str) -> str:

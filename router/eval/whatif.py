@@ -216,7 +216,8 @@ def what_if(policy: LoadedPolicy, rows: list[Logged], *, bootstrap: int = BOOTST
     oq, oc, nq, nc = map(np.array, (oq, oc, nq, nc))
     same, fb, prob = np.array(same), np.array(fb), np.array(prob)
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(bootstrap, n))
+    # bootstrap 0: the observed rows only, so every interval is the point estimate.
+    idx = rng.integers(0, n, size=(bootstrap, n)) if bootstrap > 0 else np.arange(n)[None, :]
     dq = (nq[idx] - oq[idx]).mean(1)
     dc = (nc[idx] - oc[idx]).mean(1)
     ipw, ipw_ci, note = _ipw(same, fb, prob, idx)

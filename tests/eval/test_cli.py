@@ -150,3 +150,18 @@ def test_prices_file_reprices_data_without_costs(tmp_path):
     prices.write_text("cheap: free\n")
     res = runner.invoke(app, ["eval", "--test", str(data), "--router", "zero", "--prices", str(prices)])
     assert res.exit_code == 2 and "price of 'cheap'" in res.output and str(prices) in res.output
+
+
+def test_unwritable_outputs_and_bad_bytes_are_one_line_errors(tiny_pair_csv, tmp_path):
+    """Checked before the run (a long evaluation is not thrown away by a typo in --json);
+    a small non-UTF-8 file is named, not a traceback."""
+    for flag, target in (("--json", tmp_path), ("--report", tiny_pair_csv / "r.md"), ("--plot", tmp_path)):
+        res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--bootstrap", "0",
+                                  flag, str(target)])
+        assert res.exit_code == 2 and flag in res.output and "Traceback" not in res.output, res.output
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--bootstrap", "-5"])
+    assert res.exit_code == 2 and "--bootstrap" in res.output
+    latin1 = tmp_path / "latin1.csv"
+    latin1.write_bytes(b'prompt,a,b\n"x\xe9",True,False\n"y",False,True\n')
+    res = runner.invoke(app, ["eval", "--test", str(latin1), "--router", "zero", "--bootstrap", "0"])
+    assert res.exit_code == 2 and "not UTF-8" in res.output and "latin1.csv" in res.output

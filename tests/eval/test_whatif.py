@@ -119,3 +119,30 @@ def test_cli_reads_the_store(tmp_path):
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", url, "--bootstrap", "20"])
     assert res.exit_code == 0, res.output
     assert "10 logged request(s)" in res.output and "50% of 10 logged requests" in res.output
+
+
+def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
+    """Found by a new-user pass: each of these was a traceback."""
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    log = tmp_path / "export.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in _log()))
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log), "--bootstrap", "0",
+                              "--json", str(tmp_path / "new" / "dir" / "w.json")])
+    assert res.exit_code == 0, res.output  # 0 resamples: the interval is the point estimate
+    doc = json.loads((tmp_path / "new" / "dir" / "w.json").read_text())
+    assert doc["delta_ci"]["cost"][0] == doc["delta_ci"]["cost"][1]
+    for args, needle in (
+        (["--logs", f"sqlite:///{tmp_path}/none.db"], "no such SQLite database file"),
+        (["--logs", "bogus://x"], "cannot read the store"),
+        (["--logs", str(log), "--bootstrap", "-3"], "--bootstrap"),
+        (["--logs", str(log), "--json", str(tmp_path)], "is a folder"),
+        (["--logs", str(log), "--json", str(log / "w.json")], "is not a folder"),
+    ):
+        res = runner.invoke(app, ["policy", "what-if", str(pol), *args])
+        assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, (args, res.output)
+    assert not (tmp_path / "none.db").exists()  # a missing store is not created
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": 1}\n{"b": 2}\n{bad\n')
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(bad)])
+    assert res.exit_code == 2 and "line 3" in res.output

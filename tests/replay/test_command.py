@@ -170,7 +170,11 @@ def test_write_policy_then_serve_it_by_path(tmp_path):
     from router.policy import load_policy
 
     path = write_bench(tmp_path)
-    out = tmp_path / "replay.yaml"
+    for bad in (tmp_path, path / "p.yaml"):  # a folder; a path under a file
+        res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
+                                           "--write-policy", str(bad)])
+        assert res.exit_code == 2 and "--write-policy" in res.output and "Traceback" not in res.output
+    out = tmp_path / "new" / "replay.yaml"  # missing folders are created
     res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
                                        "--write-policy", str(out)])
     assert res.exit_code == 0, res.output
