@@ -114,6 +114,9 @@ def calibrate(
                      seed=seed, holdout=holdout, cache=cache, progress=_progress())
     except TargetUnreachable as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
+        if json_out is not None and exc.points:  # the curve says how far the target is
+            _write_json(json_out, None, unreachable=(route, str(exc), exc.points))
+            typer.echo(f"wrote the swept thresholds to {json_out}", err=True)
         raise typer.Exit(1)
     except CalibrationError as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
@@ -123,6 +126,9 @@ def calibrate(
             heads.close()
     if json_out is not None:
         _write_json(json_out, result)
+    if result.chosen.n < MIN_ROWS:
+        typer.echo(f"warning: the bar was picked on {result.chosen.n} calibration rows; a bootstrap bound on fewer "
+                   f"than {MIN_ROWS} rows says little (add rows, or lower --holdout)", err=True)
     _report(result, rows.name, target)
     bar = evidence_bar(result, target, [str(p) + (f" (classifier split {split})" if split else "") for p in data])
     if write:
@@ -158,7 +164,11 @@ def _report(result: Any, name: str, target: float) -> None:
         typer.echo(f"held-out current {_fmt(result.holdout_current)}")
 
 
-def _write_json(path: Path, result: Any) -> None:
+#: Calibration rows under which the command warns that the bound says little.
+MIN_ROWS = 30
+
+
+def _write_json(path: Path, result: Any, unreachable: tuple[str, str, list] | None = None) -> None:
     import dataclasses
 
     import orjson
@@ -166,7 +176,11 @@ def _write_json(path: Path, result: Any) -> None:
     def dump(p: Any) -> Any:
         return dataclasses.asdict(p) if p is not None else None
 
-    doc = {"route": result.route, "strongest": result.strongest, "method": result.method,
-           "chosen": dump(result.chosen), "current": dump(result.current), "holdout": dump(result.holdout),
-           "holdout_current": dump(result.holdout_current), "points": [dump(p) for p in result.points]}
+    if unreachable is not None:  # no pick: the error and the curve
+        route, error, points = unreachable
+        doc = {"route": route, "error": error, "chosen": None, "points": [dump(p) for p in points]}
+    else:
+        doc = {"route": result.route, "strongest": result.strongest, "method": result.method,
+               "chosen": dump(result.chosen), "current": dump(result.current), "holdout": dump(result.holdout),
+               "holdout_current": dump(result.holdout_current), "points": [dump(p) for p in result.points]}
     write_output(path, "--json", lambda p: p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"))

@@ -130,7 +130,11 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
     for sw in sweep(loaded, route, calib.prompts, predictor, columns, grids, progress):
         points.extend(evaluate(sw, calib.scores, calib.costs, strong, calib.models, confidence=each,
                                weights=weights))
-    chosen = pick(points, target)
+    try:
+        chosen = pick(points, target)
+    except TargetUnreachable as exc:
+        exc.points = points
+        raise
     args = (predictor, columns, strong, confidence, resamples, seed)
     current = _one(loaded, route, r.quality_bar, calib, *args)
     method = (f"percentile bootstrap over rows, B={resamples} (Efron & Tibshirani 1993); fixed-sequence "

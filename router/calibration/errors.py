@@ -12,4 +12,11 @@ class CalibrationError(Exception):
 
 
 class TargetUnreachable(CalibrationError):
-    """No swept threshold's realised quality ratio meets the target with the stated confidence."""
+    """No swept threshold's realised quality ratio meets the target with the stated confidence.
+
+    Attributes:
+        points: every swept threshold's outcome (:class:`router.calibration.bound.Point`),
+            when the sweep ran: the curve says how far the target is.
+    """
+
+    points: list = []

@@ -51,6 +51,12 @@ def load_rows(paths: Sequence[Path]) -> EvalData:
     from router.eval.data import load_eval_data
     from router.eval.errors import EvalDataError
 
+    seen: dict[Path, Path] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in seen:
+            raise CalibrationError(f"{p}: given twice (as {seen[key]}); each row would count twice")
+        seen[key] = p
     parts = []
     for p in paths:
         try:

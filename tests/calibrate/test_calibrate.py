@@ -92,8 +92,16 @@ def test_holdout_rows_are_not_used_for_the_pick(policy_file, nested_csv):
 
 def test_unreachable_target_says_the_best_bound(policy_file, nested_csv):
     loaded, rows, _ = _setup(policy_file, nested_csv)
-    with pytest.raises(TargetUnreachable, match="best lower bound"):
+    with pytest.raises(TargetUnreachable, match="best lower bound") as err:
         calibrate(loaded, "auto", rows, TopicPredictor(invert=True), target=0.99, resamples=200, grids=GRIDS)
+    assert len(err.value.points) == sum(len(g) for g in GRIDS.values())  # the curve travels with the error
+
+
+def test_the_same_data_twice_is_refused(nested_csv):
+    from router.calibration import CalibrationError
+
+    with pytest.raises(CalibrationError, match="given twice"):
+        load_rows([nested_csv, nested_csv.parent / ".." / nested_csv.parent.name / nested_csv.name])
 
 
 def test_a_single_evaluated_sweep_reports_shares_and_rejections():

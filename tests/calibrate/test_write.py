@@ -91,5 +91,10 @@ def test_bad_input_exits_2_and_unreachable_exits_1(policy_file, nested_csv, fake
     res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(policy_file), "--route", "x"])
     assert res.exit_code == 2 and "no route 'x'" in res.output
     monkeypatch.setattr("gateway.commands.calibrate._load_heads", lambda adapters: TopicPredictor(invert=True))
-    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--target", "0.99", "--resamples", "200"])
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--target", "0.99", "--resamples", "200",
+                              "--json", str(tmp_path / "curve.json")])
     assert res.exit_code == 1 and "best lower bound" in res.output
+    import json
+
+    doc = json.loads((tmp_path / "curve.json").read_text())  # the curve that missed is kept
+    assert doc["chosen"] is None and "best lower bound" in doc["error"] and len(doc["points"]) > 10
