@@ -61,6 +61,9 @@ class Candidate:
     eligible: bool = False
     meets_slo: bool = True
     note: str = ""
+    #: ``willingness_to_pay x predicted quality - expected cost`` (USD), under a
+    #: ``willingness_to_pay`` bar only: the engine picks the largest.
+    utility_usd: float | None = None
 
 
 @dataclass
@@ -201,6 +204,9 @@ class Router:
             raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
                               f"({'; '.join(ruled.notes)})")
         bar = self._bar(route, cands)
+        if route.quality_bar.willingness_to_pay is not None:
+            for c in cands:
+                c.utility_usd = route.quality_bar.willingness_to_pay * c.predicted_quality - c.expected_cost_usd
         for c in cands:
             c.eligible = c.predicted_quality + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(self.policy.backend(c.backend))

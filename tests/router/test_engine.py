@@ -121,6 +121,8 @@ async def test_willingness_to_pay_trades_quality_for_cost(router):
         assert d.record.chosen == expected, (w, d.record.candidates)
         assert d.bar == pytest.approx(q[expected]) and d.record.reason == "max_utility"
         assert d.record.signals["bar_kind"] == {"willingness_to_pay": w}
+        utility = {c["backend"]: c["utility_usd"] for c in d.record.candidates}
+        assert max(utility, key=utility.get) == expected
 
 
 def test_quality_bar_needs_exactly_one_kind():
