@@ -167,6 +167,8 @@ def whatif_cmd(
         end = parse_time(until) if until else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    if start is not None and end is not None and start >= end:
+        raise typer.BadParameter(f"--since {since} is not before --until {until}")
     try:
         raw = _logged_rows(logs, start, end)
         rows = [Logged.from_row(r) for r in raw]

@@ -95,6 +95,7 @@ def replay(
             stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
             predictor = _predictor(url)
+            _check_route(url, route, api_key if gateway else None)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
                                             api_key=api_key if gateway else None))
     except ReplayFailed as exc:
@@ -238,6 +239,21 @@ def _wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Pa
                     return
             time.sleep(0.2)
     raise ReplayFailed(f"the gateway was not ready after {timeout_s:.0f} s:\n{_tail(log_path)}")
+
+
+def _check_route(url: str, route: str, api_key: str | None) -> None:
+    """Raise :class:`ReplayFailed` when the gateway lists its models and ``route`` is not
+    one of them (every request would be a 404); an unreadable list is not an error."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        ids = [m["id"] for m in httpx.get(f"{url}/v1/models", headers=headers, timeout=5.0).json()["data"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return
+    if ids and route not in ids:
+        raise ReplayFailed(f"--route {route!r}: the gateway serves no such route or backend "
+                           f"(models: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''})")
 
 
 def _predictor(url: str) -> str | None:

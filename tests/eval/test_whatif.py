@@ -136,6 +136,7 @@ def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
         (["--logs", f"sqlite:///{tmp_path}/none.db"], "no such SQLite database file"),
         (["--logs", "bogus://x"], "cannot read the store"),
         (["--logs", str(log), "--bootstrap", "-3"], "--bootstrap"),
+        (["--logs", str(log), "--since", "2026-11-20", "--until", "2026-11-10"], "is not before"),
         (["--logs", str(log), "--json", str(tmp_path)], "is a folder"),
         (["--logs", str(log), "--json", str(log / "w.json")], "is not a folder"),
     ):

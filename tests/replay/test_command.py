@@ -184,3 +184,11 @@ def test_write_policy_then_serve_it_by_path(tmp_path):
     res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
                                        "--policy", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2 and "no such file" in res.output
+
+
+def test_an_unknown_route_is_named_before_any_request(tmp_path):
+    path = write_bench(tmp_path)
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
+                                       "--route", "nosuch", "--n", "3"])
+    assert res.exit_code == 2 and "--route 'nosuch'" in res.output and "auto" in res.output, res.output
+    assert not (tmp_path / "o.json").exists()
