@@ -10,7 +10,7 @@ from typing import Any, Literal
 import orjson
 from fastapi import Request
 from starlette.requests import ClientDisconnect
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from router.errors import ContextTooLarge, InvalidRequest
 
@@ -79,19 +79,22 @@ class ChatCompletionRequest(_Common):
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     response_format: ResponseFormat | None = None
 
-    @model_validator(mode="after")
-    def _tool_choice(self) -> "ChatCompletionRequest":
-        choice = self.tool_choice
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice(cls, choice: Any, info: ValidationInfo) -> Any:
+        # A field validator (tools is declared first), so the error's param is tool_choice.
         if choice in (None, "none", "auto"):
-            return self
-        names = {(t.get("function") or {}).get("name") for t in self.tools or () if isinstance(t, dict)}
-        if not self.tools:
-            raise ValueError("'tool_choice' is set but no 'tools' are given")
+            return choice
+        tools = info.data.get("tools")
+        if not tools:
+            raise ValueError("is set but no 'tools' are given")
+        names = {(t.get("function") or {}).get("name") for t in tools
+                 if isinstance(t, dict) and isinstance(t.get("function") or {}, dict)}
         if isinstance(choice, dict):
-            wanted = (choice.get("function") or {}).get("name")
+            wanted = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
             if wanted not in names:
-                raise ValueError(f"'tool_choice' names the function {wanted!r}, which is not in 'tools'")
-        return self
+                raise ValueError(f"names the function {wanted!r}, which is not in 'tools'")
+        return choice
 
 
 class CompletionRequest(_Common):

@@ -161,9 +161,18 @@ def _tool_calls(body: dict, digest: str) -> list[dict]:
     tool = tools[0]
     if isinstance(choice, dict):
         wanted = (choice.get("function") or {}).get("name")
-        tool = next((t for t in tools if t["function"].get("name") == wanted), tool)
-    fn = tool.get("function", {})
-    params = {"type": "object", **(fn.get("parameters") or {})}  # arguments are always an object
+        tool = next((t for t in tools if isinstance(t.get("function"), dict) and t["function"].get("name") == wanted),
+                    tool)
+    fn = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+    # A schema the client got wrong (not an object, a non-object type) still gets an object
+    # of arguments: the fake answers what it can, as a lenient provider would.
+    schema = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+    params = {**schema, "type": "object"}
+    if not isinstance(params.get("properties", {}), dict):
+        params["properties"] = {}
     args = _sample(params, params, bool(fn.get("strict")))
+    if not isinstance(args, dict):
+        args = {}
+    name = fn.get("name") if isinstance(fn.get("name"), str) and fn.get("name") else "tool"
     return [{"id": f"call_{digest}", "type": "function",
-             "function": {"name": fn.get("name", "tool"), "arguments": orjson.dumps(args).decode()}}]
+             "function": {"name": name, "arguments": orjson.dumps(args).decode()}}]

@@ -84,9 +84,9 @@ def test_emoji_and_non_english_are_fine(demo_gateway):
     ({"messages": [{"role": "user", "content": None}]}, "messages.0", "needs 'content'"),
     ({"messages": [{"role": "user"}]}, "messages.0", "needs 'content'"),
     ({"messages": [{"role": "tool", "content": "42"}]}, "messages.0", "tool_call_id"),
-    ({"messages": MSG, "tool_choice": "required"}, "", "no 'tools'"),
+    ({"messages": MSG, "tool_choice": "required"}, "tool_choice", "no 'tools'"),
     ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "a"}}],
-      "tool_choice": {"type": "function", "function": {"name": "b"}}}, "", "'b'"),
+      "tool_choice": {"type": "function", "function": {"name": "b"}}}, "tool_choice", "'b'"),
     ({"messages": MSG, "response_format": {"type": "xml"}}, "response_format.type", "json_object"),
     ({"messages": MSG, "response_format": {"type": "json_schema", "json_schema": 5}},
      "response_format.json_schema", "valid dictionary"),
@@ -99,6 +99,22 @@ def test_openai_semantics(demo_gateway, body, param, fragment):
     assert (err["param"] or "") == param, err
     assert fragment in err["message"]
     assert ".str" not in (err["param"] or "") and "list[" not in (err["param"] or "")
+
+
+def test_tool_schemas_the_client_got_wrong_are_answered_not_a_500(demo_gateway):
+    """Not valid JSON Schema is the provider's to judge (the rewriter leaves such tools as
+    sent and notes it); the simulated backend answers with an object of arguments."""
+    import json
+
+    for fn in ({"name": "f", "parameters": "notanobject"}, {"name": "f", "parameters": [1, 2]},
+               {"name": "f", "parameters": {"type": "nonsense", "properties": 5}}, {"parameters": {}}):
+        body = {"messages": MSG, "tools": [{"type": "function", "function": fn}], "tool_choice": "required"}
+        resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
+        assert resp.status_code == 200, (fn, resp.text)
+        call = resp.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert isinstance(json.loads(call["arguments"]), dict)
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": MSG, "tool_choice": "required"})
+    assert "Value error" not in resp.json()["error"]["message"]
 
 
 def test_assistant_tool_call_without_content_is_fine(demo_gateway):
