@@ -102,6 +102,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
             return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
         except BackendError as exc:
             last = exc
+        except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
+            last = _adapter_error(name, exc)
         if not _failed(runtime, name, last, failures):
             break
     assert last is not None
@@ -127,6 +129,8 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
             last = BackendError(f"{name}: the upstream sent an empty stream", backend=name)
         except BackendError as exc:
             last = exc
+        except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
+            last = _adapter_error(name, exc)
         await chunks.aclose()
         if not _failed(runtime, name, last, failures):
             break
@@ -141,6 +145,14 @@ def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
     attempt.tried.append(name)
     runtime.router.live.started(name)
     return backend
+
+
+def _adapter_error(name: str, exc: Exception) -> BackendError:
+    """An unexpected exception raised by backend ``name`` (a bug, not an upstream answer) as
+    a retryable :class:`BackendError`: the request falls back and its outcome is recorded,
+    and the traceback is logged once here."""
+    log.exception("backend %s raised an unexpected %s", name, type(exc).__name__)
+    return BackendError(f"{name}: internal error in the backend adapter ({type(exc).__name__})", backend=name)
 
 
 def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple[str, str]]) -> bool:

@@ -6,6 +6,8 @@ Model-name suffixes (TensorZero's dummy-provider idea):
   ``options.token_delay_s`` (default 0.02 s) between chunks.
 - ``...-error-429`` / ``...-error-500``: fail before the first byte, as the upstream would.
 - ``...-drop-mid-stream``: a stream breaks after 3 chunks; a non-streaming call fails.
+- ``...-adapter-bug``: raises a plain ``RuntimeError`` (not a ``BackendError``), as a bug in a
+  backend adapter would; the dispatcher must fall back and record the outcome.
 - anything else: normal.
 
 The answer text is ``[<model>] `` followed by a deterministic reply derived from the last
@@ -51,6 +53,8 @@ class FakeBackend(SyntheticBackend):
             raise BackendRateLimited(f"{self.name}: rate limited (fake)", backend=self.name, upstream_status=429)
         if model.endswith("-error-500"):
             raise BackendServerError(f"{self.name}: internal error (fake)", backend=self.name, upstream_status=500)
+        if model.endswith("-adapter-bug"):
+            raise RuntimeError(f"{self.name}: simulated adapter bug (fake)")
         text = prompt_text(endpoint, body)
         digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
         answer = _answer(endpoint, body, model, text, digest)

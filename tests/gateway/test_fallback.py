@@ -96,3 +96,19 @@ routes:
         assert outcome["status"] == "rejected" and outcome["http_status"] == 503
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_bug_in_a_backend_adapter_falls_back_and_is_recorded(fallback_gateway, stream):
+    """A plain exception from a backend (a bug, not an upstream answer) is a retryable
+    backend failure: the request falls back, and an outcome is recorded either way."""
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "bug", "messages": MSG,
+                                                                       "stream": stream})
+    assert resp.status_code == 200 and resp.headers["x-mixroute-backend"] == "good", resp.text
+    outcome = _rows(fallback_gateway, "outcomes", resp.headers["x-mixroute-request-id"])
+    assert outcome["status"] == "ok" and "buggy" in str(outcome["fallbacks_taken"])
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "only-bug", "messages": MSG,
+                                                                       "stream": stream})
+    assert resp.status_code == 502 and resp.json()["error"]["code"] == "upstream_error", resp.text
+    outcome = _rows(fallback_gateway, "outcomes", resp.headers["x-mixroute-request-id"])
+    assert outcome["status"] == "error"
