@@ -52,4 +52,4 @@ async def retrieve_model(model_id: str, runtime: RuntimeDep, principal: Principa
         if model["id"] == model_id:
             return FastJSONResponse(model)
     known = ", ".join(m["id"] for m in models)
-    raise UnknownModel(f"The model '{model_id}' does not exist (routes and backends: {known})")
+    raise UnknownModel(f"The model '{model_id}' does not exist (routes and backends: {known})", param="model")

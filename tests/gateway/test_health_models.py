@@ -44,6 +44,7 @@ def test_retrieve_unknown_model_is_404_envelope(demo_gateway):
     assert r.status_code == 404
     error = r.json()["error"]
     assert error["code"] == "model_not_found" and error["type"] == "invalid_request_error"
+    assert error["param"] == "model"  # as for an unknown model in a completion request
     assert "no-such-model" in error["message"]
 
 
