@@ -20,6 +20,7 @@ degrades choice to this gateway's own view. Without Redis none of this runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 
@@ -76,8 +77,8 @@ class SharedPoolState:
 
     async def _listen(self, chooser) -> None:
         while True:
+            pubsub = self._redis.pubsub()
             try:
-                pubsub = self._redis.pubsub()
                 await pubsub.subscribe(f"{self.base}:affinity")
                 async for message in pubsub.listen():
                     if message.get("type") != "message":
@@ -90,6 +91,9 @@ class SharedPoolState:
             except Exception as exc:
                 log.warning("affinity listener: %s; retrying in 1 s", exc)
                 await asyncio.sleep(1.0)
+            finally:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(pubsub.aclose())
 
     async def _sync_in_flight(self, pool) -> None:
         gateways, mine = f"{self.base}:gateways", f"{self.base}:inflight:{self.gateway_id}"
@@ -126,10 +130,14 @@ class SharedPoolState:
     async def aclose(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Every wait here is bounded: a CI run once hung for minutes in this teardown (in
+        # redis-py, cancelled mid-read or waiting on a reply); closing the client ends such reads.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=2.0)
         try:
-            await self._redis.delete(f"{self.base}:inflight:{self.gateway_id}")
-            await self._redis.zrem(f"{self.base}:gateways", self.gateway_id)
+            await asyncio.wait_for(self._redis.delete(f"{self.base}:inflight:{self.gateway_id}"), 2.0)
+            await asyncio.wait_for(self._redis.zrem(f"{self.base}:gateways", self.gateway_id), 2.0)
         except Exception:  # best effort: the entries expire anyway
             pass
-        await self._redis.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._redis.aclose(), 2.0)
