@@ -41,8 +41,6 @@ from router.rules import apply_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
 _EPS = 1e-9
-#: The kinds of :class:`router.policy.models.QualityBar`, recorded as ``signals.bar_kind``.
-BAR_KINDS = ("min_quality", "target", "willingness_to_pay")
 #: Header an admin may send to force a backend on a routed request.
 OVERRIDE_HEADER = "x-mixroute-backend-override"
 
@@ -203,17 +201,17 @@ class Router:
         if not cands:
             raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
                               f"({'; '.join(ruled.notes)})")
-        bar = self._bar(route, cands)
-        if route.quality_bar.willingness_to_pay is not None:
+        qb = route.quality_bar
+        if qb.willingness_to_pay is not None:
             for c in cands:
-                c.utility_usd = route.quality_bar.willingness_to_pay * c.predicted_quality - c.expected_cost_usd
+                c.utility_usd = qb.willingness_to_pay * c.predicted_quality - c.expected_cost_usd
+        bar = self._bar(route, cands)
         for c in cands:
             c.eligible = c.predicted_quality + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(self.policy.backend(c.backend))
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
-        qb = route.quality_bar
-        bar_kind = next(k for k in BAR_KINDS if getattr(qb, k) is not None)
+        bar_kind = qb.kind
         if bar_kind == "willingness_to_pay" and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
@@ -270,11 +268,9 @@ class Router:
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
-        if qb.willingness_to_pay is not None:
-            w = qb.willingness_to_pay
-            utility = [w * c.predicted_quality - c.expected_cost_usd for c in cands]
-            best = max(utility) - _EPS * w
-            return max(c.predicted_quality for c, u in zip(cands, utility) if u >= best)
+        if qb.willingness_to_pay is not None:  # utility_usd set by decide()
+            best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
+            return max(c.predicted_quality for c in cands if c.utility_usd >= best)
         return qb.target * max(c.predicted_quality for c in cands)
 
 

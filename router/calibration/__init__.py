@@ -32,7 +32,7 @@ import numpy as np
 
 from router.calibration.bound import RESAMPLES, Point, evaluate, pick, resample_weights, strongest
 from router.calibration.errors import CalibrationError, TargetUnreachable
-from router.calibration.simulate import GRIDS, PARAMS, Progress, Sweep, data_columns, decide_rows, load_rows, sweep, with_bar
+from router.calibration.simulate import GRIDS, Progress, Sweep, data_columns, decide_rows, load_rows, sweep, with_bar
 from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar
@@ -89,7 +89,7 @@ def _bar_of(point: Point) -> QualityBar:
 def _one(loaded: LoadedPolicy, route: str, bar: QualityBar, data: EvalData, predictor: Any, columns: dict[str, int],
          strong: int, confidence: float, resamples: int, seed: int) -> Point:
     choices = asyncio.run(decide_rows(with_bar(loaded, route, bar), route, data.prompts, predictor, columns))
-    param = next(p for p in PARAMS if getattr(bar, p) is not None)
+    param = bar.kind
     sw = Sweep(param, np.array([getattr(bar, param)]), choices[None, :])
     weights = resample_weights(data.n, resamples, seed)
     return evaluate(sw, data.scores, data.costs, strong, data.models, confidence=confidence, weights=weights)[0]

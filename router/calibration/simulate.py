@@ -28,7 +28,7 @@ from router.policy.models import QualityBar, RouteConfig
 
 #: Bar parametrisations swept: the absolute ``min_quality``, the relative ``target`` and the
 #: cost-quality trade-off ``willingness_to_pay`` (:class:`router.policy.models.QualityBar`).
-PARAMS = ("min_quality", "target", "willingness_to_pay")
+PARAMS = QualityBar.KINDS
 #: Thresholds swept per parametrisation (min_quality: a probability; target: a share of the
 #: best predicted quality, which must be > 0; willingness_to_pay: USD per unit of quality,
 #: log-spaced from 1e-6 (about always the cheapest) to 10 (about always the best predicted),

@@ -44,7 +44,6 @@ class BaseEncoder:
     head_tokens: int = 32
     name: str = ""
     _qkv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = field(default_factory=dict, repr=False)
-    _prepacked: bool = field(default=False, repr=False)
 
     @classmethod
     def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
@@ -121,7 +120,8 @@ class BaseEncoder:
         once, after :meth:`to`; prepacked for oneDNN after :meth:`prepack`)."""
         if layer not in self._qkv:
             w, b = self.layers[layer].qkv()
-            self._qkv[layer] = PackedLinear(w, b) if self._prepacked else partial(F.linear, weight=w, bias=b)
+            packed = bool(self.layers[layer].packed)  # prepack() ran since the last to()
+            self._qkv[layer] = PackedLinear(w, b) if packed else partial(F.linear, weight=w, bias=b)
         return self._qkv[layer]
 
     def prepack(self) -> bool:
@@ -132,7 +132,6 @@ class BaseEncoder:
             return False
         for lw in self.layers:
             lw.prepack()
-        self._prepacked = True
         self._qkv.clear()
         return True
 
@@ -146,9 +145,7 @@ class BaseEncoder:
             lw.w = {k: (cast(w), cast(b)) for k, (w, b) in lw.w.items()}
             lw.ln_attn = tuple(cast(t) for t in lw.ln_attn)  # type: ignore[assignment]
             lw.ln_out = tuple(cast(t) for t in lw.ln_out)  # type: ignore[assignment]
-        for lw in self.layers:
-            lw.packed = {}
-        self._prepacked = False
+            lw.packed = {}  # packed copies of the old weights
         self._qkv.clear()
         return self
 

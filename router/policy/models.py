@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
@@ -172,6 +172,14 @@ class QualityBar(_Strict):
     target: Number | None = Field(default=None, gt=0, le=1)
     willingness_to_pay: Number | None = Field(default=None, gt=0)
     calibrated: CalibrationEvidence | None = None
+
+    #: The bar kinds, one of which is set.
+    KINDS: ClassVar[tuple[str, ...]] = ("min_quality", "target", "willingness_to_pay")
+
+    @property
+    def kind(self) -> str:
+        """The name of the one bar field that is set (one of :attr:`KINDS`)."""
+        return next(k for k in self.KINDS if getattr(self, k) is not None)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "QualityBar":
