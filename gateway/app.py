@@ -36,7 +36,8 @@ def load_predictor(settings: Settings):
         return load_classifier(max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms,
                                dtype=settings.classifier_dtype, scan_windows=settings.classifier_scan_windows,
                                memory=settings.classifier_memory != "off",
-                               exclude_exact=settings.classifier_memory == "exclude-exact")
+                               exclude_exact=settings.classifier_memory == "exclude-exact",
+                               linear=settings.classifier_linear)
     except Exception as exc:  # ImportError (no torch/peft) or missing artifacts
         if settings.classifier == "on":
             raise RuntimeError(f"classifier=on but it cannot be loaded: {exc}") from exc

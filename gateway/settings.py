@@ -46,8 +46,11 @@ class Settings(BaseSettings):
         classifier_max_batch: largest micro-batch of prompts per encoder pass.
         classifier_max_wait_ms: longest a prompt waits for company while the classifier is
             idle (ms; prompts arriving while a batch runs start together when it ends).
-        classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX or
-            AVX-512 BF16 (and bf16-capable GPUs), else float32.
+        classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX-BF16
+            (and bf16-capable GPUs), else float32.
+        classifier_linear: how the encoder's frozen linear maps run: ``auto`` (int8 on CPUs
+            with AVX-512 VNNI or AVX-VNNI when the precision is float32, else float32 through
+            oneDNN), ``int8``, ``onednn`` (float32) or ``default`` (torch's own); docs/CLASSIFIER.md.
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.
@@ -80,5 +83,6 @@ class Settings(BaseSettings):
     classifier_max_batch: int = Field(default=32, gt=0)
     classifier_max_wait_ms: float = Field(default=0.0, ge=0)
     classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    classifier_linear: Literal["auto", "int8", "onednn", "default"] = "auto"
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"

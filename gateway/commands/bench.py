@@ -21,9 +21,10 @@ def classifier(
     threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 2,
     separate: Annotated[bool, typer.Option(help="Also measure N separate full-LoRA encoders.")] = True,
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
-    dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with native bf16), float32 or bfloat16.")] = "auto",
-    linear: Annotated[str, typer.Option(help="Frozen linear maps: auto (oneDNN prepacked for float32 on the "
-                                        "CPU), default (torch's), or both (side by side).")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with AMX-BF16), float32 or bfloat16.")] = "auto",
+    linear: Annotated[str, typer.Option(help="Frozen linear maps, comma-separated to compare side by side: "
+                                        "auto (int8 on CPUs with VNNI, else oneDNN float32), int8, onednn, "
+                                        "default (torch's); both = default,auto.")] = "auto",
 ) -> None:
     """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}] for each head count."""
     try:
@@ -32,13 +33,23 @@ def classifier(
         typer.echo(f"error: the benchmark needs the classifier extra ({exc})", err=True)
         raise typer.Exit(1)
     counts = [int(x) for x in heads.split(",") if x.strip()]
-    if linear not in ("auto", "default", "both"):
-        typer.echo(f"error: --linear must be auto, default or both, not {linear!r}", err=True)
+    from router.classify.runtime import LINEAR_CHOICES
+
+    linears = ("default", "auto") if linear == "both" else tuple(x.strip() for x in linear.split(",") if x.strip())
+    bad = [x for x in linears if x not in LINEAR_CHOICES]
+    if bad or not linears:
+        typer.echo(f"error: --linear takes {', '.join(LINEAR_CHOICES)} or both, comma-separated; not {linear!r}",
+                   err=True)
         raise typer.Exit(2)
-    linears = ("default", "auto") if linear == "both" else (linear,)
-    rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
-                     adapters=adapters, dtype=dtype, linears=linears,
-                     log=lambda row: typer.echo(json.dumps(row)))
+    from router.classify.errors import AdapterError
+
+    try:
+        rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
+                         adapters=adapters, dtype=dtype, linears=linears,
+                         log=lambda row: typer.echo(json.dumps(row)))
+    except AdapterError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(rows, indent=2) + "\n")

@@ -58,14 +58,15 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         heads: head names to load (default: every folder with a ``config.json``).
         base_path: a local Hugging Face encoder folder (default: the bundled MiniLM).
         device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
-        dtype: ``auto`` (bfloat16 where the CPU/GPU has native bf16, else float32),
+        dtype: ``auto`` (bfloat16 on CPUs with AMX-BF16 and bf16-capable GPUs, else float32),
             ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
         scan_windows: extra windows per long prompt for the ``pii``/``injection`` heads
             (0: head + tail window only; see :meth:`router.classify.runtime.MultiHeadEncoder.scan`).
         embed: also compute each prompt's base embedding in the same pass
             (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
-        linear: ``auto`` (oneDNN prepacked frozen linear maps for float32 on the CPU) or
-            ``default`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
+        linear: frozen linear maps: ``auto`` (int8 for float32 on CPUs with VNNI, else oneDNN
+            prepacked float32 on the CPU), ``int8``, ``onednn`` or ``default`` (see
+            :func:`router.classify.runtime.resolve_linear`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -105,7 +106,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
                    max_wait_ms: float = 0.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
                    scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
-                   exclude_exact: bool = False, embed: bool = False) -> "ClassifierPredictor":
+                   exclude_exact: bool = False, embed: bool = False, linear: str = "auto") -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
@@ -129,7 +130,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     path = folder / "quality" / MEMORY_FILE
     outcomes = OutcomeMemory.load(path) if memory and (heads is None or "quality" in heads) and path.is_file() else None
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
-                           scan_windows=scan_windows, embed=embed or outcomes is not None)
+                           scan_windows=scan_windows, embed=embed or outcomes is not None, linear=linear)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms, memory=outcomes,
                                     exclude_exact=exclude_exact)
     predictor.classify_batch(["warm-up"])

@@ -20,8 +20,9 @@ import torch.nn.functional as F
 
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
-from router.classify.layers import (LINEARS, POOLING, LayerWeights, PackedLinear, StackedLinear, attention_bias,
-                                    bert_layer, onednn_linear_available)
+from router.classify.layers import (LINEARS, POOLING, Int8Linear, LayerWeights, PackedLinear, PlainLinear,
+                                    StackedLinear, attention_bias, bert_layer, cpu_flags, cpu_has_vnni,
+                                    int8_linear_available, onednn_linear_available)
 from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
 
 
@@ -111,27 +112,41 @@ class BaseEncoder:
         """Hidden states ``(B, T, D)`` entering layer ``upto`` (frozen, no LoRA)."""
         x = self.embed(ids)
         bias = attention_bias(mask, x.dtype)
+        lengths = real_lengths(mask)
         for i, lw in enumerate(self.layers[:upto]):
-            x = bert_layer(x, bias, lw, self.n_attn_heads, lw.apply, self.eps, qkv=self.fused_qkv(i))
+            x = bert_layer(x, bias, lw, self.n_attn_heads, partial(lw.apply, lengths=lengths), self.eps,
+                           qkv=with_lengths(self.fused_qkv(i), lengths))
         return x
 
-    def fused_qkv(self, layer: int) -> Callable[[torch.Tensor], torch.Tensor]:
-        """The frozen fused query/key/value map of ``layer`` as ``x -> x Wqkv^T + b`` (built
-        once, after :meth:`to`; prepacked for oneDNN after :meth:`prepack`)."""
+    def fused_qkv(self, layer: int) -> Callable[..., torch.Tensor]:
+        """The frozen fused query/key/value map of ``layer`` as ``(x, lengths=None) -> x Wqkv^T + b``
+        (built once, after :meth:`to`; prepacked for oneDNN or int8 after :meth:`prepack`)."""
         if layer not in self._qkv:
             w, b = self.layers[layer].qkv()
-            packed = bool(self.layers[layer].packed)  # prepack() ran since the last to()
-            self._qkv[layer] = PackedLinear(w, b) if packed else partial(F.linear, weight=w, bias=b)
+            packed = next(iter(self.layers[layer].packed.values()), None)  # prepack() ran since the last to()
+            if isinstance(packed, Int8Linear):
+                self._qkv[layer] = Int8Linear(w, b, packed.reduce_range)
+            else:
+                self._qkv[layer] = PackedLinear(w, b) if packed is not None else PlainLinear(w, b)
         return self._qkv[layer]
 
-    def prepack(self) -> bool:
-        """Prepack every frozen linear map for oneDNN (:class:`router.classify.layers.PackedLinear`):
-        float32 weights on the CPU only, and only where torch has the op. Returns whether it did."""
+    @property
+    def linear(self) -> str:
+        """How the frozen linear maps run: ``int8``, ``onednn`` or ``default``."""
+        packed = next(iter(self.layers[0].packed.values()), None) if self.layers else None
+        return "int8" if isinstance(packed, Int8Linear) else "onednn" if packed is not None else "default"
+
+    def prepack(self, kind: str = "onednn") -> bool:
+        """Set up every frozen linear map as ``onednn`` (prepacked float32,
+        :class:`router.classify.layers.PackedLinear`) or ``int8`` (dynamic int8,
+        :class:`router.classify.layers.Int8Linear`): float32 weights on the CPU only, and only
+        where torch has the op. Returns whether it did."""
         w0 = self.layers[0].w[LINEARS[0]][0]
-        if w0.device.type != "cpu" or w0.dtype != torch.float32 or not onednn_linear_available():
+        available = onednn_linear_available() if kind == "onednn" else int8_linear_available()
+        if w0.device.type != "cpu" or w0.dtype != torch.float32 or not available:
             return False
         for lw in self.layers:
-            lw.prepack()
+            lw.prepack(kind, reduce_range=not cpu_has_vnni())
         self._qkv.clear()
         return True
 
@@ -150,19 +165,33 @@ class BaseEncoder:
         return self
 
 
+def with_lengths(fn: Callable[..., torch.Tensor] | None, lengths: list[int]) -> Callable[..., torch.Tensor] | None:
+    """``fn`` with its ``lengths`` argument bound (``None`` stays ``None``)."""
+    return None if fn is None else partial(fn, lengths=lengths)
+
+
+def real_lengths(mask: torch.Tensor) -> list[int]:
+    """Real (non-padding) tokens per prompt of a ``(B, T)`` 0/1 mask."""
+    return [int(n) for n in mask.sum(1).tolist()]
+
+
 def cpu_has_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively (AMX-BF16 or AVX-512 BF16 in
     ``/proc/cpuinfo``'s flags); without it torch emulates bfloat16 and it is slower than float32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return False
-    return any(f" {flag}" in flags for flag in ("amx_bf16", "avx512_bf16"))
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+
+
+def cpu_prefers_bf16() -> bool:
+    """Whether the encoder runs faster in bfloat16 than in float32/int8 on this CPU: with
+    AMX-BF16 only. AVX-512 BF16 alone is not enough: on a 2-vCPU Intel Xeon (family 6 model
+    207) exposing AVX-512 BF16 but no AMX, oneDNN's bfloat16 linear maps took 1.4-1.8x
+    float32's time (``python -m bench.classifier_precision --speed``, docs/CLASSIFIER.md)."""
+    return "amx_bf16" in cpu_flags()
 
 
 def resolve_dtype(dtype: str, device: str) -> str:
-    """``auto`` -> ``bfloat16`` on CUDA with bf16 support and on CPUs with native bf16
-    (:func:`cpu_has_bf16`), else ``float32``; ``float32``/``bfloat16`` pass through.
+    """``auto`` -> ``bfloat16`` on CUDA with bf16 support and on CPUs with AMX-BF16
+    (:func:`cpu_prefers_bf16`), else ``float32``; ``float32``/``bfloat16`` pass through.
 
     Raises:
         AdapterError: any other value.
@@ -173,7 +202,37 @@ def resolve_dtype(dtype: str, device: str) -> str:
         raise AdapterError(f"dtype must be auto, float32 or bfloat16, not {dtype!r}")
     if str(device).startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return "bfloat16" if cpu_has_bf16() else "float32"
+    return "bfloat16" if cpu_prefers_bf16() else "float32"
+
+
+#: Values of ``MultiHeadEncoder(linear=...)``.
+LINEAR_CHOICES = ("auto", "int8", "onednn", "default")
+
+
+def resolve_linear(linear: str, device: str, dtype: str) -> str:
+    """How the frozen linear maps run, from ``linear`` (one of :data:`LINEAR_CHOICES`), the
+    device and the resolved dtype: ``auto`` -> ``int8`` for float32 on a CPU with an int8
+    dot-product instruction (:func:`router.classify.layers.cpu_has_vnni`) where torch has the
+    op, else ``onednn`` for float32 on the CPU where torch has it, else ``default``.
+
+    Raises:
+        AdapterError: an unknown value, or ``int8``/``onednn`` asked for where they cannot run
+            (not the CPU, not float32, or missing from this torch build).
+    """
+    if linear not in LINEAR_CHOICES:
+        raise AdapterError(f"linear must be one of {', '.join(LINEAR_CHOICES)}, not {linear!r}")
+    cpu32 = not str(device).startswith("cuda") and dtype == "float32"
+    if linear == "default":
+        return "default"
+    if linear in ("int8", "onednn"):
+        ok = int8_linear_available() if linear == "int8" else onednn_linear_available()
+        if not (cpu32 and ok):
+            raise AdapterError(f"linear={linear} needs dtype float32 on the CPU and a torch build with "
+                               f"{'the quantised int8 engine' if linear == 'int8' else 'oneDNN'}")
+        return linear
+    if cpu32 and cpu_has_vnni() and int8_linear_available():
+        return "int8"
+    return "onednn" if cpu32 and onednn_linear_available() else "default"
 
 
 #: Heads that read every window of a long prompt (see :meth:`MultiHeadEncoder.scan`).
@@ -202,10 +261,13 @@ class MultiHeadEncoder:
             the sentence-transformers all-MiniLM-L6-v2 embedding of the main window
             (:class:`router.eval.embed.MiniLMEmbedder` computes the same vector). It runs
             as one more stacked head with zero LoRA, so it shares the trunk pass.
-        linear: ``auto`` (default): float32 frozen linear maps on the CPU run through
-            oneDNN with prepacked weights (:meth:`BaseEncoder.prepack`), else torch's
-            default; ``default``: always torch's default (MKL on the CPU). The resolved
-            choice is ``self.linear`` (``onednn`` or ``default``).
+        linear: how the frozen linear maps run (:func:`resolve_linear`): ``auto`` (default:
+            ``int8`` for float32 on CPUs with VNNI, else ``onednn`` for float32 on the CPU,
+            else ``default``), ``int8`` (dynamic int8, :class:`router.classify.layers.Int8Linear`:
+            each prompt quantised on its own, so results do not depend on the batch),
+            ``onednn`` (float32 with prepacked weights) or ``default`` (torch's ``F.linear``).
+            LoRA deltas, attention, layer norms and output layers stay in ``dtype``. The
+            resolved choice is ``self.linear``.
 
     Raises:
         AdapterError: no heads, or a head adapts a layer/module the base does not have.
@@ -220,9 +282,9 @@ class MultiHeadEncoder:
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)
         self.base = base.to(self.device, self.dtype)
-        if linear not in ("auto", "default"):
-            raise AdapterError(f"linear must be auto or default, not {linear!r}")
-        self.linear = "onednn" if linear == "auto" and self.base.prepack() else "default"
+        self.linear = resolve_linear(linear, device, dtype)
+        if self.linear != "default" and not self.base.prepack(self.linear):
+            self.linear = "default"
         self.heads = heads
         n_layers = len(base.layers)
         wheres = {w for h in heads for w in h.lora}
@@ -292,9 +354,11 @@ class MultiHeadEncoder:
         x = self.base.trunk(ids, mask, self.split)
         self.trunk_calls += 1
         bias = attention_bias(mask, x.dtype)
+        lengths = real_lengths(mask)
         for i, lin in enumerate(self.top, start=self.split):
-            fused = None if any(m in lin.lora for m in LINEARS[:3]) else self.base.fused_qkv(i)
-            x = bert_layer(x, bias, lin.lw, self.base.n_attn_heads, lin, self.base.eps, qkv=fused)
+            fused = None if any(m in lin.lora for m in LINEARS[:3]) else with_lengths(self.base.fused_qkv(i), lengths)
+            x = bert_layer(x, bias, lin.lw, self.base.n_attn_heads, partial(lin, lengths=lengths), self.base.eps,
+                           qkv=fused)
         pooled = {kind: POOLING[kind](x, mask).float() for kind in {h.config.pooling for h in self.heads}}
         out = []
         for i, (head, (w, b)) in enumerate(zip(self.heads, self.out)):

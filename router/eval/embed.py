@@ -60,10 +60,11 @@ class MiniLMEmbedder:
     docstring), run by the classifier's own encoder code
     (:class:`router.classify.runtime.BaseEncoder`: same tokenisation and head + tail cut).
 
-    Precision: ``dtype="auto"`` resolves as the classifier does
-    (:func:`router.classify.runtime.resolve_dtype`: bfloat16 on CPUs with AMX/AVX-512 BF16,
-    else float32); the resolved value is part of :attr:`tag`, so cached vectors of one
-    precision are never mixed with the other's. Prompts are embedded in order of token
+    Precision: ``dtype="auto"`` and ``linear="auto"`` resolve as the classifier does
+    (:func:`router.classify.runtime.resolve_dtype`: bfloat16 on CPUs with AMX-BF16, else
+    float32; :func:`router.classify.runtime.resolve_linear`: int8 frozen linear maps on CPUs
+    with VNNI); the resolved values are part of :attr:`tag`, so cached vectors of one
+    precision are never mixed with another's. Prompts are embedded in order of token
     length (in chunks of ``sort_chunk``), so a batch pads little; rows come back in input order.
 
     Raises:
@@ -71,11 +72,14 @@ class MiniLMEmbedder:
     """
 
     def __init__(self, max_tokens: int = 128, head_tokens: int = 32, batch_size: int = 64,
-                 base_path: Path | None = None, dtype: str = "auto", sort_chunk: int = 4096):
+                 base_path: Path | None = None, dtype: str = "auto", sort_chunk: int = 4096, linear: str = "auto"):
         self.max_tokens, self.head_tokens, self.batch_size = max_tokens, head_tokens, batch_size
         self.base_path, self.sort_chunk = base_path, sort_chunk
         self.dtype = resolved_dtype(dtype)
-        self.tag = f"all-MiniLM-L6-v2-mean-{max_tokens}-{head_tokens}-{self.dtype}"
+        self.linear = resolved_linear(linear, self.dtype)
+        # onednn and default agree to float rounding; int8 does not, so it gets its own tag
+        self.tag = f"all-MiniLM-L6-v2-mean-{max_tokens}-{head_tokens}-{self.dtype}" + (
+            "-int8" if self.linear == "int8" else "")
         self._base = None
 
     def _load(self):
@@ -103,6 +107,8 @@ class MiniLMEmbedder:
         hf_logging.disable_progress_bar()
         base = BaseEncoder.from_pretrained(path, max_tokens=self.max_tokens, head_tokens=self.head_tokens)
         self._base = base.to(torch.device("cpu"), getattr(torch, self.dtype))
+        if self.linear != "default":
+            self._base.prepack(self.linear)
         self._torch = torch
 
     def __call__(self, texts: list[str], progress: Progress | None = None) -> np.ndarray:
@@ -126,6 +132,16 @@ class MiniLMEmbedder:
                     if progress:
                         progress(min(c + s + self.batch_size, len(texts)), len(texts))
         return out
+
+
+def resolved_linear(linear: str, dtype: str) -> str:
+    """The classifier's frozen-linear choice on CPU for ``dtype`` (``default`` when torch is
+    missing)."""
+    try:
+        from router.classify.runtime import resolve_linear
+    except ImportError:
+        return "default"
+    return resolve_linear(linear, "cpu", dtype)
 
 
 def resolved_dtype(dtype: str = "auto") -> str:

@@ -80,7 +80,7 @@ def test_serving_equals_peft_training_forward(tiny, tmp_path, modules, pooling):
         pre = model.prefix(x, mask)
         if pre is not None:  # the shared-prefix training path gives the same answer
             assert torch.allclose(model(x, mask, pre), ref, atol=1e-5)
-    (out,) = MultiHeadEncoder(base, [head], dtype="float32").run(TEXTS)
+    (out,) = MultiHeadEncoder(base, [head], dtype="float32", linear="default").run(TEXTS)
     assert torch.allclose(out, ref, atol=1e-4)
 
 
@@ -151,12 +151,83 @@ def test_auto_dtype_follows_the_cpu(monkeypatch):
 
     assert runtime.resolve_dtype("float32", "cpu") == "float32"
     assert runtime.resolve_dtype("bfloat16", "cpu") == "bfloat16"
-    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: True)
+    flags = {"avx512_bf16"}
+    monkeypatch.setattr(runtime, "cpu_flags", lambda: frozenset(flags))
+    assert runtime.cpu_has_bf16() and runtime.resolve_dtype("auto", "cpu") == "float32"  # AVX-512 BF16 alone: slower
+    flags.add("amx_bf16")
     assert runtime.resolve_dtype("auto", "cpu") == "bfloat16"
-    monkeypatch.setattr(runtime, "cpu_has_bf16", lambda: False)
+    flags.clear()
     assert runtime.resolve_dtype("auto", "cpu") == "float32"
     with pytest.raises(AdapterError, match="auto, float32 or bfloat16"):
         runtime.resolve_dtype("int4", "cpu")
+
+
+def test_auto_linear_follows_the_cpu(monkeypatch):
+    """``linear=auto``: int8 for float32 on a CPU with VNNI, else oneDNN float32; never int8
+    for bfloat16 or on a GPU; an explicit choice that cannot run is an error, not a fallback."""
+    from router.classify import runtime
+    from router.classify.errors import AdapterError
+
+    monkeypatch.setattr(runtime, "int8_linear_available", lambda: True)
+    monkeypatch.setattr(runtime, "onednn_linear_available", lambda: True)
+    monkeypatch.setattr(runtime, "cpu_has_vnni", lambda: True)
+    assert runtime.resolve_linear("auto", "cpu", "float32") == "int8"
+    assert runtime.resolve_linear("auto", "cpu", "bfloat16") == "default"
+    assert runtime.resolve_linear("auto", "cuda", "float32") == "default"
+    assert runtime.resolve_linear("onednn", "cpu", "float32") == "onednn"
+    assert runtime.resolve_linear("default", "cpu", "float32") == "default"
+    monkeypatch.setattr(runtime, "cpu_has_vnni", lambda: False)
+    assert runtime.resolve_linear("auto", "cpu", "float32") == "onednn"
+    assert runtime.resolve_linear("int8", "cpu", "float32") == "int8"  # asked for: 7-bit activations
+    with pytest.raises(AdapterError, match="needs dtype float32 on the CPU"):
+        runtime.resolve_linear("int8", "cpu", "bfloat16")
+    monkeypatch.setattr(runtime, "int8_linear_available", lambda: False)
+    assert runtime.resolve_linear("auto", "cpu", "float32") == "onednn"
+    with pytest.raises(AdapterError, match="quantised int8 engine"):
+        runtime.resolve_linear("int8", "cpu", "float32")
+    with pytest.raises(AdapterError, match="linear must be one of"):
+        runtime.resolve_linear("fast", "cpu", "float32")
+
+
+def test_int8_linear_is_close_to_float32_and_independent_of_the_batch(tiny, tmp_path):
+    """Dynamic int8 frozen maps: outputs near float32's; a prompt's outputs are bit-identical
+    alone and inside a padded batch next to a longer prompt of much larger activations (each
+    prompt is quantised on its own real tokens); padding rows come out 0."""
+    import copy
+
+    from router.classify.layers import Int8Linear, int8_linear_available
+
+    if not int8_linear_available():
+        pytest.skip("this torch build has no quantised int8 engine")
+    folder, base, _ = tiny
+    head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
+    ref = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="default")
+    enc = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="int8")
+    assert enc.linear == "int8" and enc.base.linear == "int8"
+    a, b = ref.run(TEXTS)[0], enc.run(TEXTS)[0]
+    assert torch.allclose(a, b, atol=0.05 * float(a.abs().max()))
+    assert not torch.equal(a, b)  # it really ran in int8
+    loud = TEXTS[3] + " x" * 40
+    alone = [enc.run([t])[0] for t in TEXTS[:3]]
+    batch = enc.run([loud, *TEXTS[:3]])[0][1:]
+    for one, row in zip(alone, batch):
+        assert torch.allclose(one, row[None], atol=1e-4)  # float32 rounding only (attention mask)
+    assert torch.equal(alone[0], copy.deepcopy(enc).run([TEXTS[0]])[0])
+
+    g = torch.Generator().manual_seed(0)
+    w, bias = torch.randn(6, 4, generator=g), torch.randn(6, generator=g)
+    lin = Int8Linear(w, bias)
+    x = torch.randn(2, 3, 5, 4, generator=g)  # (heads, prompts, tokens, in)
+    x[:, 0] *= 1000.0  # a loud prompt
+    y = lin(x, [5, 2, 4])
+    assert y.shape == (2, 3, 5, 6)
+    assert torch.equal(y[:, 1, 2:], torch.zeros(2, 3, 6))
+    full = torch.nn.functional.linear(x, w, bias)
+    assert torch.allclose(y[1, 2, :4], full[1, 2, :4], atol=0.1)
+    for h in range(2):  # each prompt alone gives the same numbers, whatever shares its batch
+        assert torch.equal(y[h, 2, :4], lin(x[h, 2, :4])) and torch.equal(y[h, 1, :2], lin(x[h, 1, :2]))
+    shared = lin(x)  # one activation scale for the whole batch: the loud prompt swamps the rest
+    assert float((shared[1, 2, :4] - full[1, 2, :4]).abs().max()) > 10 * float((y[1, 2, :4] - full[1, 2, :4]).abs().max())
 
 
 def test_fused_qkv_and_unpadded_batches_change_nothing(tiny, tmp_path):
@@ -167,7 +238,7 @@ def test_fused_qkv_and_unpadded_batches_change_nothing(tiny, tmp_path):
 
     folder, base, _ = tiny
     head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
-    enc = MultiHeadEncoder(base, [head], dtype="float32")
+    enc = MultiHeadEncoder(base, [head], dtype="float32", linear="default")
     one = [TEXTS[0]]
     fused = enc.run(one)[0]
     ids, mask = base.tokenize(one)
@@ -202,8 +273,8 @@ def test_embed_slot_is_the_base_embedding_and_leaves_heads_alone(tiny, tmp_path,
     heads' outputs do not move."""
     folder, base, model = tiny
     _, head = _head(tmp_path, folder, base, "q", modules, seed=3)
-    plain = MultiHeadEncoder(base, [head], dtype="float32")
-    with_emb = MultiHeadEncoder(base, [head], dtype="float32", embed=True)
+    plain = MultiHeadEncoder(base, [head], dtype="float32", linear="default")
+    with_emb = MultiHeadEncoder(base, [head], dtype="float32", linear="default", embed=True)
     out, _, emb = with_emb.scan_embed(TEXTS)
     assert torch.allclose(out[0], plain.run(TEXTS)[0], atol=1e-6)
     assert plain.scan_embed(TEXTS)[2] is None
@@ -227,7 +298,7 @@ def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
     head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
     ref = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="default")
     assert ref.linear == "default"
-    enc = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="auto")
+    enc = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="onednn")
     if not onednn_linear_available():
         pytest.skip("this torch build has no oneDNN prepacked linear")
     assert enc.linear == "onednn" and enc.base.layers[0].packed

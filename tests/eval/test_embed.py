@@ -13,7 +13,8 @@ def test_minilm_rows_in_input_order_and_dtype_in_tag():
 
     texts = ["a much longer prompt about rivers, stars and the cats that watch them " * 3, "hi", "a poem", ""]
     emb = MiniLMEmbedder(batch_size=2)
-    assert emb.tag.endswith("-" + resolved_dtype()) and resolved_dtype() in ("float32", "bfloat16")
+    assert resolved_dtype() in ("float32", "bfloat16") and emb.linear in ("int8", "onednn", "default")
+    assert emb.tag.endswith("-" + resolved_dtype() + ("-int8" if emb.linear == "int8" else ""))
     together = emb(texts)
     alone = np.concatenate([emb([t]) for t in texts])
     assert together.shape == (4, 384)

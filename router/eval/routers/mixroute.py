@@ -353,7 +353,9 @@ def _embedding_store(heads: Any) -> Any:
     from router.eval.embed import MiniLMEmbedder
 
     dtype = str(encoder.dtype).removeprefix("torch.")
-    tag = MiniLMEmbedder(max_tokens=encoder.base.max_tokens, head_tokens=encoder.base.head_tokens, dtype=dtype).tag
+    linear = getattr(encoder, "linear", "default")
+    tag = MiniLMEmbedder(max_tokens=encoder.base.max_tokens, head_tokens=encoder.base.head_tokens, dtype=dtype,
+                         linear="int8" if linear == "int8" else "default").tag
     return ShardStore("embeddings", tag)
 
 
