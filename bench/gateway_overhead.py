@@ -4,6 +4,10 @@ upstream (:mod:`bench.upstream`).
 
 Run: ``python -m bench.gateway_overhead [--json OUT] [--duration 5] [--skip-litellm]``
 
+``mixroute-passthrough`` runs on the default event loop (uvloop), ``mixroute-passthrough-asyncio``
+on the standard library's (``MIXROUTE_EVENT_LOOP=asyncio``): same code, to show what each
+loop does at and beyond saturation.
+
 Each gateway runs as one worker process pinned to CPU 1 (``taskset``); the closed-loop
 generator ``wrk`` and nginx share CPU 0. For each setup it prints:
 
@@ -80,11 +84,13 @@ def _peak_rss_mib(pid: int) -> float:
     return best
 
 
-def start_mixroute(policy: str, upstream: str, tmp: Path, classifier: str) -> tuple[subprocess.Popen, str, float]:
+def start_mixroute(policy: str, upstream: str, tmp: Path, classifier: str,
+                   event_loop: str = "auto") -> tuple[subprocess.Popen, str, float]:
     port = _free_port()
     # Both gateways check one key per request (LiteLLM: its master key; mixroute: the admin key).
     env = {**os.environ, "MIXROUTE_UPSTREAM_URL": upstream, "MIXROUTE_POLICY_WATCH": "false",
-           "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": classifier, "MIXROUTE_ADMIN_KEY": "sk-bench"}
+           "MIXROUTE_LOG_LEVEL": "warning", "MIXROUTE_CLASSIFIER": classifier, "MIXROUTE_ADMIN_KEY": "sk-bench",
+           "MIXROUTE_EVENT_LOOP": event_loop}
     env.pop("MIXROUTE_REDIS_URL", None)
     cmd = _pin([sys.executable, "-m", "gateway.cli", "serve", "--policy", str(ROOT / policy), "--port", str(port),
                 "--database-url", f"sqlite:///{tmp}/{port}.db"])
@@ -181,6 +187,8 @@ def main() -> None:
     try:
         plan = [("mixroute-passthrough", lambda: start_mixroute("bench/policies/passthrough.yaml", upstream.url, tmp,
                                                                  "off")),
+                ("mixroute-passthrough-asyncio", lambda: start_mixroute("bench/policies/passthrough.yaml",
+                                                                         upstream.url, tmp, "off", "asyncio")),
                 ("mixroute-routed", lambda: start_mixroute("bench/policies/routed.yaml", upstream.url, tmp, "auto"))]
         if not args.skip_litellm:
             plan.append(("litellm-proxy", lambda: start_litellm(upstream.url, tmp)))

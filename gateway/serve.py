@@ -54,7 +54,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
     print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
           f"(store {settings.database_url})", file=sys.stderr)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
-                access_log=False, timeout_keep_alive=settings.keep_alive_s)
+                access_log=False, timeout_keep_alive=settings.keep_alive_s, loop=settings.event_loop)
 
 
 def _auth_configured(settings) -> bool:

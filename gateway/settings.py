@@ -28,6 +28,12 @@ class Settings(BaseSettings):
             load balancer's idle timeout (AWS ALB 60 s; 75 s as nginx), so the gateway never
             closes a connection the balancer or a client is about to reuse (a request sent
             into a closing connection is reset and never reaches the gateway).
+        event_loop: the server's event loop: ``uvloop`` (default; ``auto`` is the same where
+            uvloop is installed), or ``asyncio`` (the standard library's). Measured on one
+            pinned core at 128 concurrent connections, i.e. beyond saturation: uvloop
+            served more requests per second but let about 1% of them wait over a second
+            behind the others, the standard loop kept every request's wait close to the
+            average (docs/BENCHMARKS.md, "Event loop under overload").
         store_queue_size: bound of the in-memory write queue of the store (rows).
         store_batch_size: rows per batched insert.
         store_flush_interval_s: longest time a row waits in the queue (seconds).
@@ -69,6 +75,7 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
     keep_alive_s: int = Field(default=75, gt=0)
+    event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     store_queue_size: int = Field(default=10_000, gt=0)
     store_batch_size: int = Field(default=200, gt=0)
     store_flush_interval_s: float = Field(default=0.2, gt=0)

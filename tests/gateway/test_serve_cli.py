@@ -35,3 +35,24 @@ def test_version_prints_the_installed_version():
 
     out = subprocess.run([sys.executable, "-m", "gateway.cli", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == f"mixroute {version('mixroute')}"
+
+
+def test_bad_event_loop_setting():
+    res = _serve(MIXROUTE_EVENT_LOOP="trio")
+    assert res.returncode == 2 and "MIXROUTE_EVENT_LOOP" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_event_loop_setting_reaches_the_server(monkeypatch, tmp_path):
+    """``MIXROUTE_EVENT_LOOP`` picks uvicorn's loop (uvloop by default, asyncio on request)."""
+    import uvicorn
+
+    from gateway import serve
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    monkeypatch.setenv("MIXROUTE_ADMIN_KEY", "sk-test")
+    for value, expected in ((None, "auto"), ("asyncio", "asyncio")):
+        if value:
+            monkeypatch.setenv("MIXROUTE_EVENT_LOOP", value)
+        serve.run(policy=None, host=None, port=None, database_url=f"sqlite:///{tmp_path}/x.db")
+        assert seen["loop"] == expected
