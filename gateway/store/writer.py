@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,15 +30,15 @@ from typing import Any
 from sqlalchemy import Engine, exc
 
 from gateway.settings import Settings
-from gateway.store.db import make_engine, normalize_url, safe_url, sqlite_path, upgrade
+from gateway.store.db import make_engine, normalize_url, safe_url, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
 from gateway.store.journal import Item, Journal
+from gateway.store.rows import StoreStats, as_row, error_text, default_journal_path
 from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
 from router.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger("mixroute.store")
 
-JOURNAL_NAME = "mixroute-journal.jsonl"
 CHUNK_ROWS, CHUNK_PAUSE_S = 25, 0.0002
 """Live batches are upserted ``CHUNK_ROWS`` rows per statement with a ``CHUNK_PAUSE_S``
 sleep between statements (one transaction still), unless a backlog of a batch or more is
@@ -50,62 +49,6 @@ running for ~5 ms, which on one core showed up in the pass-through p99
 (``python -m bench.tail_latency``: ``base`` against ``unchunked``)."""
 _DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError)
 """Errors that mean "database unreachable / not ready": spill and retry, never reject."""
-
-
-@dataclass
-class StoreStats:
-    """Row counters since the store was created (rows).
-
-    Attributes:
-        written: rows committed to the database from the queue.
-        overflowed: rows journaled because the queue was full (or the store stopped).
-        spilled: rows journaled because their batch could not be written.
-        replayed: journaled rows later committed.
-        rejected: rows the database refused, kept in ``<journal>.rejected``.
-        lost: rows that could be written neither to the database nor to the journal
-            (includes ``capped``).
-        capped: rows not journaled because the journal was at ``store_journal_max_bytes``.
-        damaged: unreadable journal lines met at replay, kept in ``<journal>.rejected``.
-    """
-
-    written: int = 0
-    overflowed: int = 0
-    spilled: int = 0
-    replayed: int = 0
-    rejected: int = 0
-    lost: int = 0
-    capped: int = 0
-    damaged: int = 0
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
-def _row(rec: Any) -> dict[str, Any]:
-    """A record dataclass as a row, ``created_at`` in UTC.
-
-    Not ``dataclasses.asdict``: its recursive deep copy made a decision+outcome pair of
-    ``record_*`` calls cost 85 us instead of 6 us (p50, ``python -m bench.store_writer``)
-    and held the writer to under 2,000 pairs/s. Containers are copied one level deep;
-    records are not mutated after they are recorded.
-    """
-    row = {k: (v.copy() if isinstance(v, (list, dict)) else v) for k, v in vars(rec).items()}
-    row["created_at"] = _utc(row["created_at"])
-    return row
-
-
-def _why(err: BaseException) -> str:
-    # The driver's message, not str(err): SQLAlchemy's text includes the bound parameters.
-    orig = getattr(err, "orig", None)
-    lines = str(orig if orig is not None else err).splitlines()
-    return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"
-
-
-def default_journal_path(url: str) -> Path:
-    """``mixroute-journal.jsonl`` next to a SQLite file, else in the working directory."""
-    db_file = sqlite_path(url)
-    return (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME
 
 
 class Store:
@@ -218,15 +161,15 @@ class Store:
     def record_decision(self, rec: DecisionRecord) -> None:
         """Queue a decision row (upserted on ``request_id``)."""
         self.recent.add(rec.request_id, rec.tenant)
-        self._put(("decisions", _row(rec)))
+        self._put(("decisions", as_row(rec)))
 
     def record_outcome(self, rec: OutcomeRecord) -> None:
         """Queue an outcome row (upserted on ``request_id``)."""
-        self._put(("outcomes", _row(rec)))
+        self._put(("outcomes", as_row(rec)))
 
     def record_feedback(self, rec: FeedbackRecord) -> None:
         """Queue a feedback row (inserted once per ``rec.id``)."""
-        self._put(("feedback", _row(rec)))
+        self._put(("feedback", as_row(rec)))
 
     async def find_decision(self, request_id: str, *, wait_s: float = 1.0) -> DecisionRef | None:
         """The decision of ``request_id`` if this process recorded it or the database
@@ -276,7 +219,7 @@ class Store:
                 return
         except OSError as err:
             self.stats.lost += 1
-            log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], _why(err))
+            log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], error_text(err))
             return
         self.stats.overflowed += 1
         if self.stats.overflowed & (self.stats.overflowed - 1) == 0:  # 1, 2, 4, 8, ...
@@ -354,13 +297,13 @@ class Store:
                 if not self._down:
                     self._down = True
                     log.warning("store: database %s unavailable (%s); journaling to %s",
-                                safe_url(self.url), _why(err), self.journal.path)
+                                safe_url(self.url), error_text(err), self.journal.path)
                 self._spill(batch)
             except Exception as err:
                 self._spill(batch)
                 if raise_unexpected:
                     raise
-                log.error("store: unexpected error, %d row(s) journaled (%s)", len(batch), _why(err))
+                log.error("store: unexpected error, %d row(s) journaled (%s)", len(batch), error_text(err))
             finally:
                 self._sync_journal()
 
@@ -398,7 +341,7 @@ class Store:
         except _DOWN:
             raise
         except Exception as err:
-            log.warning("store: batch of %d refused (%s); retrying row by row", len(items), _why(err))
+            log.warning("store: batch of %d refused (%s); retrying row by row", len(items), error_text(err))
         ok = 0
         for item in items:
             try:
@@ -410,7 +353,7 @@ class Store:
             except Exception as err:
                 self.journal.reject([item])
                 self.stats.rejected += 1
-                log.error("store: %s row refused, kept in %s (%s)", item[0], self.journal.rejected, _why(err))
+                log.error("store: %s row refused, kept in %s (%s)", item[0], self.journal.rejected, error_text(err))
         return ok
 
     def _spill(self, items: list[Item]) -> None:
@@ -423,7 +366,7 @@ class Store:
                 self._capped(len(items) - kept)
         except OSError as err:
             self.stats.lost += len(items)
-            log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), _why(err))
+            log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), error_text(err))
 
     def _capped(self, n: int) -> None:
         before = self.stats.capped
@@ -437,4 +380,4 @@ class Store:
         try:
             self.journal.sync()
         except OSError as err:
-            log.error("store: journal fsync failed (%s)", _why(err))
+            log.error("store: journal fsync failed (%s)", error_text(err))
