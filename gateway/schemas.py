@@ -28,6 +28,20 @@ class Message(BaseModel):
     content: str | list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _parts(cls, content: Any) -> Any:
+        # Text parts are read by the router (classifier, rewriter, token estimate): their
+        # ``text`` must be a string. Other part types (images, audio, files) pass through.
+        if isinstance(content, list):
+            for i, part in enumerate(content):
+                kind = part.get("type")
+                if not isinstance(kind, str):
+                    raise ValueError(f"part {i} needs a string 'type' (e.g. 'text', 'image_url')")
+                if kind == "text" and not isinstance(part.get("text"), str):
+                    raise ValueError(f"part {i} is of type 'text' and needs a string 'text'")
+        return content
+
     @model_validator(mode="after")
     def _rules(self) -> "Message":
         extra = self.model_extra or {}

@@ -23,5 +23,11 @@ async def readyz(request: Request):
     runtime = request.app.state.policies.current
     if runtime is None or not request.app.state.ready:
         return FastJSONResponse({"status": "starting"}, status_code=503)
-    return FastJSONResponse({"status": "ready", "policy_hash": runtime.loaded.hash,
-                             "predictor": type(runtime.router.predictor).__name__})
+    predictor = runtime.router.predictor
+    predictor = getattr(predictor, "inner", predictor)  # the tracing wrapper's inner predictor
+    body = {"status": "ready", "policy_hash": runtime.loaded.hash, "predictor": type(predictor).__name__}
+    encoder = getattr(predictor, "encoder", None)
+    if encoder is not None:  # which precision the classifier really runs (settings resolve per machine)
+        body["classifier"] = {"dtype": str(encoder.dtype).removeprefix("torch."), "linear": encoder.linear,
+                              "heads": [h.name for h in encoder.heads]}
+    return FastJSONResponse(body)

@@ -15,10 +15,10 @@ app = typer.Typer(help="Benchmarks.", no_args_is_help=True)
 def classifier(
     heads: Annotated[str, typer.Option(help="Head counts to measure, comma-separated.")] = "1,2,4,8",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the rows as JSON here.")] = None,
-    iters: Annotated[int, typer.Option(help="Single-prompt calls per head count (p50/p99).")] = 100,
-    batches: Annotated[int, typer.Option(help="Batches of --batch prompts for throughput.")] = 5,
-    batch: Annotated[int, typer.Option(help="Prompts per batch for throughput.")] = 32,
-    threads: Annotated[int, typer.Option(help="torch intra-op threads.")] = 2,
+    iters: Annotated[int, typer.Option(min=1, help="Single-prompt calls per head count (p50/p99).")] = 100,
+    batches: Annotated[int, typer.Option(min=1, help="Batches of --batch prompts for throughput.")] = 5,
+    batch: Annotated[int, typer.Option(min=1, help="Prompts per batch for throughput.")] = 32,
+    threads: Annotated[int, typer.Option(min=1, help="torch intra-op threads.")] = 2,
     separate: Annotated[bool, typer.Option(help="Also measure N separate full-LoRA encoders.")] = True,
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with AMX-BF16), float32 or bfloat16.")] = "auto",
@@ -32,7 +32,14 @@ def classifier(
     except ImportError as exc:
         typer.echo(f"error: the benchmark needs the classifier extra ({exc})", err=True)
         raise typer.Exit(1)
-    counts = [int(x) for x in heads.split(",") if x.strip()]
+    try:
+        counts = [int(x) for x in heads.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        typer.echo(f"error: --heads takes head counts of at least 1, comma-separated (e.g. 1,2,4,8); not {heads!r}",
+                   err=True)
+        raise typer.Exit(2)
     from router.classify.runtime import LINEAR_CHOICES
 
     linears = ("default", "auto") if linear == "both" else tuple(x.strip() for x in linear.split(",") if x.strip())

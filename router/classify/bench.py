@@ -62,7 +62,9 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear"}``
     (ms, prompts/s; ``dtype`` is the resolved precision, see
     :func:`router.classify.runtime.resolve_dtype`; ``linear`` the resolved frozen-linear
-    implementation, ``onednn`` or ``default``, see :class:`MultiHeadEncoder`). With several
+    implementation, ``int8``, ``onednn`` or ``default``, see
+    :func:`router.classify.runtime.resolve_linear`; the separate full-LoRA rows use the first
+    of ``linears``). With several
     ``linears`` (``auto``, ``default``) each head count is measured once per choice, one
     after the other, so they are compared side by side. ``device``: ``cpu`` or ``cuda``
     (each call's outputs are copied to the CPU, which waits for the GPU); ``base_path``: a
@@ -70,9 +72,8 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
-    shipped = load_encoder(adapters, device=device, dtype=dtype, base_path=base_path)
+    shipped = load_encoder(adapters, device=device, dtype=dtype, base_path=base_path, linear=linears[0])
     base, heads = shipped.base, shipped.heads
-    dtype = str(shipped.dtype).removeprefix("torch.")
     rows = []
 
     def emit(row: dict) -> None:
@@ -86,7 +87,7 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
             enc = MultiHeadEncoder(base, chosen, device=device, dtype=dtype, linear=linear)
             p50, p99, tput = _measure(enc.run, iters, batches, batch)
             emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
-                  "dtype": dtype, "linear": enc.linear})
+                  "dtype": str(enc.dtype).removeprefix("torch."), "linear": enc.linear})
     if separate:
         full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], device=device,
                                  dtype=dtype, linear=linears[0])
@@ -97,7 +98,7 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
                     enc.run(texts)
             p50, p99, tput = _measure(run_all, max(10, iters // n), max(1, batches // 2), batch)
             emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora",
-                  "dtype": dtype, "linear": full[0].linear})
+                  "dtype": str(full[0].dtype).removeprefix("torch."), "linear": full[0].linear})
     return rows
 
 

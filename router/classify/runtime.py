@@ -278,6 +278,8 @@ class MultiHeadEncoder:
                  linear: str = "auto"):
         if not heads:
             raise AdapterError("no heads to run")
+        if linear in ("int8", "onednn") and dtype == "auto":
+            dtype = "float32"  # both are float32 CPU maps: asking for one implies float32
         dtype = resolve_dtype(dtype, device)
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)

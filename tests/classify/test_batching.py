@@ -86,6 +86,10 @@ async def test_gateway_feeds_classifier_metrics(tmp_path):
         text = httpx.get(gw.url + "/metrics").text
         count = [line for line in text.splitlines() if line.startswith("mixroute_classifier_batch_size_count")]
         assert count and float(count[0].split()[-1]) >= 1
+        ready = httpx.get(gw.url + "/readyz").json()  # the live predictor and its resolved precision
+        assert ready["predictor"] == "ClassifierPredictor"
+        assert ready["classifier"]["linear"] in ("int8", "onednn", "default")
+        assert ready["classifier"]["dtype"] in ("float32", "bfloat16") and "injection" in ready["classifier"]["heads"]
     finally:
         gw.stop()
 

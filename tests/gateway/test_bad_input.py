@@ -36,12 +36,27 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
     (b'{"messages": [{"role": "user", "content": "x"}], "n": 0}', 400, "invalid_value", "n"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "invalid_value", "stream"),
     (b'{"model": "gpt5", "messages": [{"role": "user", "content": "x"}]}', 404, "model_not_found", "model"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}', 400, "invalid_value",
+     "messages.0.content"),
+    (b'{"messages": [{"role": "system", "content": [{"type": "text", "text": null}]}, {"role": "user", '
+     b'"content": "x"}]}', 400, "invalid_value", "messages.0.content"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "text"}]}]}', 400, "invalid_value", "messages.0.content"),
+    (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value", "messages.0.content"),
 ])
 def test_chat_bad_bodies(demo_gateway, body, status, code, param):
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
                       headers={"content-type": "application/json"})
     err = _assert_envelope(resp, status, code, param)
     assert err["type"] == "invalid_request_error"
+
+
+def test_image_parts_pass_and_text_parts_are_read(demo_gateway):
+    """Non-text parts are forwarded as sent; text parts count as prompt text."""
+    body = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "describe this"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
 
 
 def test_completions_missing_prompt(demo_gateway):

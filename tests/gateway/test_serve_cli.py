@@ -56,3 +56,11 @@ def test_event_loop_setting_reaches_the_server(monkeypatch, tmp_path):
             monkeypatch.setenv("MIXROUTE_EVENT_LOOP", value)
         serve.run(policy=None, host=None, port=None, database_url=f"sqlite:///{tmp_path}/x.db")
         assert seen["loop"] == expected
+
+
+def test_int8_maps_with_a_bfloat16_encoder_are_refused_at_start():
+    """int8/onednn maps need a float32 encoder: the pair is a settings error, not a silent
+    fallback to the quality priors (which would turn every signal rule off)."""
+    res = _serve(MIXROUTE_CLASSIFIER_DTYPE="bfloat16", MIXROUTE_CLASSIFIER_LINEAR="int8")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "MIXROUTE_CLASSIFIER_LINEAR" in res.stderr and "bfloat16" in res.stderr
