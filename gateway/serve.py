@@ -35,6 +35,14 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
         raise SystemExit(2)
     if settings.policy_path is not None:
         load_policy_or_exit(settings.policy_path, exit_code=1)
+    if settings.classifier == "on":  # fail here in one line, not in the server's lifespan
+        try:
+            from router.classify import check_loadable
+
+            check_loadable(dtype=settings.classifier_dtype, linear=settings.classifier_linear)
+        except Exception as exc:
+            print(f"mixroute: MIXROUTE_CLASSIFIER=on but the classifier cannot load: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("alembic").setLevel(logging.WARNING)
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected" per policy-folder event

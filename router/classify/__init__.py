@@ -102,6 +102,33 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
                             linear=linear)
 
 
+def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", linear: str = "auto",
+                   device: str | None = None) -> None:
+    """Cheap checks that :func:`load_predictor` can succeed, for a one-line error before a
+    server starts: the libraries import, the base encoder package and the head folders are
+    there and readable, and ``dtype``/``linear`` can run here. Loads no encoder weights.
+
+    Raises:
+        ClassifierUnavailable, AdapterError: as :func:`load_encoder` would.
+    """
+    try:
+        import safetensors  # noqa: F401
+        import torch
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
+    from router.classify.heads import discover, load_head
+    from router.classify.runtime import resolve_dtype, resolve_linear
+
+    default_base_path()
+    folder = adapters_dir or default_adapters_dir()
+    if not folder.is_dir() or not [load_head(p) for p in discover(folder, None)]:
+        raise AdapterError(f"no heads under {folder} (train them with `mixroute train`)")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = "float32" if linear in ("int8", "onednn") and dtype == "auto" else resolve_dtype(dtype, device)
+    resolve_linear(linear, device, resolved)
+
+
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 0.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
