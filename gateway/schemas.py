@@ -73,7 +73,7 @@ class _Common(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     model: str | None = Field(default=None, min_length=1)
-    stream: bool = False
+    stream: bool | None = False
     stream_options: dict[str, Any] | None = None
     n: int | None = Field(default=None, ge=1, le=128)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -102,10 +102,12 @@ class ChatCompletionRequest(_Common):
         tools = info.data.get("tools")
         if not tools:
             raise ValueError("is set but no 'tools' are given")
-        names = {(t.get("function") or {}).get("name") for t in tools
-                 if isinstance(t, dict) and isinstance(t.get("function") or {}, dict)}
+        names = {name for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
+                 and isinstance(name := t["function"].get("name"), str)}
         if isinstance(choice, dict):
             wanted = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
+            if not isinstance(wanted, str):
+                raise ValueError(f"needs a function name (a string), not {wanted!r}")
             if wanted not in names:
                 raise ValueError(f"names the function {wanted!r}, which is not in 'tools'")
         return choice
@@ -154,7 +156,32 @@ async def read_json(request: Request, max_bytes: int) -> dict:
         raise InvalidRequest(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object", code="invalid_json")
+    if _too_deep(data, MAX_DEPTH):
+        raise InvalidRequest(f"The request body nests arrays/objects deeper than {MAX_DEPTH} levels",
+                             code="invalid_json")
     return data
+
+
+#: Deepest nesting of arrays/objects accepted in a body. orjson parses up to 1024 levels but
+#: writes back at most 254 (a /v1/route answer, a body forwarded to a backend), so anything
+#: deeper used to fail after it was accepted (a 500, or a 502 blamed on the backend).
+MAX_DEPTH = 128
+
+
+def _too_deep(data: Any, limit: int) -> bool:
+    """Whether ``data`` nests lists/dicts more than ``limit`` levels (iterative: no recursion)."""
+    level, frontier = 1, [data]
+    while frontier:
+        if level > limit:
+            return True
+        nxt = []
+        for node in frontier:
+            if isinstance(node, dict):
+                nxt.extend(v for v in node.values() if isinstance(v, (dict, list)))
+            elif isinstance(node, list):
+                nxt.extend(v for v in node if isinstance(v, (dict, list)))
+        frontier, level = nxt, level + 1
+    return False
 
 
 def validate(model: type[BaseModel], data: dict) -> dict:

@@ -42,12 +42,28 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
      b'"content": "x"}]}', 400, "invalid_value", "messages.0.content"),
     (b'{"messages": [{"role": "user", "content": [{"type": "text"}]}]}', 400, "invalid_value", "messages.0.content"),
     (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value", "messages.0.content"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a"}}],'
+     b' "tool_choice": {"type": "function", "function": {"name": {"a": 1}}}}', 400, "invalid_value", "tool_choice"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "foo": ' + b"[" * 300 + b"]" * 300 + b"}", 400,
+     "invalid_json", None),
 ])
 def test_chat_bad_bodies(demo_gateway, body, status, code, param):
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
                       headers={"content-type": "application/json"})
     err = _assert_envelope(resp, status, code, param)
     assert err["type"] == "invalid_request_error"
+
+
+def test_a_tool_whose_name_is_not_a_string_is_not_a_500(demo_gateway):
+    body = {"messages": MSG, "tools": [{"type": "function", "function": {"name": ["x"]}}], "tool_choice": "required"}
+    assert httpx.post(demo_gateway.v1 + "/chat/completions", json=body).status_code < 500
+
+
+def test_deep_but_allowed_nesting_and_null_stream_are_fine(demo_gateway):
+    body = b'{"messages": [{"role": "user", "content": "x"}], "stream": null, "foo": ' + b"[" * 120 + b"]" * 120 + b"}"
+    for path in ("/route", "/chat/completions"):
+        resp = httpx.post(demo_gateway.v1 + path, content=body, headers={"content-type": "application/json"})
+        assert resp.status_code == 200, resp.text
 
 
 def test_image_parts_pass_and_text_parts_are_read(demo_gateway):
