@@ -23,11 +23,21 @@ _COLUMNS = ("key id", "prefix", "tenant", "budget USD", "period", "rpm", "tpm", 
 
 
 def _engine(database_url: str | None):
+    """An engine on the migrated store; a bad URL or an unreachable database is one line
+    (:func:`gateway.commands.db.fail`), never a traceback."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from gateway.commands.db import fail
     from gateway.settings import Settings
     from gateway.store.db import make_engine, upgrade
 
-    engine = make_engine(database_url or Settings().database_url)
-    upgrade(engine)
+    url = database_url or Settings().database_url
+    try:
+        engine = make_engine(url)
+        upgrade(engine)
+    except (SQLAlchemyError, ImportError, CommandError) as err:
+        fail(url, err)
     return engine
 
 
@@ -39,6 +49,8 @@ def _error(message: str, code: int = 2) -> NoReturn:
 def _check_tenant(tenant: str) -> None:
     """Exit 2 for a tenant over :data:`MAX_TENANT_CHARS` or with control characters (they
     would corrupt terminal output and log lines)."""
+    if not tenant.strip():
+        _error("--tenant must not be empty")
     if len(tenant) > MAX_TENANT_CHARS:
         _error(f"--tenant must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}")
     bad = sorted({c for c in tenant if unicodedata.category(c) == "Cc"})

@@ -18,6 +18,7 @@ from typing import Annotated, NoReturn, Optional
 import typer
 
 from gateway.commands.db import DatabaseUrl, _url, fail, shown_url
+from gateway.commands.output import check_output
 
 app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, feedback).", no_args_is_help=True)
 
@@ -35,7 +36,10 @@ def parse_age(text: str) -> timedelta:
     m = _AGE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not an age like 90d, 12h, 30m, 2w")
-    return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    try:
+        return timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    except OverflowError:
+        raise ValueError(f"{text!r} is longer than any date can go back") from None
 
 
 def parse_time(text: str, now: datetime | None = None) -> datetime:
@@ -47,14 +51,18 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     if text.strip().lower() == "now":
         return now
-    if _AGE.match(text):
-        return now - parse_age(text)
     try:
+        if _AGE.match(text):
+            return now - parse_age(text)
         value = datetime.fromisoformat(text.strip())
-    except ValueError:
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(f"{text!r} is outside the dates this can handle (years 1-9999, UTC)") from None
+    except ValueError as exc:
+        if "go back" in str(exc):
+            raise
         raise ValueError(f"{text!r} is not a time: use ISO 8601 (2026-11-01, 2026-11-01T12:00Z), "
                          "'now' or an age like 7d") from None
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
 
 
 def _time_option(value: Optional[str]) -> Optional[datetime]:
@@ -132,12 +140,15 @@ def export(
     if start > end:
         _error(f"--since ({start.isoformat()}) is later than --until ({end.isoformat()}): "
                "the window would be empty", 2)
+    check_output(out, "OUT")
     url = _url(database_url)
     engine = _engine(url)
     try:
         n = run_export(engine, start, end, format, out)  # type: ignore[arg-type]
     except SQLAlchemyError as err:
         fail(url, err)
+    except OSError as err:
+        _error(f"OUT {out}: cannot write: {err.strerror or err}", 2)
     except RuntimeError as err:  # parquet without pyarrow
         typer.echo(str(err), err=True)
         raise typer.Exit(1)

@@ -30,6 +30,8 @@ def check_output(path: Path | None, flag: str) -> None:
         return
     if path.is_dir():
         _fail(flag, path, "is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        _fail(flag, path, "exists and is not a regular file (a device, pipe or socket); give a file name")
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent

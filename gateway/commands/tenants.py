@@ -18,7 +18,9 @@ def set_(
 ) -> None:
     """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
     from gateway.auth.keys import KeyError_, set_tenant_budget
-    from gateway.commands.keys import _engine
+    from gateway.commands.keys import _check_tenant, _engine
+
+    _check_tenant(tenant)
 
     if period not in ("day", "month", "total"):
         typer.echo(f"error: --period must be day, month or total, got {period!r}", err=True)

@@ -80,16 +80,18 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     """
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is None:
+            raise PolicyError(source, [PolicyProblem(1, "", "the file is empty")])
+        problems = _check_tree(root)
+        if problems:
+            raise PolicyError(source, problems)
+        _substitute_env(root, (), problems)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 0
         raise PolicyError(source, [PolicyProblem(line, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
-    if root is None:
-        raise PolicyError(source, [PolicyProblem(1, "", "the file is empty")])
-    problems = _check_tree(root)
-    if problems:
-        raise PolicyError(source, problems)
-    _substitute_env(root, (), problems)
+    except RecursionError:  # a policy is a few levels deep; hundreds of levels are a broken file
+        raise PolicyError(source, [PolicyProblem(1, "", "invalid YAML: nested too deeply")]) from None
     if problems:
         raise PolicyError(source, problems)
     try:

@@ -136,3 +136,9 @@ def test_alias_bomb_is_rejected_quickly():
     start = time.monotonic()
     msg = _problem("\n".join(lines) + "\n")
     assert "alias bomb" in msg and time.monotonic() - start < 5
+
+
+def test_hundreds_of_nested_levels_are_a_clear_error():
+    """A 900-level nested list hit Python's recursion limit in the YAML composer: a traceback
+    from `mixroute policy validate` instead of a file:line message."""
+    assert "nested too deeply" in _problem("version: 1\nbackends: " + "[" * 900 + "]" * 900 + "\n")

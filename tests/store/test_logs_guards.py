@@ -86,3 +86,39 @@ def test_prune_of_a_day_or_more_needs_no_confirmation(filled: str):
     res = _run("prune", "--older-than", "1d", "--database-url", filled)
     assert res.exit_code == 0 and "deleted 1 decision(s)" in res.output, res.output
     assert rows(filled, "SELECT request_id FROM decisions") == [("r-now",)]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--since", "1000000d"), "outside the dates this can handle"),
+    (("--since", "99999999999d"), "longer than any date can go back"),
+    (("--until", "9999-12-31T23:59:59-14:00"), "outside the dates this can handle"),
+])
+def test_times_beyond_the_calendar_are_one_line(filled: str, tmp_path: Path, args, fragment):
+    res = _run("export", str(tmp_path / "o.jsonl"), *args, "--database-url", filled)
+    assert res.exit_code == 2, res.output
+    assert fragment in " ".join(res.output.split()).replace("│", "").replace("  ", " ") or fragment in " ".join(
+        res.stderr.replace("│", " ").split()), res.output
+    assert "Traceback" not in res.output
+
+
+def test_export_refuses_folders_and_devices_and_reports_write_errors(filled: str, tmp_path: Path):
+    res = _run("export", str(tmp_path), "--database-url", filled)
+    assert res.exit_code == 2 and "is a folder" in res.stderr
+    res = _run("export", "/dev/null", "--database-url", filled)  # replacing a device node with a file: no
+    assert res.exit_code == 2 and "not a regular file" in res.stderr
+    assert Path("/dev/null").is_char_device()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = _run("export", str(blocker / "o.jsonl"), "--database-url", filled)  # a file where a folder should be
+    assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def test_keys_and_tenants_with_a_bad_store_url_are_one_line(tmp_path: Path):
+    runner = CliRunner()
+    for args in (["keys", "list", "--database-url", "bogus://x"],
+                 ["tenants", "list", "--database-url", f"sqlite:///{tmp_path}/missing/dir/x.db"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code in (1, 2), res.output
+        assert res.stderr.startswith("error: ") and "Traceback" not in res.output, res.output
+    res = runner.invoke(app, ["tenants", "set", "", "--budget-usd", "5", "--database-url", f"sqlite:///{tmp_path}/t.db"])
+    assert res.exit_code == 2 and "must not be empty" in res.stderr
