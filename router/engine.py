@@ -184,17 +184,7 @@ class Router:
                               f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
-        limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 0
-        needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
-        fitting = [b for b in ruled.backends if (self.context.get(b.name) or needed) >= needed]
-        if not fitting:
-            prompt_only = any((self.context.get(b.name) or needed) >= estimate_tokens(text) for b in ruled.backends)
-            if prompt_only and isinstance(limit, int) and limit > 0:
-                raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
-                                     f"exceeds the context window of every backend of route '{route.name}'; "
-                                     "lower max_tokens", param="max_tokens")
-            raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
-                                 f"every backend of route '{route.name}'", param="messages")
+        fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
@@ -228,7 +218,29 @@ class Router:
         )
         return Decision(record=record, body=body, candidates=cands, bar=bar)
 
+    def _fitting(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
+                 where: str) -> list[BackendConfig]:
+        """The ``backends`` whose context window (when known) holds the prompt (estimated
+        tokens) plus its ``max_tokens``.
+
+        Raises:
+            router.errors.ContextTooLong: none does (param ``max_tokens`` when the prompt
+                alone would fit somewhere, else ``messages``).
+        """
+        limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 0
+        needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
+        fitting = [b for b in backends if (self.context.get(b.name) or needed) >= needed]
+        if not fitting:
+            prompt_only = any((self.context.get(b.name) or needed) >= estimate_tokens(text) for b in backends)
+            if prompt_only and isinstance(limit, int) and limit > 0:
+                raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
+                                     f"exceeds the context window of {where}; lower max_tokens", param="max_tokens")
+            raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
+                                 f"{where}", param="messages")
+        return fitting
+
     async def _pinned(self, req: RoutingRequest, body: dict, phash: str, text: str, b: BackendConfig) -> Decision:
+        self._fitting(req, text, [b], f"backend '{b.name}' ({self.context.get(b.name)} tokens)")
         cands = self._score(req, text, [b], {}, None, body, phash)
         cands[0].predicted_quality = b.quality  # no prediction is made for a pinned request
         cands[0].eligible = True

@@ -162,3 +162,15 @@ def test_prompt_beyond_every_context_window(demo_gateway):
                       json={"messages": [{"role": "user", "content": "x" * 1_048_000}]})
     err = _assert_envelope(resp, 400, "context_length_exceeded", "messages")
     assert "context window" in err["message"]
+
+
+def test_a_pinned_backend_checks_its_own_context_window(demo_gateway):
+    """Naming a backend skips routing but not the context check (it answered 200 to a
+    prompt of ~262k tokens for a 131k-token model)."""
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions",
+                      json={"model": "llama-3.1-8b-instruct", "messages": [{"role": "user", "content": "x" * 1_048_000}]})
+    err = _assert_envelope(resp, 400, "context_length_exceeded", "messages")
+    assert "backend 'llama-3.1-8b-instruct' (131072 tokens)" in err["message"]
+    ok = httpx.post(demo_gateway.v1 + "/chat/completions",
+                    json={"model": "llama-3.1-8b-instruct", "messages": [{"role": "user", "content": "hi"}]})
+    assert ok.status_code == 200
