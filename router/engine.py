@@ -31,7 +31,7 @@ from typing import Any
 
 from backends.openai_shapes import estimate_tokens, prompt_text
 from router.cost import cost_usd, resolve_context, resolve_pricing
-from router.errors import ContextTooLong, NoCandidate, RequestRejected, UnknownModel
+from router.errors import ContextTooLong, InvalidRequest, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
@@ -166,6 +166,9 @@ class Router:
         text = prompt_text(req.endpoint, body)
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         override = req.headers.get(OVERRIDE_HEADER)
+        if override and req.admin and route is None:
+            raise InvalidRequest(f"{OVERRIDE_HEADER} overrides a route's choice, but model '{model}' already names "
+                                 "a backend; send the route's name as model", param=OVERRIDE_HEADER)
         if override and req.admin and route is not None:
             pinned = self.policy.backend(override)
             if pinned is None:

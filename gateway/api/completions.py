@@ -16,12 +16,12 @@ from backends.base import COST_KEY
 from backends.errors import BackendError
 from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
-from gateway.auth.guard import Principal
+from gateway.auth.guard import PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
-from router.engine import Decision, RoutingRequest, candidate_dict, new_request_id
+from router.engine import OVERRIDE_HEADER, Decision, RoutingRequest, candidate_dict, new_request_id
 from router.errors import MixrouteError, NoCandidate, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
 from router.rules import PromptBlocked
@@ -38,6 +38,10 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])
     headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
+    if OVERRIDE_HEADER in headers and not principal.admin:
+        # Silently routing as usual would let a client believe its override took effect.
+        raise PermissionDenied(f"{OVERRIDE_HEADER} needs the admin key (MIXROUTE_ADMIN_KEY)",
+                               param=OVERRIDE_HEADER, code="override_not_allowed")
     req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers,
                          admin=principal.admin)
     if request_id:

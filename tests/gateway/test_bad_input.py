@@ -174,3 +174,11 @@ def test_a_pinned_backend_checks_its_own_context_window(demo_gateway):
     ok = httpx.post(demo_gateway.v1 + "/chat/completions",
                     json={"model": "llama-3.1-8b-instruct", "messages": [{"role": "user", "content": "hi"}]})
     assert ok.status_code == 200
+
+
+def test_the_override_header_without_the_admin_key_is_refused(demo_gateway):
+    """It used to be ignored silently: the client believed its override took effect."""
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": MSG},
+                      headers={"x-mixroute-backend-override": "gpt-4o"})
+    err = _assert_envelope(resp, 403, "override_not_allowed", "x-mixroute-backend-override")
+    assert "admin key" in err["message"]

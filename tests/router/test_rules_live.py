@@ -7,7 +7,7 @@ import pytest
 
 from router.cost import gpu_pricing, resolve_pricing
 from router.engine import Router, RoutingRequest
-from router.errors import NoCandidate, RequestRejected, UnknownModel
+from router.errors import InvalidRequest, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
 from router.policy import PolicyError, parse_policy
 from router.policy.models import Pricing
@@ -82,6 +82,9 @@ async def test_admin_override_header():
     assert d.record.chosen == "mid"  # ignored for non-admins
     with pytest.raises(UnknownModel):
         await Router(parse_policy(POLICY)).decide(_req(headers={"x-mixroute-backend-override": "nope"}, admin=True))
+    pinned = _req(model="local", headers=headers, admin=True)  # a backend, not a route: nothing to override
+    with pytest.raises(InvalidRequest, match="already names a backend"):
+        await Router(parse_policy(POLICY)).decide(pinned)
 
 
 def _saturated_live() -> LiveState:
