@@ -14,6 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from router.errors import ContextTooLarge, InvalidRequest
 
+
+class UnsupportedMediaType(InvalidRequest):
+    status = 415
+    code = "unsupported_media_type"
+
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
@@ -120,6 +125,24 @@ class CompletionRequest(_Common):
 
 
 _MISSING = {"missing": "missing_required_parameter"}
+
+#: Content types a web page may POST cross-site without a CORS preflight.
+SIMPLE_CONTENT_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def refuse_cross_site(content_type: str | None) -> None:
+    """For a gateway with auth off: refuse bodies sent as a browser's "simple" content types,
+    so that a web page cannot make a visitor's local gateway spend its backends' money with
+    a cross-site form or ``fetch`` (those need no CORS preflight; JSON does, and the gateway
+    answers no preflight).
+
+    Raises:
+        InvalidRequest: (415) the content type is one of :data:`SIMPLE_CONTENT_TYPES`.
+    """
+    kind = (content_type or "").split(";", 1)[0].strip().lower()
+    if kind in SIMPLE_CONTENT_TYPES:
+        raise UnsupportedMediaType(f"Content-Type {kind} is not accepted while auth is off (a web page could send "
+                                   "it cross-site); send Content-Type: application/json", param="content-type")
 
 
 async def read_json(request: Request, max_bytes: int) -> dict:

@@ -16,11 +16,11 @@ from backends.base import COST_KEY
 from backends.errors import BackendError
 from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
-from gateway.auth.guard import PermissionDenied, Principal
+from gateway.auth.guard import OPEN, PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
-from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, validate
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, refuse_cross_site, validate
 from router.engine import OVERRIDE_HEADER, Decision, RoutingRequest, candidate_dict, new_request_id
 from router.errors import MixrouteError, NoCandidate, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
@@ -34,6 +34,8 @@ _SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
 
 async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
                   principal: Principal, request_id: str | None = None) -> tuple[Decision, dict]:
+    if principal is OPEN:
+        refuse_cross_site(request.headers.get("content-type"))
     body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])

@@ -182,3 +182,15 @@ def test_the_override_header_without_the_admin_key_is_refused(demo_gateway):
                       headers={"x-mixroute-backend-override": "gpt-4o"})
     err = _assert_envelope(resp, 403, "override_not_allowed", "x-mixroute-backend-override")
     assert "admin key" in err["message"]
+
+
+@pytest.mark.parametrize("ctype", ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+                                   "multipart/form-data; boundary=x"])
+def test_with_auth_off_browser_simple_content_types_are_refused(demo_gateway, ctype):
+    """A web page can POST these cross-site without a CORS preflight: with auth off that
+    would let any page spend the local gateway's backends; JSON still works."""
+    body = b'{"messages": [{"role": "user", "content": "hi"}]}'
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", content=body, headers={"content-type": ctype})
+    _assert_envelope(resp, 415, "unsupported_media_type", "content-type")
+    assert httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
+                      headers={"content-type": "application/json"}).status_code == 200
