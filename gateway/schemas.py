@@ -12,12 +12,7 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from router.errors import ContextTooLarge, InvalidRequest
-
-
-class UnsupportedMediaType(InvalidRequest):
-    status = 415
-    code = "unsupported_media_type"
+from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 

@@ -5,6 +5,7 @@ Tree::
     MixrouteError                       500 api_error          internal_error
     ├── InvalidRequest                  400 invalid_request_error  invalid_request
     │   ├── ContextTooLarge             413 invalid_request_error  request_too_large
+    │   ├── UnsupportedMediaType        415 invalid_request_error  unsupported_media_type
     │   ├── ContextTooLong              400 invalid_request_error  context_length_exceeded
     │   └── UnknownModel                404 invalid_request_error  model_not_found
     ├── NoCandidate                     503 api_error          no_candidate
@@ -53,6 +54,11 @@ class InvalidRequest(MixrouteError):
 class ContextTooLarge(InvalidRequest):
     status = 413
     code = "request_too_large"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    status = 415
+    code = "unsupported_media_type"
 
 
 class ContextTooLong(InvalidRequest):

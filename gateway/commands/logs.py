@@ -51,18 +51,22 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     if text.strip().lower() == "now":
         return now
+    outside = f"{text!r} is outside the dates this can handle (years 1-9999, UTC)"
+    if _AGE.match(text):
+        age = parse_age(text)
+        try:
+            return now - age
+        except OverflowError:
+            raise ValueError(outside) from None
     try:
-        if _AGE.match(text):
-            return now - parse_age(text)
         value = datetime.fromisoformat(text.strip())
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-    except OverflowError:
-        raise ValueError(f"{text!r} is outside the dates this can handle (years 1-9999, UTC)") from None
-    except ValueError as exc:
-        if "go back" in str(exc):
-            raise
+    except ValueError:
         raise ValueError(f"{text!r} is not a time: use ISO 8601 (2026-11-01, 2026-11-01T12:00Z), "
                          "'now' or an age like 7d") from None
+    try:
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValueError(outside) from None
 
 
 def _time_option(value: Optional[str]) -> Optional[datetime]:

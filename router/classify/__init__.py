@@ -125,8 +125,7 @@ def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", lin
     if not folder.is_dir() or not [load_head(p) for p in discover(folder, None)]:
         raise AdapterError(f"no heads under {folder} (train them with `mixroute train`)")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    resolved = "float32" if linear in ("int8", "onednn") and dtype == "auto" else resolve_dtype(dtype, device)
-    resolve_linear(linear, device, resolved)
+    resolve_linear(linear, device, resolve_dtype(dtype, device, linear))
 
 
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,

@@ -147,15 +147,12 @@ class Int8Linear:
             return self._mm(x.reshape(-1, shape[-1])).reshape(*shape[:-1], self.out_features)
         t, b = shape[-2], len(lengths)
         rows = x.reshape(-1, t, shape[-1])
-        if all(n == t for n in lengths):  # no padding: no zero rows to write
-            out = torch.stack([self._mm(r) for r in rows.unbind(0)])
-        else:
-            out = x.new_empty(rows.shape[0], t, self.out_features)
-            for i in range(rows.shape[0]):
-                n = lengths[i % b]
-                out[i, n:] = 0.0
-                if n:
-                    out[i, :n] = self._mm(rows[i, :n])
+        out = x.new_empty(rows.shape[0], t, self.out_features)
+        for i, row in enumerate(rows):
+            n = lengths[i % b]
+            out[i, n:] = 0.0
+            if n:
+                out[i, :n] = self._mm(row[:n])
         return out.reshape(*shape[:-1], self.out_features)
 
 

@@ -189,9 +189,10 @@ def cpu_prefers_bf16() -> bool:
     return "amx_bf16" in cpu_flags()
 
 
-def resolve_dtype(dtype: str, device: str) -> str:
+def resolve_dtype(dtype: str, device: str, linear: str = "auto") -> str:
     """``auto`` -> ``bfloat16`` on CUDA with bf16 support and on CPUs with AMX-BF16
     (:func:`cpu_prefers_bf16`), else ``float32``; ``float32``/``bfloat16`` pass through.
+    ``linear`` ``int8`` or ``onednn`` (float32 CPU maps) makes ``auto`` mean ``float32``.
 
     Raises:
         AdapterError: any other value.
@@ -200,6 +201,8 @@ def resolve_dtype(dtype: str, device: str) -> str:
         return dtype
     if dtype != "auto":
         raise AdapterError(f"dtype must be auto, float32 or bfloat16, not {dtype!r}")
+    if linear in ("int8", "onednn"):
+        return "float32"  # asking for a float32 CPU map implies float32
     if str(device).startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
     return "bfloat16" if cpu_prefers_bf16() else "float32"
@@ -278,15 +281,13 @@ class MultiHeadEncoder:
                  linear: str = "auto"):
         if not heads:
             raise AdapterError("no heads to run")
-        if linear in ("int8", "onednn") and dtype == "auto":
-            dtype = "float32"  # both are float32 CPU maps: asking for one implies float32
-        dtype = resolve_dtype(dtype, device)
+        dtype = resolve_dtype(dtype, device, linear)
         self.device = torch.device(device)
         self.dtype = getattr(torch, dtype)
         self.base = base.to(self.device, self.dtype)
-        self.linear = resolve_linear(linear, device, dtype)
-        if self.linear != "default" and not self.base.prepack(self.linear):
-            self.linear = "default"
+        wanted = resolve_linear(linear, device, dtype)
+        if wanted != "default":
+            self.base.prepack(wanted)
         self.heads = heads
         n_layers = len(base.layers)
         wheres = {w for h in heads for w in h.lora}
@@ -300,6 +301,11 @@ class MultiHeadEncoder:
         self.trunk_calls = 0
         self.scan_windows = max(0, int(scan_windows))
         self.scan_heads = tuple(scan_heads)
+
+    @property
+    def linear(self) -> str:
+        """How the frozen linear maps run (``int8``, ``onednn`` or ``default``): the base's."""
+        return self.base.linear
 
     def _stack(self, layer: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
         stacked = {}

@@ -167,16 +167,27 @@ _FILL = {
 }
 
 
+def _fill_chat(template: str, rng: random.Random) -> str:
+    """``template`` with every ``_FILL`` placeholder (and ``task_cap``) drawn from ``rng``."""
+    return template.format(**{k: rng.choice(v) for k, v in _FILL.items()},
+                           task_cap=rng.choice(_FILL["task"]).capitalize())
+
+
+def _distinct(make, n: int, first: tuple[str, ...] = ()) -> list[str]:
+    """Up to ``n`` distinct texts: ``first``, then ``make()`` results (at most ``20 n`` tries)."""
+    texts = dict.fromkeys(first)
+    for _ in range(20 * n):
+        if len(texts) >= n:
+            break
+        texts.setdefault(make(), None)
+    return list(texts)
+
+
 def chat_rows(n: int = 1500, seed: int = 0) -> list[Row]:
     """Up to ``n`` distinct everyday chat prompts (greetings, thanks, small talk, benign
     tasks and personas, system prompts alone or before a short message, empty text): the
     negatives the ``injection`` head needs besides benchmark questions."""
     rng = random.Random(seed)
-
-    def fill(template: str) -> str:
-        out = template.format(**{k: rng.choice(v) for k, v in _FILL.items()},
-                              task_cap=rng.choice(_FILL["task"]).capitalize())
-        return out
 
     def short() -> str:
         text = rng.choice(_GREETINGS + _ACKS + _SMALL_TALK)
@@ -187,13 +198,10 @@ def chat_rows(n: int = 1500, seed: int = 0) -> list[Row]:
             text = text.rstrip("!?.") + rng.choice(["!", "!!", " :)", " 🙂", "?", "..."])
         return text
 
-    texts: dict[str, None] = {"": None, " ": None, "\n": None}
-    makers = [short, short, lambda: fill(rng.choice(_TASKS)), lambda: fill(rng.choice(_SYSTEMS)),
-              lambda: fill(rng.choice(_SYSTEMS)) + "\n" + rng.choice([short(), fill(rng.choice(_TASKS))])]
-    for _ in range(20 * n):
-        if len(texts) >= n:
-            break
-        texts.setdefault(rng.choice(makers)(), None)
+    makers = [short, short, lambda: _fill_chat(rng.choice(_TASKS), rng), lambda: _fill_chat(rng.choice(_SYSTEMS), rng),
+              lambda: _fill_chat(rng.choice(_SYSTEMS), rng) + "\n"
+              + rng.choice([short(), _fill_chat(rng.choice(_TASKS), rng)])]
+    texts = _distinct(lambda: rng.choice(makers)(), n, first=("", " ", "\n"))
     return [Row(t, "synthetic", "chat-benign", {}, flags={}) for t in texts]
 
 
@@ -214,17 +222,15 @@ def attack_rows(n: int = 400, seed: int = 0) -> list[Row]:
     mostly long role-play scripts, and with short benign chat among the negatives the head
     must still see short attacks as positives."""
     rng = random.Random(seed + 1)
-    texts: dict[str, None] = {}
-    for _ in range(20 * n):
-        if len(texts) >= n:
-            break
-        attack = f"{rng.choice(_ATTACK_OPEN)} and {rng.choice(_ATTACK_GOAL)}{rng.choice(['.', '!', '', '.'])}"
+
+    def attack() -> str:
+        text = f"{rng.choice(_ATTACK_OPEN)} and {rng.choice(_ATTACK_GOAL)}{rng.choice(['.', '!', '', '.'])}"
         if rng.random() < 0.4:
-            task = rng.choice(_TASKS).format(**{k: rng.choice(v) for k, v in _FILL.items()},
-                                             task_cap=rng.choice(_FILL["task"]).capitalize())
-            attack = f"{task}\n{attack}" if rng.random() < 0.5 else f"{task} {attack}"
-        texts.setdefault(attack, None)
-    return [Row(t, "synthetic", "injection-short", {}, flags={"injection": 1.0}) for t in texts]
+            task = _fill_chat(rng.choice(_TASKS), rng)
+            text = f"{task}\n{text}" if rng.random() < 0.5 else f"{task} {text}"
+        return text
+
+    return [Row(t, "synthetic", "injection-short", {}, flags={"injection": 1.0}) for t in _distinct(attack, n)]
 
 
 def injection_rows(prompts: list[str]) -> list[Row]:
