@@ -4,8 +4,9 @@ Run: ``python -m bench.http_clients [--n 3000]``
 
 Sequential POSTs to the fixed nginx upstream (:mod:`bench.upstream`), each response parsed
 with orjson; prints the median over 3 rounds of process CPU time per request (microseconds)
-for plain ``httpx.AsyncClient``, ``httpx.AsyncClient`` over the vLLM pool's transport
-(:class:`backends.vllm.transport.PoolTransport`) and raw ``aiohttp``, under uvloop.
+for plain ``httpx.AsyncClient``, raw ``aiohttp`` and the vllm backend's own ``send``
+(:class:`backends.vllm.backend.VllmBackend`: aiohttp plus replica choice, body encoding
+and error handling), under uvloop.
 """
 
 from __future__ import annotations
@@ -34,12 +35,6 @@ async def _httpx(url: str, n: int, transport=None) -> float:
         return (time.process_time() - t0) / n * 1e6
 
 
-async def _pool_transport(url: str, n: int) -> float:
-    from backends.vllm.transport import PoolTransport
-
-    return await _httpx(url, n, PoolTransport())
-
-
 async def _aiohttp(url: str, n: int) -> float:
     import aiohttp
 
@@ -54,6 +49,27 @@ async def _aiohttp(url: str, n: int) -> float:
         return (time.process_time() - t0) / n * 1e6
 
 
+async def _backend(url: str, n: int) -> float:
+    """The vllm backend's own ``send`` (replica choice, body encoding, error handling
+    included), i.e. what the gateway's pass-through path pays per upstream call."""
+    from backends.vllm.backend import VllmBackend
+    from router.policy.models import BackendConfig
+
+    base = url.removesuffix("/chat/completions")
+    backend = VllmBackend(BackendConfig(name="bench", kind="vllm", model="m", endpoints=[base],
+                                        options={"metrics_interval_s": 0}))
+    body = orjson.loads(BODY)
+    try:
+        for _ in range(100):
+            await backend.send("chat", body)
+        t0 = time.process_time()
+        for _ in range(n):
+            await backend.send("chat", body)
+        return (time.process_time() - t0) / n * 1e6
+    finally:
+        await backend.aclose()
+
+
 def main() -> None:
     import uvloop
 
@@ -63,11 +79,11 @@ def main() -> None:
     upstream = NginxUpstream(_free_port()).start()
     url = upstream.url + "/chat/completions"
     try:
-        results: dict[str, list[float]] = {"httpx": [], "httpx + PoolTransport": [], "aiohttp": []}
+        results: dict[str, list[float]] = {"httpx": [], "aiohttp": [], "VllmBackend.send": []}
         for _ in range(3):
             results["httpx"].append(uvloop.run(_httpx(url, args.n)))
-            results["httpx + PoolTransport"].append(uvloop.run(_pool_transport(url, args.n)))
             results["aiohttp"].append(uvloop.run(_aiohttp(url, args.n)))
+            results["VllmBackend.send"].append(uvloop.run(_backend(url, args.n)))
     finally:
         upstream.stop()
     base = statistics.median(results["httpx"])

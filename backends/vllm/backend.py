@@ -1,20 +1,28 @@
 """The ``vllm`` backend: OpenAI-compatible HTTP to a pool of replicas.
 
-One pooled :class:`httpx.AsyncClient` per backend, over aiohttp's connection handling
-(:mod:`backends.vllm.transport`; created by :meth:`VllmBackend.start`, or lazily on first
-use; closed by :meth:`VllmBackend.aclose`) sends requests to
-``{replica}/chat/completions`` or ``{replica}/completions``. Replica choice is prefix
-affinity with bounded load (:class:`backends.vllm.affinity.AffinityChooser`), or
+One pooled :class:`aiohttp.ClientSession` per backend (created by :meth:`VllmBackend.start`,
+or lazily on first use; closed by :meth:`VllmBackend.aclose`) sends requests to
+``{replica}/chat/completions`` or ``{replica}/completions``. aiohttp is used directly
+because it is the cheapest well-kept asyncio HTTP client here: ``python -m
+bench.http_clients`` measures the CPU time per upstream call of httpx, raw aiohttp and this
+backend's ``send`` side by side (docs/BENCHMARKS.md). The session keeps no cookies (one
+session serves every tenant, so a replica's ``Set-Cookie`` must not come back with other
+tenants' requests) and caps no connections (the replicas queue requests themselves, and a
+client-side cap would hide that queue from their metrics).
+
+Replica choice is prefix affinity with bounded load
+(:class:`backends.vllm.affinity.AffinityChooser`), or
 :class:`backends.vllm.pool.LeastLoadedChooser` (least in-flight requests, ties
 round-robin) with ``options: {affinity: false}`` (:class:`backends.vllm.options.PoolOptions`).
 :meth:`VllmBackend.start` starts a background task scraping each replica's ``/metrics``
-(queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s``; connect
-failures and timeouts, of requests and scrapes, eject a replica after ``eject_after`` in a
-row, and a successful scrape puts it back (:mod:`backends.vllm.metrics`). The engine's
-private ``x_mixroute_cache`` key is removed from the body sent upstream.
+(queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s`` (its own
+small httpx client); connect failures and timeouts, of requests and scrapes, eject a replica
+after ``eject_after`` in a row, and a successful scrape puts it back
+(:mod:`backends.vllm.metrics`). The engine's private ``x_mixroute_cache`` key is removed
+from the body sent upstream.
 
-Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` as
-httpx's read, write and pool timeout. A non-streaming answer arrives in one piece, so there
+Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` for
+each read (aiohttp's ``sock_read``). A non-streaming answer arrives in one piece, so there
 it bounds the whole generation; for a stream it bounds the longest silence (TTFT, or the gap
 between two chunks), so a long but live stream is never cut.
 
@@ -28,12 +36,18 @@ may have run is never silently duplicated inside the pool.
 Error translation happens here, at the edge (see :mod:`backends.errors`):
 
 - HTTP status >= 400 -> :func:`backends.errors.from_status`, with the upstream's message.
-- ``httpx.ConnectError`` / ``ConnectTimeout`` -> :class:`BackendConnectError`.
-- other ``httpx.TimeoutException`` -> :class:`BackendTimeout`.
-- other transport errors, invalid JSON -> :class:`BackendServerError`.
+- ``aiohttp.ClientConnectorError`` (refused, unreachable, DNS) and
+  ``aiohttp.ConnectionTimeoutError`` -> :class:`BackendConnectError`.
+- other timeouts (``aiohttp.ServerTimeoutError``, ``asyncio.TimeoutError``) ->
+  :class:`BackendTimeout`.
+- other transport errors (server disconnected, connection reset, a body cut short:
+  ``aiohttp.ClientError``), invalid JSON -> :class:`BackendServerError`.
 - an error event in the stream (``data: {"error": {...}}``, or vLLM's older
   ``data: {"object": "error", ...}``) -> ``from_status(error.code or 500)``.
 - any of these after the first streamed chunk -> :class:`BackendStreamError`.
+
+Closing a stream early (the client went away) closes its upstream connection, which makes
+vLLM abort the generation.
 
 Messages name the backend, never the replica URL or the API key (the key is also redacted
 from upstream messages that echo it).
@@ -41,9 +55,12 @@ from upstream messages that echo it).
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import logging
 from collections.abc import AsyncIterator
 
+import aiohttp
 import httpx
 import orjson
 
@@ -60,46 +77,19 @@ from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper
 from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
-from backends.vllm.transport import PoolTransport
 from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 
 log = logging.getLogger(__name__)
 
-
-class _NoCookies(httpx.Cookies):
-    """A cookie jar that keeps nothing."""
-
-    def extract_cookies(self, response: httpx.Response) -> None:
-        return None
-
-
-class UpstreamClient(httpx.AsyncClient):
-    """:class:`httpx.AsyncClient` without a cookie jar.
-
-    One client serves every tenant, so a ``Set-Cookie`` from a replica must not be sent back
-    with other tenants' requests. Parsing it was also about 5% of the event loop's CPU on
-    the pass-through path (py-spy on ``python -m bench.tail_latency``: ``extract_cookies``
-    builds a urllib request per response).
-    """
-
-    @property
-    def cookies(self) -> httpx.Cookies:
-        return _NoCookies()
-
-    @cookies.setter
-    def cookies(self, value) -> None:  # httpx.AsyncClient.__init__ assigns the client's jar
-        pass
-
-
 PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
 CONNECT_ATTEMPTS = 2
 """Replicas tried for one request when connecting fails (the first choice plus one other)."""
-MAX_KEEPALIVE = 100
-"""Idle keep-alive connections kept per backend (connections in use are not capped: the
-replicas queue requests themselves, and a client-side cap would hide that queue)."""
+KEEPALIVE_S = 30.0
+"""Seconds an idle keep-alive connection to a replica is kept."""
 _JSON = {"content-type": "application/json", "accept": "application/json"}
 _SSE = {"content-type": "application/json", "accept": "text/event-stream"}
+_TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError)
 
 
 class VllmBackend(Backend):
@@ -107,11 +97,11 @@ class VllmBackend(Backend):
 
     Args:
         config: the policy entry; ``endpoints`` are the replica base URLs (``.../v1``).
-        transport: an httpx transport to use instead of the network (tests:
-            ``httpx.MockTransport``); ``None`` for the default pooled transport.
+        chooser: a replica chooser (``choose(replicas, body) -> Replica``) instead of the
+            one the options select (benchmarks compare choosers with it).
     """
 
-    def __init__(self, config, *, transport: httpx.AsyncBaseTransport | None = None, chooser=None):
+    def __init__(self, config, *, chooser=None):
         super().__init__(config)
         self.options = PoolOptions.model_validate(config.options)
         o = self.options
@@ -121,9 +111,9 @@ class VllmBackend(Backend):
                                       match_threshold=o.match_threshold, balance_new=o.balance_new,
                                       holders=o.prefix_holders)
         self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after)
-        self._transport = transport
-        self._client: httpx.AsyncClient | None = None
-        self.scraper = Scraper(self.pool, self._http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
+        self._session: aiohttp.ClientSession | None = None
+        self._scrape_client: httpx.AsyncClient | None = None
+        self.scraper = Scraper(self.pool, self._scrape_http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
         self.shared = None
 
     def share_state(self, redis_url: str, prefix: str, gateway_id: str) -> None:
@@ -145,22 +135,33 @@ class VllmBackend(Backend):
             await self.shared.aclose()
         if self.scraper is not None:
             await self.scraper.stop()
-        client, self._client = self._client, None
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+        client, self._scrape_client = self._scrape_client, None
         if client is not None:
             await client.aclose()
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def _http(self) -> aiohttp.ClientSession:
+        """The backend's session (created on first use; needs a running event loop)."""
+        if self._session is None or self._session.closed:
             headers = {}
             if self.config.api_key is not None:
                 headers["authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
-            self._client = UpstreamClient(
+            self._session = aiohttp.ClientSession(
                 headers=headers,
-                timeout=httpx.Timeout(self.config.timeout_s, connect=self.config.connect_timeout_s),
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=MAX_KEEPALIVE),
-                transport=self._transport or PoolTransport(),
+                timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s,
+                                              sock_read=self.config.timeout_s),
+                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S),
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
-        return self._client
+        return self._session
+
+    def _scrape_http(self) -> httpx.AsyncClient:
+        """The metrics scraper's client (created on first use)."""
+        if self._scrape_client is None:
+            self._scrape_client = httpx.AsyncClient(timeout=httpx.Timeout(5.0, connect=self.config.connect_timeout_s))
+        return self._scrape_client
 
     async def send(self, endpoint: Endpoint, body: dict) -> dict:
         """POST a non-streaming request; return the parsed response.
@@ -186,14 +187,17 @@ class VllmBackend(Backend):
     async def _send_to(self, replica: Replica, endpoint: Endpoint, content: bytes) -> dict:
         with self.pool.occupy(replica):
             try:
-                response = await self._http().post(replica.base_url + PATHS[endpoint], content=content, headers=_JSON)
-            except httpx.HTTPError as exc:
+                async with self._http().post(replica.base_url + PATHS[endpoint], data=content,
+                                             headers=_JSON) as response:
+                    self.pool.succeeded(replica)
+                    status, data = response.status, await response.read()
+                    reason = response.reason or ""
+            except _TRANSPORT_ERRORS as exc:
                 raise self._transport_error(exc, replica, started=False) from exc
-        self.pool.succeeded(replica)
-        if response.status_code >= 400:
-            raise self._status_error(response)
+        if status >= 400:
+            raise self._status_error(status, data, reason)
         try:
-            out = orjson.loads(response.content)
+            out = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise BackendServerError(f"{self.name}: upstream sent invalid JSON", backend=self.name) from exc
         if not isinstance(out, dict):
@@ -221,28 +225,36 @@ class VllmBackend(Backend):
             sent = 0
             try:
                 with self.pool.occupy(replica):
-                    async with self._http().stream(
-                        "POST", replica.base_url + PATHS[endpoint], content=content, headers=_SSE
-                    ) as response:
+                    response = await self._http().post(replica.base_url + PATHS[endpoint], data=content, headers=_SSE)
+                    complete = False
+                    try:
                         self.pool.succeeded(replica)
-                        if response.status_code >= 400:
-                            await response.aread()
-                            raise self._status_error(response)
+                        if response.status >= 400:
+                            data = await response.read()
+                            raise self._status_error(response.status, data, response.reason or "")
                         async for chunk in self._chunks(response):
                             sent += 1
                             yield chunk
+                        complete = True
+                    finally:
+                        # A stream left early (client gone, error) must drop its connection so
+                        # that the replica aborts the generation; a finished one is reused.
+                        if complete:
+                            response.release()
+                        else:
+                            response.close()
                 return
-            except httpx.HTTPError as exc:
+            except _TRANSPORT_ERRORS as exc:
                 error = self._transport_error(exc, replica, started=sent > 0)
                 if not (isinstance(error, BackendConnectError) and self._may_retry(tried, replica)):
                     raise error from exc
 
-    async def _chunks(self, response: httpx.Response) -> AsyncIterator[dict]:
+    async def _chunks(self, response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         """The chunk dicts of an SSE response. A stream that ends without ``[DONE]`` is
         accepted only after some choice finished (servers that omit ``[DONE]``); else it was
         cut short, and raises like a dropped connection."""
         started = finished = False
-        async for data in iter_sse_data(sse_lines(response.aiter_text())):
+        async for data in iter_sse_data(sse_lines(_texts(response))):
             try:
                 chunks, done = decode_events(data)
             except SSEDecodeError as exc:
@@ -271,23 +283,24 @@ class VllmBackend(Backend):
         tried.append(replica)
         return len(tried) < min(CONNECT_ATTEMPTS, len(self.pool.replicas))
 
-    def _transport_error(self, exc: httpx.HTTPError, replica: Replica, *, started: bool) -> BackendError:
-        """Translate an httpx exception into the most specific :class:`BackendError`."""
-        log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), type(exc).__name__)
-        if not started and isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
-            self.pool.failed(replica)
+    def _transport_error(self, exc: BaseException, replica: Replica, *, started: bool) -> BackendError:
+        """Translate an aiohttp / timeout exception into the most specific :class:`BackendError`."""
         kind = type(exc).__name__
+        log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), kind)
+        connect = isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
+        timeout = isinstance(exc, (aiohttp.ServerTimeoutError, asyncio.TimeoutError))
+        if not started and (connect or timeout):
+            self.pool.failed(replica)
         if started:
             return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        if connect:
             return BackendConnectError(f"{self.name}: cannot connect to upstream ({kind})", backend=self.name)
-        if isinstance(exc, httpx.TimeoutException):
+        if timeout:
             return BackendTimeout(f"{self.name}: upstream timed out ({kind})", backend=self.name)
         return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
 
-    def _status_error(self, response: httpx.Response) -> BackendError:
-        status = response.status_code
-        message = self._redact(_upstream_message(response))
+    def _status_error(self, status: int, data: bytes, reason: str) -> BackendError:
+        message = self._redact(_upstream_message(data, reason))
         return from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
 
     def _event_error(self, error: object, started: bool) -> BackendError:
@@ -304,22 +317,37 @@ class VllmBackend(Backend):
         return text.replace(key, "***") if key else text
 
 
-def _upstream_message(response: httpx.Response) -> str:
-    """The error message of an upstream error response (OpenAI envelope ``error.message``,
-    vLLM's older top-level ``message``, else the start of the body text)."""
+async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """The body of ``response`` as UTF-8 text pieces, in arrival order (a character split
+    across two reads is joined; invalid bytes become U+FFFD)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    async for data in response.content.iter_any():
+        text = decoder.decode(data)
+        if text:
+            yield text
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail
+
+
+def _upstream_message(data: bytes, reason: str) -> str:
+    """The error message of an upstream error response body (OpenAI envelope
+    ``error.message``, vLLM's older top-level ``message``, else the start of the body text,
+    else the HTTP reason phrase)."""
+    text = data.decode("utf-8", "replace")
     try:
-        data = orjson.loads(response.content)
+        parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return response.text[:300].strip() or response.reason_phrase
-    if isinstance(data, dict):
-        err = data.get("error")
+        return text[:300].strip() or reason
+    if isinstance(parsed, dict):
+        err = parsed.get("error")
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])[:300]
         if isinstance(err, str):
             return err[:300]
-        if data.get("message"):
-            return str(data["message"])[:300]
-    return response.text[:300]
+        if parsed.get("message"):
+            return str(parsed["message"])[:300]
+    return text[:300]
 
 
 def _safe_url(url: str) -> str:

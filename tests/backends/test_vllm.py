@@ -6,7 +6,6 @@ import asyncio
 import logging
 import socket
 
-import httpx
 import pytest
 
 from backends.errors import (
@@ -19,6 +18,7 @@ from backends.errors import (
 from backends.vllm.backend import VllmBackend
 from backends.vllm.pool import LeastLoadedChooser, Pool, Replica
 from router.policy.models import BackendConfig
+from tests.backends.fake_upstream import serve_in_thread
 
 CHAT = {"messages": [{"role": "user", "content": "hi there"}]}
 
@@ -143,14 +143,15 @@ async def test_client_is_lazy_and_reopens_after_aclose(upstream):
 
 async def test_error_message_has_upstream_text_without_key():
     backend = vllm(["http://x/v1"], api_key="sk-secret-123")
-    response = httpx.Response(401, json={"error": {"message": "Incorrect API key provided: sk-secret-123"}})
-    error = backend._status_error(response)
+    error = backend._status_error(401, b'{"error": {"message": "Incorrect API key provided: sk-secret-123"}}', "")
     assert error.retryable and error.code == "upstream_unavailable" and error.upstream_status == 401
     assert "Incorrect API key provided" in error.message and "sk-secret-123" not in error.message
-    legacy = backend._status_error(httpx.Response(400, json={"object": "error", "message": "too long"}))
+    legacy = backend._status_error(400, b'{"object": "error", "message": "too long"}', "Bad Request")
     assert "too long" in legacy.message
-    plain = backend._status_error(httpx.Response(503, text="overloaded"))
+    plain = backend._status_error(503, b"overloaded", "Service Unavailable")
     assert "overloaded" in plain.message and plain.retryable
+    empty = backend._status_error(502, b"", "Bad Gateway")
+    assert "Bad Gateway" in empty.message
 
 
 async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state):
@@ -165,11 +166,35 @@ async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state)
     await backend.aclose()
 
 
-def _sse_transport(events: list[bytes]) -> httpx.MockTransport:
-    def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=b"".join(events), headers={"content-type": "text/event-stream"})
+class Canned:
+    """A real HTTP server answering every POST with the set ``body`` (SSE by default) and
+    recording the ``cookie`` header of each request."""
 
-    return httpx.MockTransport(handler)
+    def __init__(self):
+        from starlette.applications import Starlette
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        self.body, self.headers, self.cookies = b"", {"content-type": "text/event-stream"}, []
+
+        async def answer(request):
+            self.cookies.append(request.headers.get("cookie"))
+            return Response(self.body, headers=self.headers)
+
+        self.server = serve_in_thread(app=Starlette(routes=[Route("/v1/{path:path}", answer, methods=["POST"])]))
+
+    def backend(self, events: list[bytes] | None = None) -> VllmBackend:
+        if events is not None:
+            self.body = b"".join(events)
+        return VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=[self.server.v1()],
+                                         options={"metrics_interval_s": 0}))
+
+
+@pytest.fixture(scope="module")
+def canned():
+    server = Canned()
+    yield server
+    server.server.stop()
 
 
 CHUNK = b'data: {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
@@ -179,19 +204,17 @@ CHUNK = b'data: {"object": "chat.completion.chunk", "choices": [{"index": 0, "de
     b'data: {"error": {"message": "KV cache full", "type": "BadRequestError", "code": 400}}\n\n',
     b'data: {"object": "error", "message": "KV cache full", "code": 400}\n\n',
 ])
-async def test_error_event_before_first_chunk_uses_its_code(event):
-    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
-                          transport=_sse_transport([event]))
+async def test_error_event_before_first_chunk_uses_its_code(canned, event):
+    backend = canned.backend([event])
     with pytest.raises(BackendRejected, match="KV cache full"):
         async for _ in backend.stream("chat", {"model": "m", **CHAT}):
             pass
     await backend.aclose()
 
 
-async def test_error_event_or_bad_data_after_first_chunk_is_stream_error():
+async def test_error_event_or_bad_data_after_first_chunk_is_stream_error(canned):
     for tail in (b'data: {"error": {"message": "engine died"}}\n\n', b"data: {not json\n\n"):
-        backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
-                              transport=_sse_transport([CHUNK, tail]))
+        backend = canned.backend([CHUNK, tail])
         got = []
         with pytest.raises(BackendStreamError):
             async for chunk in backend.stream("chat", {"model": "m", **CHAT}):
@@ -200,35 +223,42 @@ async def test_error_event_or_bad_data_after_first_chunk_is_stream_error():
         await backend.aclose()
 
 
-async def test_stream_without_done_needs_a_finish_reason():
-    config = BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"])
+async def test_stream_without_done_needs_a_finish_reason(canned):
     finish = CHUNK.replace(b'"delta": {"content": "hi"}', b'"delta": {}, "finish_reason": "stop"')
-    backend = VllmBackend(config, transport=_sse_transport([CHUNK, finish]))
+    backend = canned.backend([CHUNK, finish])
     assert len([c async for c in backend.stream("chat", {"model": "m", **CHAT})]) == 2
-    cut = VllmBackend(config, transport=_sse_transport([CHUNK, CHUNK]))
+    await backend.aclose()
+    cut = canned.backend([CHUNK, CHUNK])
     with pytest.raises(BackendStreamError, match="DONE"):
         async for _ in cut.stream("chat", {"model": "m", **CHAT}):
             pass
-    empty = VllmBackend(config, transport=_sse_transport([]))
+    await cut.aclose()
+    empty = canned.backend([])
     with pytest.raises(BackendServerError):
         async for _ in empty.stream("chat", {"model": "m", **CHAT}):
             pass
-    for b in (backend, cut, empty):
-        await b.aclose()
+    await empty.aclose()
 
 
-async def test_upstream_cookies_are_not_kept() -> None:
-    """One client serves every tenant: a replica's Set-Cookie must not come back on later requests."""
-    seen: list[str | None] = []
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request.headers.get("cookie"))
-        return httpx.Response(200, json={"id": "x", "object": "chat.completion", "choices": []},
-                              headers={"set-cookie": "session=tenant-a; Path=/"})
-
-    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=["http://r/v1"]),
-                          transport=httpx.MockTransport(handler))
-    for _ in range(2):
-        await backend.send("chat", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+async def test_stream_text_split_inside_a_character_and_crlf(canned):
+    """Multi-byte characters and CRLF line ends survive however the body is cut into reads."""
+    event = 'data: {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": "h\u00e9 \u4f60\u597d \U0001f600"}, "finish_reason": "stop"}]}\r\n\r\ndata: [DONE]\r\n\r\n'
+    backend = canned.backend([event.encode()])
+    chunks = [c async for c in backend.stream("chat", {"model": "m", **CHAT})]
+    assert chunks[0]["choices"][0]["delta"]["content"] == "h\u00e9 \u4f60\u597d \U0001f600"
     await backend.aclose()
-    assert seen == [None, None]
+
+
+async def test_upstream_cookies_are_not_kept(canned) -> None:
+    """One session serves every tenant: a replica's Set-Cookie must not come back on later requests."""
+    canned.cookies.clear()
+    canned.body = b'{"id": "x", "object": "chat.completion", "choices": []}'
+    canned.headers = {"content-type": "application/json", "set-cookie": "session=tenant-a; Path=/"}
+    backend = canned.backend()
+    try:
+        for _ in range(2):
+            await backend.send("chat", {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    finally:
+        await backend.aclose()
+        canned.headers = {"content-type": "text/event-stream"}
+    assert canned.cookies == [None, None]
