@@ -69,12 +69,20 @@ class ResponseFormat(BaseModel):
         return self
 
 
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` must be a boolean; other keys pass through."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    include_usage: bool | None = None
+
+
 class _Common(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     model: str | None = Field(default=None, min_length=1)
     stream: bool | None = False
-    stream_options: dict[str, Any] | None = None
+    stream_options: StreamOptions | None = None
     n: int | None = Field(default=None, ge=1, le=128)
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -82,6 +90,14 @@ class _Common(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options(cls, options: Any, info: ValidationInfo) -> Any:
+        # The OpenAI API and vLLM both refuse stream_options on a non-streaming request.
+        if options is not None and not info.data.get("stream"):
+            raise ValueError("only allowed when 'stream' is true")
+        return options
 
 
 class ChatCompletionRequest(_Common):
@@ -218,7 +234,8 @@ def validate(model: type[BaseModel], data: dict) -> dict:
         elif err["type"] == "too_short" and param in ("messages", "prompt"):
             msg = f"{param}: must not be empty"
         else:
-            msg = f"{param}: {err['msg'].removeprefix('Value error, ')}" if param else err["msg"]
+            text = err["msg"].removeprefix("Value error, ").split(" or instance of ")[0]  # no class names
+            msg = f"{param}: {text}" if param else text
         raise InvalidRequest(msg, param=param or None, code=_MISSING.get(err["type"], "invalid_value")) from None
     return data
 

@@ -44,6 +44,12 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
     (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value", "messages.0.content"),
     (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a"}}],'
      b' "tool_choice": {"type": "function", "function": {"name": {"a": 1}}}}', 400, "invalid_value", "tool_choice"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}}', 400,
+     "invalid_value", "stream_options"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": "yes"}}',
+     400, "invalid_value", "stream_options.include_usage"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": [true]}', 400,
+     "invalid_value", "stream_options"),
     (b'{"messages": [{"role": "user", "content": "x"}], "foo": ' + b"[" * 300 + b"]" * 300 + b"}", 400,
      "invalid_json", None),
 ])
@@ -52,6 +58,13 @@ def test_chat_bad_bodies(demo_gateway, body, status, code, param):
                       headers={"content-type": "application/json"})
     err = _assert_envelope(resp, status, code, param)
     assert err["type"] == "invalid_request_error"
+
+
+def test_error_messages_name_no_internal_classes(demo_gateway):
+    for field in ("stream_options", "response_format"):
+        body = {"messages": MSG, "stream": True, field: [1]}
+        err = _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", json=body), 400, param=field)
+        assert "instance of" not in err["message"] and "valid dictionary" in err["message"]
 
 
 def test_a_tool_whose_name_is_not_a_string_is_not_a_500(demo_gateway):
