@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
@@ -120,9 +121,26 @@ class BackendConfig(_Strict):
         if self.kind == "replay" and not self.data:
             raise ValueError("a replay backend needs at least one file in 'data'")
         for url in self.endpoints:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+            _check_endpoint(url)
         return self
+
+
+def _check_endpoint(url: str) -> None:
+    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a valid port)."""
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+    if any(c.isspace() for c in url):
+        raise ValueError(f"endpoint {url!r} contains whitespace")
+    parts = urlsplit(url)
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"endpoint {url!r} has an invalid port") from None
+    if not parts.hostname:
+        raise ValueError(f"endpoint {url!r} has no host")
+    if parts.query or parts.fragment:
+        raise ValueError(f"endpoint {url!r} must not have a query or fragment (give the base URL, e.g. "
+                         "http://vllm-0:8000/v1)")
 
 
 class CalibrationEvidence(_Strict):

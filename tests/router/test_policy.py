@@ -70,6 +70,23 @@ def test_vllm_needs_endpoints_and_bar_exactly_one():
     assert "exactly one" in _problem(text)
 
 
+@pytest.mark.parametrize("url, problem", [
+    ("vllm-0:8000/v1", "must start with http:// or https://"),
+    ("http://", "has no host"),
+    ("http://:8000/v1", "has no host"),
+    ("http://vllm 0:8000/v1", "contains whitespace"),
+    ("http://vllm-0:99999/v1", "invalid port"),
+    ("http://vllm-0:8000/v1?key=1", "must not have a query"),
+])
+def test_vllm_endpoints_must_be_usable_urls(url, problem):
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        f"kind: vllm\n    model: big-model\n    endpoints: ['{url}']")
+    msg = _problem(text)
+    assert msg.startswith("policy.yaml:") and problem in msg
+    good = text.replace(f"'{url}'", "'https://[::1]:8000/v1', 'http://user:pw@vllm-0/v1'")
+    assert parse_policy(good, source="policy.yaml").policy.backends[0].endpoints[0] == "https://[::1]:8000/v1"
+
+
 def test_duplicate_names_and_default_route():
     assert "duplicate backend name 'big'" in _problem(GOOD.replace("name: small", "name: big"))
     assert "default_route: unknown route 'nope'" in _problem(GOOD + "default_route: nope\n")
