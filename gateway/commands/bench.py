@@ -25,8 +25,13 @@ def classifier(
     linear: Annotated[str, typer.Option(help="Frozen linear maps, comma-separated to compare side by side: "
                                         "auto (int8 on CPUs with VNNI, else oneDNN float32), int8, onednn, "
                                         "default (torch's); both = default,auto.")] = "auto",
+    prompt_threads: Annotated[str, typer.Option(help="Threads that run a batch's prompts one at a time (one "
+                                                "intra-op thread each), comma-separated to compare side by "
+                                                "side: auto (--threads with int8 maps, else 0), or a count; 0 = "
+                                                "one batched pass on --threads intra-op threads.")] = "auto",
 ) -> None:
-    """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant"}] for each head count."""
+    """Write [{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear", "prompt_threads"}]
+    for each head count."""
     try:
         from router.classify.bench import run_bench
     except ImportError as exc:
@@ -48,11 +53,19 @@ def classifier(
         typer.echo(f"error: --linear takes {', '.join(LINEAR_CHOICES)} or both, comma-separated; not {linear!r}",
                    err=True)
         raise typer.Exit(2)
+    try:
+        parallel = tuple(None if x.strip() == "auto" else int(x) for x in prompt_threads.split(",") if x.strip())
+    except ValueError:
+        parallel = ()
+    if not parallel or any(p is not None and p < 0 for p in parallel):
+        typer.echo(f"error: --prompt-threads takes auto or thread counts of at least 0, comma-separated (e.g. 0,2); "
+                   f"not {prompt_threads!r}", err=True)
+        raise typer.Exit(2)
     from router.classify.errors import AdapterError
 
     try:
         rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
-                         adapters=adapters, dtype=dtype, linears=linears,
+                         adapters=adapters, dtype=dtype, linears=linears, prompt_threads=parallel,
                          log=lambda row: typer.echo(json.dumps(row)))
     except AdapterError as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -58,6 +58,7 @@ def _measure(run: Callable[[list[str]], object], iters: int, batches: int, batch
 def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: int = 32, threads: int = 2,
               separate: bool = True, adapters: Path | None = None, dtype: str = "auto",
               linears: tuple[str, ...] = ("auto",), device: str = "cpu", base_path: Path | None = None,
+              prompt_threads: tuple[int | None, ...] = (None,),
               log: Callable[[dict], None] | None = None) -> list[dict]:
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear"}``
     (ms, prompts/s; ``dtype`` is the resolved precision, see
@@ -68,7 +69,10 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
     ``linears`` (``auto``, ``default``) each head count is measured once per choice, one
     after the other, so they are compared side by side. ``device``: ``cpu`` or ``cuda``
     (each call's outputs are copied to the CPU, which waits for the GPU); ``base_path``: a
-    local encoder folder instead of the bundled MiniLM."""
+    local encoder folder instead of the bundled MiniLM; ``prompt_threads``: the encoder's
+    ``prompt_threads`` (:class:`router.classify.runtime.MultiHeadEncoder`; ``None`` = its
+    default), each measured side by side like ``linears``; the resolved value is the row's
+    ``prompt_threads``."""
     from router.classify import load_encoder
 
     torch.set_num_threads(threads)
@@ -84,13 +88,17 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
     for n in counts:
         chosen = [copy.copy(heads[i % len(heads)]) for i in range(n)]
         for linear in linears:
-            enc = MultiHeadEncoder(base, chosen, device=device, dtype=dtype, linear=linear)
-            p50, p99, tput = _measure(enc.run, iters, batches, batch)
-            emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
-                  "dtype": str(enc.dtype).removeprefix("torch."), "linear": enc.linear})
+            for parallel in prompt_threads:
+                enc = MultiHeadEncoder(base, chosen, device=device, dtype=dtype, linear=linear,
+                                       prompt_threads=parallel)
+                p50, p99, tput = _measure(enc.run, iters, batches, batch)
+                enc.close()
+                emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "shared_trunk",
+                      "dtype": str(enc.dtype).removeprefix("torch."), "linear": enc.linear,
+                      "prompt_threads": enc.prompt_threads})
     if separate:
         full = [MultiHeadEncoder(base, [_full_lora_head(heads[i % len(heads)], len(base.layers))], device=device,
-                                 dtype=dtype, linear=linears[0])
+                                 dtype=dtype, linear=linears[0], prompt_threads=prompt_threads[0])
                 for i in range(max(counts))]
         for n in counts:
             def run_all(texts: list[str], n: int = n) -> None:
@@ -98,7 +106,10 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
                     enc.run(texts)
             p50, p99, tput = _measure(run_all, max(10, iters // n), max(1, batches // 2), batch)
             emit({"heads": n, "p50_ms": p50, "p99_ms": p99, "throughput_per_s": tput, "variant": "separate_full_lora",
-                  "dtype": str(full[0].dtype).removeprefix("torch."), "linear": full[0].linear})
+                  "dtype": str(full[0].dtype).removeprefix("torch."), "linear": full[0].linear,
+                  "prompt_threads": full[0].prompt_threads})
+        for enc in full:
+            enc.close()
     return rows
 
 

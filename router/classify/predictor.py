@@ -147,4 +147,8 @@ class ClassifierPredictor:
                           signals=signals, source=self.source)
 
     def close(self) -> None:
+        """Stop the batching worker (waits for the batch in flight), then the encoder's prompt threads."""
         self.batcher.close()
+        close = getattr(self.encoder, "close", None)
+        if close is not None:
+            close()

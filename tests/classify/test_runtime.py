@@ -100,7 +100,7 @@ def test_heads_share_the_trunk(tiny, tmp_path):
     heads = [_head(tmp_path, folder, base, f"h{i}", ["output.dense"] if i % 2 else ["attention.self.value"], seed=i)[1]
              for i in range(4)]
     singles = [MultiHeadEncoder(base, [h], dtype="float32").run(TEXTS)[0] for h in heads]
-    enc = MultiHeadEncoder(base, heads, dtype="float32")
+    enc = MultiHeadEncoder(base, heads, dtype="float32", prompt_threads=0)  # one batched pass
     assert enc.split == 2
     for lw in base.layers[:2]:
         lw.w = CountingWeights(lw.w)
@@ -311,3 +311,56 @@ def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
     assert not enc.base.layers[0].packed and not enc.base.prepack()  # bfloat16: not prepacked
     with pytest.raises(AdapterError, match="linear must be"):
         MultiHeadEncoder(copy.deepcopy(base), [head], linear="fast")
+
+
+@pytest.mark.parametrize("linear", ["default", "int8"])
+def test_prompt_threads_give_the_batched_answer(tiny, tmp_path, linear):
+    """Prompts run one at a time on worker threads (one intra-op thread each) give what one
+    batched pass gives: every head's outputs, scan coverage and embeddings, in input order;
+    a one-prompt call runs on the caller's thread; ``close`` stops the workers and the
+    encoder still works."""
+    import copy
+    import threading
+
+    from router.classify.layers import int8_linear_available
+
+    if linear == "int8" and not int8_linear_available():
+        pytest.skip("this torch build has no quantised int8 engine")
+    folder, base, _ = tiny
+    heads = [_head(tmp_path, folder, base, f"h{i}", ["output.dense"], seed=i, pooling=p)[1]
+             for i, p in enumerate(["mean", "max"])]
+    batched = MultiHeadEncoder(copy.deepcopy(base), heads, dtype="float32", linear=linear, prompt_threads=0,
+                               embed=True, scan_windows=1, scan_heads=("h1",))
+    threaded = MultiHeadEncoder(copy.deepcopy(base), heads, dtype="float32", linear=linear, prompt_threads=2,
+                                embed=True, scan_windows=1, scan_heads=("h1",))
+    texts = TEXTS + ["zz " * 200, "b"]
+    want, got = batched.scan_embed(texts), threaded.scan_embed(texts)
+    assert (batched.trunk_calls, threaded.trunk_calls) == (1, len(texts))  # one pass per prompt for all heads
+    for a, b in zip(want[0], got[0]):
+        assert a.shape == b.shape == (len(texts), 3)
+        assert torch.allclose(a, b, atol=1e-5)
+    assert got[1] == pytest.approx(want[1]) and min(got[1]) < 1.0  # the long prompt was only partly read
+    assert torch.allclose(want[2], got[2], atol=1e-5)
+    workers = set(threaded._pool._threads)
+    assert 1 <= len(workers) <= 2 and threading.current_thread() not in workers
+    assert torch.equal(copy.deepcopy(threaded).run(texts)[0], threaded.run(texts)[0])  # copies start their own
+    threaded.close()
+    assert not any(t.is_alive() for t in workers)
+    single = MultiHeadEncoder(copy.deepcopy(base), heads, dtype="float32", linear=linear, prompt_threads=2)
+    single.run(["one prompt"])
+    assert single._pool is None  # one prompt: the caller's thread, torch's intra-op threads
+    assert torch.allclose(threaded.run(texts)[0], want[0][0], atol=1e-5)  # reopens after close
+    threaded.close()
+
+
+def test_prompt_threads_default_follows_the_linear_maps(tiny, tmp_path):
+    from router.classify.layers import int8_linear_available
+
+    folder, base, _ = tiny
+    head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
+    assert MultiHeadEncoder(base, [head], dtype="float32", linear="default").prompt_threads == 0
+    if int8_linear_available():
+        import copy
+
+        enc = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="float32", linear="int8")
+        assert enc.prompt_threads == torch.get_num_threads()
