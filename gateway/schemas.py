@@ -137,23 +137,28 @@ class CompletionRequest(_Common):
 
 _MISSING = {"missing": "missing_required_parameter"}
 
-#: Content types a web page may POST cross-site without a CORS preflight.
+#: Content types a web page may POST cross-site without a CORS preflight (a body with no
+#: Content-Type at all, e.g. ``fetch`` of an untyped Blob or ``navigator.sendBeacon``, needs
+#: none either).
 SIMPLE_CONTENT_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def refuse_cross_site(content_type: str | None) -> None:
-    """For a gateway with auth off: refuse bodies sent as a browser's "simple" content types,
-    so that a web page cannot make a visitor's local gateway spend its backends' money with
-    a cross-site form or ``fetch`` (those need no CORS preflight; JSON does, and the gateway
-    answers no preflight).
+    """For a gateway with auth off: accept only JSON bodies (``application/json`` or
+    ``application/*+json``), so that a web page cannot make a visitor's local gateway spend
+    its backends' money with a cross-site form, ``fetch`` or beacon: the content types those
+    send without a CORS preflight (:data:`SIMPLE_CONTENT_TYPES`, or none) are refused, and
+    JSON needs a preflight, which the gateway does not answer.
 
     Raises:
-        InvalidRequest: (415) the content type is one of :data:`SIMPLE_CONTENT_TYPES`.
+        UnsupportedMediaType: (415) no Content-Type, or one that is not JSON.
     """
     kind = (content_type or "").split(";", 1)[0].strip().lower()
-    if kind in SIMPLE_CONTENT_TYPES:
-        raise UnsupportedMediaType(f"Content-Type {kind} is not accepted while auth is off (a web page could send "
-                                   "it cross-site); send Content-Type: application/json", param="content-type")
+    if kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json")):
+        return
+    shown = f"Content-Type {kind}" if kind else "a request without Content-Type"
+    raise UnsupportedMediaType(f"{shown} is not accepted while auth is off (a web page could send it cross-site); "
+                               "send Content-Type: application/json", param="content-type")
 
 
 async def read_json(request: Request, max_bytes: int) -> dict:

@@ -110,7 +110,8 @@ def test_body_over_limit(tmp_path):
                 yield b"y" * 200
             yield b'"}]}'
 
-        _assert_envelope(httpx.post(gw.v1 + "/chat/completions", content=chunked()), 413, "request_too_large")
+        _assert_envelope(httpx.post(gw.v1 + "/chat/completions", content=chunked(),
+                                    headers={"content-type": "application/json"}), 413, "request_too_large")
         ok = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG})
         assert ok.status_code == 200
     finally:
@@ -198,12 +199,19 @@ def test_the_override_header_without_the_admin_key_is_refused(demo_gateway):
 
 
 @pytest.mark.parametrize("ctype", ["text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
-                                   "multipart/form-data; boundary=x"])
-def test_with_auth_off_browser_simple_content_types_are_refused(demo_gateway, ctype):
-    """A web page can POST these cross-site without a CORS preflight: with auth off that
-    would let any page spend the local gateway's backends; JSON still works."""
+                                   "multipart/form-data; boundary=x", None, "", "application/octet-stream"])
+def test_with_auth_off_only_json_bodies_are_taken(demo_gateway, ctype):
+    """A web page can POST simple content types, or a body with no Content-Type (an untyped
+    Blob, a beacon), cross-site without a CORS preflight: with auth off that would let any
+    page spend the local gateway's backends; JSON (which needs a preflight) still works."""
     body = b'{"messages": [{"role": "user", "content": "hi"}]}'
-    resp = httpx.post(demo_gateway.v1 + "/chat/completions", content=body, headers={"content-type": ctype})
-    _assert_envelope(resp, 415, "unsupported_media_type", "content-type")
-    assert httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
-                      headers={"content-type": "application/json"}).status_code == 200
+    headers = {} if ctype is None else {"content-type": ctype}
+    with httpx.Client() as client:
+        request = client.build_request("POST", demo_gateway.v1 + "/chat/completions", content=body, headers=headers)
+        assert ctype is not None or "content-type" not in request.headers
+        resp = client.send(request)
+    err = _assert_envelope(resp, 415, "unsupported_media_type", "content-type")
+    assert "application/json" in err["message"]
+    for good in ("application/json", "application/json; charset=utf-8", "application/vnd.api+json"):
+        assert httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
+                          headers={"content-type": good}).status_code == 200
