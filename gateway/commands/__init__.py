@@ -10,8 +10,9 @@ if TYPE_CHECKING:
 
 
 def load_policy_or_exit(path: str | Path, exit_code: int = 1) -> "LoadedPolicy":
-    """Load a policy file for a command; on error print ``FILE:LINE path: problem`` lines
-    to stderr and exit with ``exit_code`` (a ``typer.Exit``)."""
+    """Load a policy file for a command; on error print one ``FILE:LINE path: problem`` line
+    per problem (each ending in a newline) to stderr and exit with ``exit_code`` (a
+    ``typer.Exit``)."""
     import typer
 
     from router.policy import PolicyError, load_policy
@@ -19,5 +20,6 @@ def load_policy_or_exit(path: str | Path, exit_code: int = 1) -> "LoadedPolicy":
     try:
         return load_policy(path)
     except PolicyError as exc:
-        typer.echo(str(exc), err=True)
+        for line in exc.lines():
+            typer.echo(line, err=True)
         raise typer.Exit(exit_code) from None

@@ -2,7 +2,10 @@
 point at the line: ``policy.yaml:42 routes[3].backends[1]: unknown backend 'gpt5'``.
 
 Steps: parse to a YAML node tree (keeps line marks) -> substitute ``${VAR}`` /
-``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references.
+``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references,
+each backend's ``options`` against its kind's typed model
+(:func:`backends.registry.options_model`) and that replay ``data`` paths exist, so that a
+policy that validates also starts.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class PolicyError(Exception):
         out = []
         for p in self.problems:
             where = f"{self.source}:{p.line}" if p.line else self.source
-            out.append(f"{where} {p.path}: {p.message}" if p.path else f"{where}: {p.message}")
+            message = " ".join(p.message.splitlines())  # one problem, one line
+            out.append(f"{where} {p.path}: {message}" if p.path else f"{where}: {message}")
         return out
 
 
@@ -105,14 +109,9 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            msg = err["msg"].removeprefix("Value error, ")
-            if err["type"] == "extra_forbidden":
-                msg = f"unknown key '{loc[-1]}'"
-            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
-        raise PolicyError(source, problems) from None
-    problems = _cross_references(policy, root)
+        raise PolicyError(source, _schema_problems(exc, root)) from None
+    problems = _cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
+    problems.sort(key=lambda p: p.line)  # in file order (stable: same-line problems keep theirs)
     if problems:
         raise PolicyError(source, problems)
     if base_dir is not None:
@@ -191,6 +190,20 @@ def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem])
             _substitute_env(item, path + (i,), problems)
 
 
+def _schema_problems(exc: ValidationError, root: yaml.Node, prefix: tuple = (),
+                     known: str = "") -> list[PolicyProblem]:
+    """One problem per pydantic error, located at ``prefix + loc``; ``known`` is appended to
+    unknown-key messages."""
+    problems = []
+    for err in exc.errors():
+        loc = prefix + tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = f"unknown key '{loc[-1]}'{known}"
+        problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
+    return problems
+
+
 def _line_of(root: yaml.Node, loc: tuple) -> int:
     """1-based line of the deepest node of ``loc`` present in the YAML tree."""
     node = root
@@ -235,6 +248,8 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         for j, name in enumerate(r.backends):
             if name not in seen:
                 add(("routes", i, "backends", j), f"unknown backend '{name}' (known: {known})")
+            elif name in r.backends[:j]:
+                add(("routes", i, "backends", j), f"backend '{name}' is listed twice")
     if policy.default_route not in routes:
         add(("default_route",), f"unknown route '{policy.default_route}' (known: {', '.join(sorted(routes))})")
     for i, rule in enumerate(policy.rules):
@@ -246,6 +261,40 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         for j, name in enumerate(rule.allow_backends):
             if name not in seen:
                 add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
+    return problems
+
+
+def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
+    """Each backend's ``options`` checked against its kind's typed model (the model the
+    backend itself validates them with when it is built)."""
+    from backends.registry import options_model  # options models only: no transport imported
+
+    problems: list[PolicyProblem] = []
+    for i, b in enumerate(policy.backends):
+        model = options_model(b.kind)
+        if model is None:
+            continue
+        try:
+            model.model_validate(b.options)
+        except ValidationError as exc:
+            names = ", ".join(model.model_fields)
+            known = f" (known: {names})" if names else f" (a {b.kind} backend takes no options)"
+            problems += _schema_problems(exc, root, ("backends", i, "options"), known)
+    return problems
+
+
+def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[PolicyProblem]:
+    """Replay ``data`` paths that do not exist, resolved as the backend opens them: relative
+    to ``base_dir`` (the policy file's folder) when given, else to the working directory."""
+    problems: list[PolicyProblem] = []
+    for i, b in enumerate(policy.backends):
+        if b.kind != "replay":
+            continue
+        for j, p in enumerate(b.data):
+            path = p if p.is_absolute() or base_dir is None else base_dir / p
+            if not os.path.exists(path):  # False, not an error, for unreadable or invalid names
+                loc = ("backends", i, "data", j)
+                problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), f"file not found: {path}"))
     return problems
 
 

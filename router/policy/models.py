@@ -85,14 +85,20 @@ class BackendConfig(_Strict):
         quality_model: the model name the classifier's ``quality`` head was trained on
             that stands for this backend (defaults to ``model``).
         tags: free labels used by rules, e.g. ``self_hosted``.
-        timeout_s: whole-request timeout (seconds); connect_timeout_s for the connect.
+        timeout_s: request timeout (seconds); for ``vllm`` it bounds a whole non-streaming
+            call and the longest silence of a stream (time to first token, or between two
+            chunks). connect_timeout_s bounds the connect.
         max_concurrency: requests the backend serves at once before they queue (for the
             live TTFT prediction of :mod:`router.live`); ``None``: no queueing modelled.
         context_tokens: the model's context window (tokens); a request whose estimated
             prompt tokens plus ``max_tokens`` exceed it is not sent there. ``None``: litellm's
             bundled ``max_input_tokens`` for hosted models, else unchecked.
         data: outcome data files (replay).
-        options: extra keyword arguments passed to the provider call (hosted).
+        options: per-kind settings, checked by the loader against the kind's typed model
+            (:func:`backends.registry.options_model`): ``vllm``
+            :class:`backends.vllm.options.PoolOptions`, ``fake``
+            :class:`backends.registry.FakeOptions`, ``replay`` none; ``hosted``: extra
+            keyword arguments passed to the provider call, unchecked.
         demo: marks a backend of the bundled demo policy in ``/v1/models``.
     """
 

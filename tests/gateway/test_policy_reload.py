@@ -81,3 +81,33 @@ def test_other_files_in_the_policy_folder_do_not_wake_the_watcher(tmp_path, capl
                                      for r in caplog.records)), "the policy's own edit did not wake the watcher"
     finally:
         gw.stop()
+
+
+def test_bad_options_or_missing_data_in_a_reload_are_one_line_and_keep_the_policy(tmp_path, caplog):
+    """Bad vllm options failed in the backend's constructor: "policy reload failed unexpectedly"
+    with a traceback. Now the loader rejects them (and missing replay data) with file:line."""
+    import logging
+
+    caplog.set_level(logging.ERROR, logger="mixroute.policy")
+    gw = start_gateway(tmp_path, POLICY, policy_watch=True)
+    try:
+        path = tmp_path / "policy.yaml"
+        first = httpx.get(gw.url + "/readyz").json()["policy_hash"]
+        time.sleep(0.5)  # let the watcher start
+        edits = [
+            ("  - {name: pool, kind: vllm, model: m, endpoints: ['http://127.0.0.1:9/v1'],\n"
+             "     options: {affinity: maybe}}\n", f"{path}:5 backends[1].options.affinity: Input should be a valid "
+                                                  "boolean, unable to interpret input"),
+            ("  - {name: rp, kind: replay, model: m, data: [gone.csv]}\n",
+             f"{path}:4 backends[1].data[0]: file not found: {tmp_path}/gone.csv"),
+        ]
+        for backend, problem in edits:
+            caplog.clear()
+            path.write_text(POLICY.replace("routes:", backend + "routes:"))
+            assert _wait_for(lambda: caplog.records), "the bad edit was not rejected"
+            [record] = caplog.records
+            assert record.getMessage().splitlines()[1:] == [problem] and record.exc_info is None
+            assert "unexpectedly" not in record.getMessage()
+            assert httpx.get(gw.url + "/readyz").json()["policy_hash"] == first
+    finally:
+        gw.stop()

@@ -159,3 +159,114 @@ def test_hundreds_of_nested_levels_are_a_clear_error():
     """A 900-level nested list hit Python's recursion limit in the YAML composer: a traceback
     from `mixroute policy validate` instead of a file:line message."""
     assert "nested too deeply" in _problem("version: 1\nbackends: " + "[" * 900 + "]" * 900 + "\n")
+
+
+VLLM_OPTIONS = GOOD.replace("kind: fake\n    model: big-model", """kind: vllm
+    model: big-model
+    endpoints: [http://vllm-0:8000/v1]
+    options:
+      affinity: maybe
+      bogus: 1
+      eject_after: 0""")
+POOL_KEYS = ("affinity, block_tokens, hrw_blocks, load_factor, min_bound, queue_threshold, match_threshold, "
+             "prefix_holders, balance_new, metrics_interval_s, eject_after")
+
+
+def test_vllm_options_are_checked_against_pool_options():
+    """Bad vllm options validated `ok`, then `serve` died with a raw PoolOptions ValidationError."""
+    assert _problem(VLLM_OPTIONS).splitlines() == [
+        "policy.yaml:8 backends[0].options.affinity: Input should be a valid boolean, unable to interpret input",
+        f"policy.yaml:9 backends[0].options.bogus: unknown key 'bogus' (known: {POOL_KEYS})",
+        "policy.yaml:10 backends[0].options.eject_after: Input should be greater than or equal to 1",
+    ]
+    good = VLLM_OPTIONS.replace("affinity: maybe", "affinity: false").replace("      bogus: 1\n", "")
+    loaded = parse_policy(good.replace("eject_after: 0", "eject_after: 2"))
+    from backends.vllm.options import PoolOptions
+
+    assert PoolOptions.model_validate(loaded.policy.backends[0].options).eject_after == 2
+
+
+def test_fake_and_replay_options_are_checked(tmp_path):
+    text = GOOD.replace("    quality: 0.9\n",
+                        "    quality: 0.9\n    options: {first_token_delay_s: -1, token_delay: 0.1}\n")
+    assert _problem(text).splitlines() == [
+        "policy.yaml:7 backends[0].options.first_token_delay_s: Input should be greater than or equal to 0",
+        "policy.yaml:7 backends[0].options.token_delay: unknown key 'token_delay' "
+        "(known: first_token_delay_s, token_delay_s)",
+    ]
+    assert parse_policy(text.replace("-1, token_delay:", "0.1, token_delay_s:")).policy.backends[0].options == {
+        "first_token_delay_s": 0.1, "token_delay_s": 0.1}
+    (tmp_path / "bench.csv").write_text("")
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        "kind: replay\n    model: big-model\n    data: [bench.csv]\n    options: {speed: 2}")
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text, source="policy.yaml", base_dir=tmp_path)
+    assert str(info.value) == "policy.yaml:7 backends[0].options.speed: unknown key 'speed' (a replay backend takes " \
+                              "no options)"
+
+
+def test_hosted_options_pass_through_unchecked():
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        "kind: hosted\n    model: openai/gpt-4o\n    options: {drop_params: true, anything: 1}")
+    assert parse_policy(text).policy.backends[0].options == {"drop_params": True, "anything": 1}
+
+
+def test_missing_replay_data_is_an_error_at_its_line(tmp_path, monkeypatch):
+    """A replay backend whose data file was missing validated `ok`; `serve` then died with a
+    DataFormatError traceback. Relative paths resolve from the policy file's folder."""
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    (folder / "bench.csv").write_text("")
+    (tmp_path / "data").mkdir()
+    policy = folder / "policy.yaml"
+    policy.write_text(GOOD.replace("kind: fake\n    model: big-model", f"""kind: replay
+    model: big-model
+    data:
+      - bench.csv
+      - ../data
+      - missing.csv
+      - {tmp_path}/nope.csv"""))
+    with pytest.raises(PolicyError) as info:
+        load_policy(policy)
+    assert info.value.lines() == [
+        f"{policy}:9 backends[0].data[2]: file not found: {folder}/missing.csv",
+        f"{policy}:10 backends[0].data[3]: file not found: {tmp_path}/nope.csv",
+    ]
+    # Without a file (parse_policy, no base_dir) they resolve from the working directory.
+    monkeypatch.chdir(folder)
+    text = GOOD.replace("kind: fake\n    model: big-model", "kind: replay\n    model: big-model\n    data: [bench.csv]")
+    assert parse_policy(text).policy.backends[0].data[0].name == "bench.csv"
+    missing = _problem(text.replace("[bench.csv]", "[nope.csv]"))
+    assert missing == "policy.yaml:6 backends[0].data[0]: file not found: nope.csv"
+
+
+def test_backend_listed_twice_in_a_route():
+    text = GOOD.replace("backends: [big, small]", "backends:\n      - big\n      - small\n      - big")
+    assert _problem(text) == "policy.yaml:16 routes[0].backends[2]: backend 'big' is listed twice"
+
+
+def test_cli_validate_ends_every_problem_with_a_newline(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("backends: [big, small]", "backends: [big, nope, big]"))
+    result = CliRunner().invoke(app, ["policy", "validate", str(bad)])
+    assert result.exit_code == 1
+    assert result.stderr == (f"{bad}:13 routes[0].backends[1]: unknown backend 'nope' (known: big, small)\n"
+                             f"{bad}:13 routes[0].backends[2]: backend 'big' is listed twice\n")
+
+
+def test_one_problem_is_one_line():
+    from router.policy import PolicyProblem
+
+    error = PolicyError("p.yaml", [PolicyProblem(3, "a", "first\nsecond"), PolicyProblem(0, "", "x")])
+    assert error.lines() == ["p.yaml:3 a: first second", "p.yaml: x"]
+
+
+def test_serve_refuses_bad_options_with_the_same_lines(tmp_path):
+    """`mixroute serve` exits like `policy validate` (status 1, file:line lines), no traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VLLM_OPTIONS)
+    result = CliRunner().invoke(app, ["serve", "--policy", str(bad)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    expected = [line.replace("policy.yaml", str(bad), 1) for line in _problem(VLLM_OPTIONS).splitlines()]
+    assert len(expected) == 3 and result.stderr.splitlines() == expected
+    assert "Traceback" not in result.output
