@@ -17,6 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 class PoolOptions(BaseModel):
     """Replica choice and health of a vLLM pool.
 
+    Validated by the policy loader (:func:`router.policy.load_policy`), so a bad option is
+    a ``FILE:LINE backends[i].options.KEY`` error before the backend is built. Every key but
+    ``metrics_interval_s`` and ``eject_after`` tunes the affinity chooser and does nothing
+    with ``affinity: false``. docs/DEPLOY.md lists them with their defaults.
+
     Attributes:
         affinity: prefix-affinity choice (:mod:`backends.vllm.affinity`); off: least loaded.
         block_tokens: tokens per hashed block (vLLM's default KV block size is 16).
@@ -24,7 +29,7 @@ class PoolOptions(BaseModel):
         load_factor: bounded-load factor (>= 1).
         min_bound: in-flight requests a replica always accepts before load bounds apply.
         queue_threshold: scraped ``vllm:num_requests_waiting`` above which a replica is
-            not preferred (requests).
+            not preferred (requests; needs scraping: an unscraped queue counts as 0).
         match_threshold: share of a prompt's blocks that a remembered prefix must cover
             for the request to follow it (:mod:`backends.vllm.affinity`).
         prefix_holders: replicas remembered per prefix block, most recent first: when the
@@ -32,9 +37,11 @@ class PoolOptions(BaseModel):
         balance_new: a never-seen prefix goes to the replica owning the fewest blocks of
             this gateway's table; off: to its rendezvous-hash replica, which every gateway
             process agrees on (prefer off with several gateway replicas).
-        metrics_interval_s: seconds between ``/metrics`` scrapes; 0 disables scraping
-            (and so probing ejected replicas back in: they return on their next success).
-        eject_after: consecutive failures that eject a replica.
+        metrics_interval_s: seconds between ``/metrics`` scrapes of every replica, which
+            feed ``queue_threshold`` and replica health; 0 disables scraping (and so probing
+            ejected replicas back in: they return on their next successful request).
+        eject_after: consecutive failures (request connect errors and timeouts, failed
+            scrapes) that eject a replica.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
