@@ -81,3 +81,76 @@ def text_chunk(cid: str, model: str, text: str, finish_reason: str | None = None
 
 def usage_chunk(cid: str, model: str, obj: str, use: dict) -> dict:
     return {"id": cid, "object": obj, "created": int(time.time()), "model": model, "choices": [], "usage": use}
+
+
+class ShapeError(ValueError):
+    """An upstream answer or stream chunk that is not shaped like the OpenAI API's."""
+
+
+_TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _check_usage(usage: object) -> None:
+    if usage is None:
+        return
+    if not isinstance(usage, dict):
+        raise ShapeError("'usage' is not an object")
+    for name in _TOKEN_FIELDS:
+        value = usage.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ShapeError(f"'usage.{name}' is not a non-negative integer")
+    details = usage.get("prompt_tokens_details")
+    if details is not None:
+        cached = details.get("cached_tokens") if isinstance(details, dict) else "?"
+        if cached is not None and (not isinstance(cached, int) or isinstance(cached, bool) or cached < 0):
+            raise ShapeError("'usage.prompt_tokens_details.cached_tokens' is not a non-negative integer")
+
+
+def _check_choice(choice: object, part: str) -> None:
+    if not isinstance(choice, dict):
+        raise ShapeError("a choice is not an object")
+    if part in choice and choice[part] is not None and not isinstance(choice[part], dict):
+        raise ShapeError(f"a choice's '{part}' is not an object")
+    inner = choice.get(part) or {}
+    if inner.get("content") is not None and not isinstance(inner.get("content"), str):
+        raise ShapeError(f"a choice's '{part}.content' is not a string")
+    if choice.get("text") is not None and not isinstance(choice.get("text"), str):
+        raise ShapeError("a choice's 'text' is not a string")
+
+
+def check_completion(endpoint: str, body: dict) -> None:
+    """Check the parts of a non-streaming upstream answer the gateway reads: ``choices`` a
+    non-empty list of objects (chat: each with a ``message`` object whose ``content`` is a
+    string or null; completions: ``text`` a string), ``usage`` token counts non-negative
+    integers. Other fields are not checked and pass through.
+
+    Raises:
+        ShapeError: the first problem found.
+    """
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ShapeError("'choices' is missing or not a non-empty list")
+    for choice in choices:
+        _check_choice(choice, "message")
+        if endpoint == "chat" and not isinstance(choice.get("message"), dict):
+            raise ShapeError("a choice has no 'message' object")
+        if endpoint == "completions" and not isinstance(choice.get("text"), str):
+            raise ShapeError("a choice has no 'text' string")
+    _check_usage(body.get("usage"))
+
+
+def check_chunk(chunk: dict) -> None:
+    """Check the parts of one upstream stream chunk the gateway reads: ``choices`` a list of
+    objects (may be empty: the usage chunk) whose ``delta`` is an object with a string or
+    null ``content`` and whose ``text`` is a string or null; ``usage`` as
+    :func:`check_completion`.
+
+    Raises:
+        ShapeError: the first problem found.
+    """
+    choices = chunk.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raise ShapeError("'choices' is not a list")
+    for choice in choices or ():
+        _check_choice(choice, "delta")
+    _check_usage(chunk.get("usage"))

@@ -21,10 +21,18 @@ after ``eject_after`` in a row, and a successful scrape puts it back
 (:mod:`backends.vllm.metrics`). The engine's private ``x_mixroute_cache`` key is removed
 from the body sent upstream.
 
-Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` for
-each read (aiohttp's ``sock_read``). A non-streaming answer arrives in one piece, so there
-it bounds the whole generation; for a stream it bounds the longest silence (TTFT, or the gap
-between two chunks), so a long but live stream is never cut.
+Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` bounds
+a non-streaming call as a whole (connect, the replica's queue, generation and reading the
+answer: a replica that trickles bytes cannot hold a request longer), and for a stream the
+longest silence (TTFT, or the gap between two chunks), so a long but live stream is never
+cut.
+
+Size limits: a non-streaming answer larger than :data:`MAX_RESPONSE_BYTES`, or a stream
+line or event over :data:`backends.vllm.sse.MAX_LINE_CHARS` / ``MAX_EVENT_CHARS``, is an
+upstream fault (the stream parser's time is linear in the stream's length, so a huge line
+cannot stall the event loop). Answers and chunks are checked for the OpenAI shape where the
+gateway reads them (:func:`backends.openai_shapes.check_completion`, ``check_chunk``):
+``choices`` a list of objects, message/delta objects, string contents, integer token counts.
 
 Retry within the pool: a connect failure (refused, unreachable, connect timeout) means the
 request never reached the replica, so it is safe to resend: the request goes once more to
@@ -41,7 +49,8 @@ Error translation happens here, at the edge (see :mod:`backends.errors`):
 - other timeouts (``aiohttp.ServerTimeoutError``, ``asyncio.TimeoutError``) ->
   :class:`BackendTimeout`.
 - other transport errors (server disconnected, connection reset, a body cut short:
-  ``aiohttp.ClientError``), invalid JSON -> :class:`BackendServerError`.
+  ``aiohttp.ClientError``), invalid JSON, answers of the wrong shape or size ->
+  :class:`BackendServerError`.
 - an error event in the stream (``data: {"error": {...}}``, or vLLM's older
   ``data: {"object": "error", ...}``) -> ``from_status(error.code or 500)``.
 - any of these after the first streamed chunk -> :class:`BackendStreamError`.
@@ -65,6 +74,7 @@ import httpx
 import orjson
 
 from backends.base import Backend, Endpoint
+from backends.openai_shapes import ShapeError, check_chunk, check_completion
 from backends.errors import (
     BackendConnectError,
     BackendError,
@@ -85,6 +95,9 @@ log = logging.getLogger(__name__)
 PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
 CONNECT_ATTEMPTS = 2
 """Replicas tried for one request when connecting fails (the first choice plus one other)."""
+MAX_RESPONSE_BYTES = 64 << 20
+"""Largest non-streaming answer read from a replica (bytes, after decompression; 64 MiB):
+a larger one is an upstream fault (:class:`BackendServerError`), not something to buffer."""
 KEEPALIVE_S = 30.0
 """Seconds an idle keep-alive connection to a replica is kept."""
 _JSON = {"content-type": "application/json", "accept": "application/json"}
@@ -157,6 +170,31 @@ class VllmBackend(Backend):
             )
         return self._session
 
+    @property
+    def _whole(self) -> aiohttp.ClientTimeout:
+        """A non-streaming call's timeouts: ``timeout_s`` also bounds the whole call."""
+        c = self.config
+        return aiohttp.ClientTimeout(total=c.timeout_s, connect=c.connect_timeout_s, sock_read=c.timeout_s)
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The body of a non-streaming answer, at most :data:`MAX_RESPONSE_BYTES` (after
+        decompression).
+
+        Raises:
+            BackendServerError: the body is larger.
+        """
+        declared = response.content_length
+        data = bytearray()
+        if declared is None or declared <= MAX_RESPONSE_BYTES:
+            async for piece in response.content.iter_any():
+                data += piece
+                if len(data) > MAX_RESPONSE_BYTES:
+                    break
+            else:
+                return bytes(data)
+        raise BackendServerError(f"{self.name}: upstream answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB",
+                                 backend=self.name)
+
     def _scrape_http(self) -> httpx.AsyncClient:
         """The metrics scraper's client (created on first use)."""
         if self._scrape_client is None:
@@ -187,10 +225,10 @@ class VllmBackend(Backend):
     async def _send_to(self, replica: Replica, endpoint: Endpoint, content: bytes) -> dict:
         with self.pool.occupy(replica):
             try:
-                async with self._http().post(replica.base_url + PATHS[endpoint], data=content,
-                                             headers=_JSON) as response:
+                async with self._http().post(replica.base_url + PATHS[endpoint], data=content, headers=_JSON,
+                                             timeout=self._whole) as response:
                     self.pool.succeeded(replica)
-                    status, data = response.status, await response.read()
+                    status, data = response.status, await self._read(response)
                     reason = response.reason or ""
             except _TRANSPORT_ERRORS as exc:
                 raise self._transport_error(exc, replica, started=False) from exc
@@ -202,6 +240,10 @@ class VllmBackend(Backend):
             raise BackendServerError(f"{self.name}: upstream sent invalid JSON", backend=self.name) from exc
         if not isinstance(out, dict):
             raise BackendServerError(f"{self.name}: upstream sent a non-object JSON answer", backend=self.name)
+        try:
+            check_completion(endpoint, out)
+        except ShapeError as exc:
+            raise BackendServerError(f"{self.name}: upstream sent a malformed answer ({exc})", backend=self.name) from exc
         return out
 
     async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
@@ -252,17 +294,25 @@ class VllmBackend(Backend):
     async def _chunks(self, response: aiohttp.ClientResponse) -> AsyncIterator[dict]:
         """The chunk dicts of an SSE response. A stream that ends without ``[DONE]`` is
         accepted only after some choice finished (servers that omit ``[DONE]``); else it was
-        cut short, and raises like a dropped connection."""
+        cut short, and raises like a dropped connection. Lines and events over
+        :data:`backends.vllm.sse.MAX_LINE_CHARS` / ``MAX_EVENT_CHARS`` and chunks that are not
+        OpenAI chunk objects (:func:`backends.openai_shapes.check_chunk`) are upstream faults."""
         started = finished = False
-        async for data in iter_sse_data(sse_lines(_texts(response))):
+        events = iter_sse_data(sse_lines(_texts(response)))
+        while True:
             try:
+                data = await anext(events, None)
+                if data is None:
+                    break
                 chunks, done = decode_events(data)
-            except SSEDecodeError as exc:
+                for chunk in chunks:
+                    if not chunk.get("choices") and ("error" in chunk or chunk.get("object") == "error"):
+                        raise self._event_error(chunk.get("error", chunk), started)
+                    check_chunk(chunk)
+            except (SSEDecodeError, ShapeError) as exc:
                 cls = BackendStreamError if started else BackendServerError
-                raise cls(f"{self.name}: upstream sent invalid stream data", backend=self.name) from exc
+                raise cls(f"{self.name}: upstream sent invalid stream data ({exc})", backend=self.name) from exc
             for chunk in chunks:
-                if not chunk.get("choices") and ("error" in chunk or chunk.get("object") == "error"):
-                    raise self._event_error(chunk.get("error", chunk), started)
                 started = True
                 finished = finished or any(c.get("finish_reason") for c in chunk.get("choices") or [])
                 yield chunk

@@ -28,38 +28,71 @@ class SSEDecodeError(ValueError):
     """An event's data is neither JSON nor ``[DONE]``."""
 
 
-async def sse_lines(texts: AsyncIterable[str]) -> AsyncIterator[str]:
-    """Yield the lines (without their end) of a text stream split at CR, LF or CRLF only."""
-    buf = ""
+MAX_LINE_CHARS = 8 << 20
+"""Longest SSE line accepted from an upstream (characters, 8 Mi): a longer one is an
+upstream fault (:class:`SSEDecodeError`), not something to buffer without bound."""
+MAX_EVENT_CHARS = 16 << 20
+"""Longest event data (its ``data:`` lines together) accepted from an upstream (characters)."""
+
+
+async def sse_lines(texts: AsyncIterable[str], max_line: int = MAX_LINE_CHARS) -> AsyncIterator[str]:
+    """Yield the lines (without their end) of a text stream split at CR, LF or CRLF only.
+
+    Time is linear in the stream's length however its chunks cut the lines (each chunk is
+    split once; an unfinished line is kept as a list of pieces).
+
+    Raises:
+        SSEDecodeError: a line longer than ``max_line`` characters.
+    """
+    pending: list[str] = []  # pieces of the line not ended yet
+    size, held_cr = 0, False  # held_cr: a CR ended the last chunk; it may be the first half of a CRLF
     async for text in texts:
-        buf += text
-        hold = buf.endswith("\r")  # may be the first half of a CRLF split across chunks
-        parts = _EOL.split(buf[:-1] if hold else buf)
-        buf = parts.pop() + ("\r" if hold else "")
-        for line in parts:
-            yield line
-    parts = _EOL.split(buf)
-    last = parts.pop()
-    for line in parts:
-        yield line
-    if last:
-        yield last
+        if held_cr:
+            text, held_cr = "\r" + text, False
+        if text.endswith("\r"):
+            text, held_cr = text[:-1], True
+        parts = _EOL.split(text)
+        if len(parts) > 1:
+            if size + len(parts[0]) > max_line:
+                raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+            yield "".join(pending) + parts[0] if pending else parts[0]
+            pending, size = [], 0
+            for line in parts[1:-1]:
+                if len(line) > max_line:
+                    raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+                yield line
+        if parts[-1]:
+            pending.append(parts[-1])
+            size += len(parts[-1])
+            if size > max_line:
+                raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+    rest = "".join(pending)
+    if rest or held_cr:
+        yield rest
 
 
-async def iter_sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
-    """Yield each event's data string (``[DONE]`` included) from an SSE line stream."""
+async def iter_sse_data(lines: AsyncIterable[str], max_event: int = MAX_EVENT_CHARS) -> AsyncIterator[str]:
+    """Yield each event's data string (``[DONE]`` included) from an SSE line stream.
+
+    Raises:
+        SSEDecodeError: an event's data is longer than ``max_event`` characters.
+    """
     buf: list[str] = []
+    size = 0
     async for line in lines:
         if not line:
             if buf:
                 yield "\n".join(buf)
-                buf = []
+                buf, size = [], 0
             continue
         if line.startswith(":"):
             continue
         field, _, value = line.partition(":")
         if field == "data":
             buf.append(value[1:] if value.startswith(" ") else value)
+            size += len(buf[-1]) + 1
+            if size > max_event:
+                raise SSEDecodeError(f"an SSE event is longer than {max_event} characters")
     if buf:
         yield "\n".join(buf)
 

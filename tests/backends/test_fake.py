@@ -159,7 +159,8 @@ def test_http_stream_with_n_reaches_the_client_for_every_index(gateway):
         chunks = _sse(r)
     texts = _texts([c for c in chunks if c["choices"]])
     assert set(texts) == {0, 1} and texts[0] == texts[1] and texts[0]
-    plain = httpx.post(gateway.v1 + "/chat/completions", json={**body, "stream": False}, timeout=30).json()
+    plain_body = {k: v for k, v in body.items() if k != "stream_options"}
+    plain = httpx.post(gateway.v1 + "/chat/completions", json={**plain_body, "stream": False}, timeout=30).json()
     assert chunks[-1]["usage"]["completion_tokens"] == plain["usage"]["completion_tokens"]
 
 

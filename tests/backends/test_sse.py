@@ -76,3 +76,46 @@ async def test_done_inside_multiline_data_stops():
 def test_invalid_data_raises(data):
     with pytest.raises(SSEDecodeError):
         decode_events(data)
+
+
+async def _lines(pieces: list[str], **kw) -> list[str]:
+    async def gen():
+        for p in pieces:
+            yield p
+
+    return [line async for line in sse_lines(gen(), **kw)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet="ab\r\n\u2028", max_size=40), cuts=st.lists(st.integers(min_value=0), max_size=10))
+def test_lines_do_not_depend_on_chunking(text, cuts):
+    """Whatever the chunks, the lines are those of the whole text split at CR, LF or CRLF
+    (a trailing line end ends the last line; U+2028 is not a line end)."""
+    import re
+
+    want = re.split(r"\r\n|\r|\n", text)
+    if want and want[-1] == "":
+        want.pop()
+    bounds = sorted({c % (len(text) + 1) for c in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *bounds], [*bounds, len(text)]) if b > a]
+    assert asyncio.run(_lines(pieces)) == want
+
+
+def test_overlong_lines_and_events_are_refused():
+    """An upstream cannot make the gateway buffer without bound: a line or an event over
+    the cap is an error, however it is chunked."""
+    with pytest.raises(SSEDecodeError, match="line is longer than 10"):
+        asyncio.run(_lines(["data: ", "x" * 3] * 3, max_line=10))
+    with pytest.raises(SSEDecodeError, match="line is longer than 10"):
+        asyncio.run(_lines(["ok\n" + "y" * 11 + "\nz"], max_line=10))
+    assert asyncio.run(_lines(["a" * 10, "\n", "b" * 10], max_line=10)) == ["a" * 10, "b" * 10]
+
+    async def events(lines):
+        async def gen():
+            for line in lines:
+                yield line
+        return [e async for e in iter_sse_data(gen(), max_event=20)]
+
+    with pytest.raises(SSEDecodeError, match="event is longer than 20"):
+        asyncio.run(events(["data: 0123456789"] * 3))
+    assert asyncio.run(events(["data: 0123456789", "", "data: 0123456789", ""])) == ["0123456789"] * 2

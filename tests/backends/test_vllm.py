@@ -252,7 +252,7 @@ async def test_stream_text_split_inside_a_character_and_crlf(canned):
 async def test_upstream_cookies_are_not_kept(canned) -> None:
     """One session serves every tenant: a replica's Set-Cookie must not come back on later requests."""
     canned.cookies.clear()
-    canned.body = b'{"id": "x", "object": "chat.completion", "choices": []}'
+    canned.body = b'{"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"content": "hi"}}]}'
     canned.headers = {"content-type": "application/json", "set-cookie": "session=tenant-a; Path=/"}
     backend = canned.backend()
     try:
@@ -262,3 +262,99 @@ async def test_upstream_cookies_are_not_kept(canned) -> None:
         await backend.aclose()
         canned.headers = {"content-type": "text/event-stream"}
     assert canned.cookies == [None, None]
+
+
+@pytest.mark.parametrize("body, problem", [
+    (b'{"id": "x", "object": "chat.completion"}', "'choices' is missing"),
+    (b'{"choices": "nope"}', "'choices' is missing or not a non-empty list"),
+    (b'{"choices": ["x"]}', "a choice is not an object"),
+    (b'{"choices": [{"index": 0, "message": "hi"}]}', "'message' is not an object"),
+    (b'{"choices": [{"index": 0, "message": {"content": 5}}]}', "'message.content' is not a string"),
+    (b'{"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"prompt_tokens": "a"}}',
+     "'usage.prompt_tokens' is not a non-negative integer"),
+    (b'{"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"completion_tokens": -1}}',
+     "'usage.completion_tokens'"),
+])
+async def test_malformed_answers_are_upstream_errors(canned, body, problem):
+    """What the gateway reads of an answer must have the OpenAI shape: else a 502-class
+    error naming the problem (not a crash further on)."""
+    canned.body, canned.headers = body, {"content-type": "application/json"}
+    backend = canned.backend()
+    try:
+        with pytest.raises(BackendServerError, match="malformed answer") as info:
+            await backend.send("chat", {"model": "m", **CHAT})
+        assert problem in info.value.message
+    finally:
+        canned.headers = {"content-type": "text/event-stream"}
+        await backend.aclose()
+
+
+@pytest.mark.parametrize("chunk", [
+    b'{"choices": [{"index": 0, "delta": "str"}]}',
+    b'{"choices": "x"}',
+    b'{"choices": [{"index": 0, "delta": {"content": ["a"]}}]}',
+    b'{"choices": [], "usage": {"prompt_tokens": "a"}}',
+])
+async def test_malformed_chunks_are_stream_errors(canned, chunk):
+    for events, error in (([b"data: " + chunk + b"\n\n"], BackendServerError),
+                          ([CHUNK, b"data: " + chunk + b"\n\n"], BackendStreamError)):
+        backend = canned.backend(events)
+        with pytest.raises(error, match="invalid stream data"):
+            async for _ in backend.stream("chat", {"model": "m", **CHAT}):
+                pass
+        await backend.aclose()
+
+
+async def test_oversized_answers_and_stream_lines_are_refused(canned, monkeypatch):
+    """An upstream cannot make the gateway buffer without bound."""
+    import backends.vllm.backend as vb
+    import backends.vllm.sse as sse
+
+    monkeypatch.setattr(vb, "MAX_RESPONSE_BYTES", 1000)
+    canned.headers = {"content-type": "application/json"}
+    canned.body = b'{"choices": [{"index": 0, "message": {"content": "' + b"x" * 2000 + b'"}}]}'
+    backend = canned.backend()
+    try:
+        with pytest.raises(BackendServerError, match="larger than"):
+            await backend.send("chat", {"model": "m", **CHAT})
+    finally:
+        canned.headers = {"content-type": "text/event-stream"}
+        await backend.aclose()
+    monkeypatch.setattr(sse, "MAX_LINE_CHARS", 1000)
+    monkeypatch.setattr(sse.sse_lines, "__defaults__", (1000,))
+    backend = canned.backend([CHUNK, b"data: " + b"y" * 5000])
+    got = []
+    with pytest.raises(BackendStreamError, match="longer than 1000"):
+        async for chunk in backend.stream("chat", {"model": "m", **CHAT}):
+            got.append(chunk)
+    assert len(got) == 1
+    await backend.aclose()
+
+
+async def test_timeout_bounds_a_whole_non_streaming_call():
+    """A replica that trickles its answer (a byte every 0.2 s) cannot hold a non-streaming
+    request past ``timeout_s``; a stream only needs each gap under it."""
+    import time
+
+    from starlette.applications import Starlette
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def drip(request):
+        async def body():
+            for piece in (b'{"choices": [{"index": 0, "message": {"content": "', *([b"x"] * 10), b'"}}]}'):
+                yield piece
+                await asyncio.sleep(0.2)
+        return StreamingResponse(body(), media_type="application/json")
+
+    server = serve_in_thread(app=Starlette(routes=[Route("/v1/{path:path}", drip, methods=["POST"])]))
+    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m", endpoints=[server.v1()], timeout_s=0.7,
+                                        options={"metrics_interval_s": 0}))
+    try:
+        start = time.monotonic()
+        with pytest.raises(BackendTimeout):
+            await backend.send("chat", {"model": "m", **CHAT})
+        assert time.monotonic() - start < 1.5  # the whole drip takes 2.4 s
+    finally:
+        await backend.aclose()
+        server.stop()
