@@ -67,6 +67,10 @@ from __future__ import annotations
 import asyncio
 import codecs
 import logging
+import math
+import re
+import time
+from email.utils import parsedate_to_datetime
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -229,11 +233,11 @@ class VllmBackend(Backend):
                                              timeout=self._whole) as response:
                     self.pool.succeeded(replica)
                     status, data = response.status, await self._read(response)
-                    reason = response.reason or ""
+                    reason, retry_after = response.reason or "", response.headers.get("retry-after")
             except _TRANSPORT_ERRORS as exc:
                 raise self._transport_error(exc, replica, started=False) from exc
         if status >= 400:
-            raise self._status_error(status, data, reason)
+            raise self._status_error(status, data, reason, retry_after)
         try:
             out = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -272,8 +276,9 @@ class VllmBackend(Backend):
                     try:
                         self.pool.succeeded(replica)
                         if response.status >= 400:
-                            data = await response.read()
-                            raise self._status_error(response.status, data, response.reason or "")
+                            data = await self._read(response)
+                            raise self._status_error(response.status, data, response.reason or "",
+                                                     response.headers.get("retry-after"))
                         async for chunk in self._chunks(response):
                             sent += 1
                             yield chunk
@@ -349,9 +354,13 @@ class VllmBackend(Backend):
             return BackendTimeout(f"{self.name}: upstream timed out ({kind})", backend=self.name)
         return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
 
-    def _status_error(self, status: int, data: bytes, reason: str) -> BackendError:
+    def _status_error(self, status: int, data: bytes, reason: str, retry_after: str | None = None) -> BackendError:
         message = self._redact(_upstream_message(data, reason))
-        return from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
+        error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
+        seconds = _retry_after(retry_after)
+        if status in (429, 503) and seconds is not None:
+            error.headers = {"retry-after": seconds}  # sent to the client if no other candidate answers
+        return error
 
     def _event_error(self, error: object, started: bool) -> BackendError:
         detail = error.get("message", "") if isinstance(error, dict) else str(error)
@@ -380,24 +389,53 @@ async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
         yield tail
 
 
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
+
+
 def _upstream_message(data: bytes, reason: str) -> str:
-    """The error message of an upstream error response body (OpenAI envelope
-    ``error.message``, vLLM's older top-level ``message``, else the start of the body text,
-    else the HTTP reason phrase)."""
+    """The error message of an upstream error response body, safe to show a client: the
+    OpenAI envelope's ``error.message`` (or vLLM's older top-level ``message``), else the
+    start of a plain-text body; never an HTML/XML error page (proxies put host names and
+    addresses in them), and with URLs and IPv4 addresses replaced by ``<url>`` / ``<address>``.
+    At most 300 characters; the HTTP reason phrase when nothing else is left."""
     text = data.decode("utf-8", "replace")
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return text[:300].strip() or reason
+        parsed = None
+    message = None
     if isinstance(parsed, dict):
         err = parsed.get("error")
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-        if isinstance(err, str):
-            return err[:300]
-        if parsed.get("message"):
-            return str(parsed["message"])[:300]
-    return text[:300]
+            message = str(err["message"])
+        elif isinstance(err, str):
+            message = err
+        elif parsed.get("message"):
+            message = str(parsed["message"])
+    if message is None:
+        stripped = text.lstrip()
+        if stripped.startswith("<"):
+            return f"{reason or 'error'} (an HTML error page, {len(data)} bytes, not shown)"
+        message = stripped
+    message = _IPV4.sub("<address>", _URL.sub("<url>", message))[:300].strip()
+    return message or reason
+
+
+def _retry_after(value: str | None) -> str | None:
+    """An upstream ``Retry-After`` in whole seconds (from seconds or an HTTP date), or ``None``."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return value
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return str(max(0, math.ceil(when.timestamp() - time.time())))
 
 
 def _safe_url(url: str) -> str:

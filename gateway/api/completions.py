@@ -67,6 +67,14 @@ def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, pri
     exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": request_id}
 
 
+def _error_response(exc: BackendError, decision: Decision, attempt: dispatch.Attempt) -> FastJSONResponse:
+    """The envelope of the last backend error, with its own headers (an upstream's
+    ``retry-after``) and the ``x-mixroute-*`` ones."""
+    headers = {**(getattr(exc, "headers", None) or {}),
+               **_headers(decision, attempt.backend.name if attempt.backend else None)}
+    return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)
+
+
 def _headers(decision: Decision, backend: str | None, tried: list[str] | None = None) -> dict[str, str]:
     """Response headers; ``x-mixroute-fallbacks`` lists the backends that failed before ``backend``."""
     rec = decision.record
@@ -133,8 +141,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
         resp = await dispatch.send(runtime, attempt, decision.body)
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
-        return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
-                                headers=_headers(decision, attempt.backend.name if attempt.backend else None))
+        return _error_response(exc, decision, attempt)
     recorded = resp.pop(COST_KEY, None)
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
@@ -168,8 +175,7 @@ async def _stream(runtime: Runtime, finish, attempt: dispatch.Attempt, body: dic
         first, chunks = await dispatch.open_stream(runtime, attempt, body)
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
-        return FastJSONResponse(exc.to_envelope(), status_code=exc.status,
-                                headers=_headers(decision, attempt.backend.name if attempt.backend else None))
+        return _error_response(exc, decision, attempt)
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     gen = _relay(runtime, finish, attempt, first, chunks, wants_usage)
     return StreamingResponse(gen, media_type="text/event-stream",

@@ -10,7 +10,8 @@ recorded.
 
 Behaviour by model-name suffix (as the ``fake`` backend):
 
-- ``...-error-429`` / ``-error-500`` / ``-error-400``: that status with an OpenAI error body.
+- ``...-error-429`` / ``-error-500`` / ``-error-400``: that status with an OpenAI error body
+  (429 with ``Retry-After: 3``).
 - ``...-drop-mid-stream``: a stream sends 3 chunks then the connection is cut (no
   terminating chunk); a non-streaming answer is cut half-way through its body.
 - ``...-slow``: ``SLOW_FIRST_TOKEN_S`` before the first chunk and ``SLOW_TOKEN_S`` between
@@ -124,7 +125,8 @@ def _usage(prompt: int, completion: int) -> dict:
 def _error(status: int, message: str) -> Response:
     kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(status, "server_error")
     body = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+    headers = {"retry-after": "3"} if status == 429 else None
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
 
 
 def _full_response(endpoint: str, model: str, body: dict) -> dict:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import socket
 
+import httpx
 import pytest
 
 from backends.errors import (
@@ -152,6 +153,23 @@ async def test_error_message_has_upstream_text_without_key():
     assert "overloaded" in plain.message and plain.retryable
     empty = backend._status_error(502, b"", "Bad Gateway")
     assert "Bad Gateway" in empty.message
+
+
+def test_upstream_error_text_shows_no_hosts_or_pages():
+    """Upstream error bodies reach clients without internal addresses: no HTML error pages
+    (proxies put host names in them), URLs and IPv4 addresses replaced; Retry-After kept."""
+    backend = vllm(["http://x/v1"])
+    page = b"<html><body><h1>502 Bad Gateway</h1><hr>nginx at 10.0.0.5</body></html>"
+    html = backend._status_error(502, page, "Bad Gateway")
+    assert "10.0.0.5" not in html.message and "nginx" not in html.message and "HTML error page" in html.message
+    named = backend._status_error(400, b'{"error": {"message": "model at http://secret-host:9/v1 (10.1.2.3:8000) '
+                                       b'rejected the request"}}', "")
+    assert named.message.endswith("model at <url> (<address>) rejected the request")
+    limited = backend._status_error(429, b'{"error": {"message": "slow down"}}', "", retry_after="7")
+    assert limited.status == 429 and limited.headers == {"retry-after": "7"}
+    dated = backend._status_error(503, b"busy", "", retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
+    assert dated.headers == {"retry-after": "0"}  # a date in the past: retry now
+    assert not hasattr(backend._status_error(429, b"", "", retry_after="soon"), "headers")
 
 
 async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state):
@@ -358,3 +376,23 @@ async def test_timeout_bounds_a_whole_non_streaming_call():
     finally:
         await backend.aclose()
         server.stop()
+
+
+def test_gateway_passes_on_the_upstream_retry_after(upstream, tmp_path):
+    """A rate-limited vLLM upstream's Retry-After reaches the client when no other
+    candidate answers (429 from a pinned backend)."""
+    from tests.gateway.conftest import start_gateway
+
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: m-error-429, endpoints: ["{upstream.v1()}"], options: {{metrics_interval_s: 0}}}}
+routes:
+  - {{name: auto, backends: [pool]}}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        resp = httpx.post(gw.v1 + "/chat/completions", json={"model": "pool", **CHAT})
+    finally:
+        gw.stop()
+    assert resp.status_code == 429 and resp.headers["retry-after"] == "3"
+    assert resp.json()["error"]["code"] == "upstream_rate_limited"
