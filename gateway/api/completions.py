@@ -6,11 +6,12 @@ Each completion request: parse -> decide (decision row queued) -> dispatch with 
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import APIRouter, Request
-from starlette.responses import StreamingResponse
+from starlette.responses import Response, StreamingResponse
 
 from backends.base import COST_KEY
 from backends.errors import BackendError
@@ -65,6 +66,46 @@ def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, pri
     store.record_outcome(OutcomeRecord(request_id=request_id, backend=None, model=None, status="rejected",
                                        http_status=exc.status, error_code=exc.code))
     exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": request_id}
+
+
+CLIENT_CLOSED = 499
+"""Outcome status of a request whose client left before the answer started (nginx's
+"client closed request"); nothing is sent."""
+
+
+class ClientGone(Exception):
+    """The client disconnected while the gateway waited for a backend."""
+
+
+async def _unless_client_leaves(request: Request, work: Awaitable):
+    """Await ``work`` (a backend call); if the client disconnects first, cancel it, which
+    closes the upstream connection so that the replica stops generating (vLLM aborts a
+    request whose connection closes), and raise :class:`ClientGone`. Once a stream has
+    started, Starlette's ``StreamingResponse`` watches for the disconnect itself.
+
+    Raises:
+        ClientGone: the client left first.
+    """
+    task = asyncio.current_task()
+    watcher = asyncio.get_running_loop().create_task(_cancel_on_disconnect(request, task))
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if watcher.done() and not watcher.cancelled() and watcher.result():
+            task.uncancel()
+            raise ClientGone from None
+        raise
+    finally:
+        watcher.cancel()
+
+
+async def _cancel_on_disconnect(request: Request, task: asyncio.Task) -> bool:
+    # The body was read already: the next ASGI message is the disconnect (uvicorn sends it
+    # when the connection closes).
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    task.cancel()
+    return True
 
 
 def _error_response(exc: BackendError, decision: Decision, attempt: dispatch.Attempt) -> FastJSONResponse:
@@ -136,9 +177,12 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
-        return await _stream(runtime, finish, attempt, decision.body)
+        return await _stream(request, runtime, finish, attempt, decision.body)
     try:
-        resp = await dispatch.send(runtime, attempt, decision.body)
+        resp = await _unless_client_leaves(request, dispatch.send(runtime, attempt, decision.body))
+    except ClientGone:
+        finish(attempt.outcome(runtime, status="client_disconnected", http_status=CLIENT_CLOSED))
+        return Response(status_code=CLIENT_CLOSED)  # nobody reads it
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
         return _error_response(exc, decision, attempt)
@@ -169,10 +213,13 @@ def _finisher(store, admission: Admission, live, prefix_hash: str | None = None)
     return finish
 
 
-async def _stream(runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict):
+async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict):
     decision = attempt.decision
     try:
-        first, chunks = await dispatch.open_stream(runtime, attempt, body)
+        first, chunks = await _unless_client_leaves(request, dispatch.open_stream(runtime, attempt, body))
+    except ClientGone:
+        finish(attempt.outcome(runtime, status="client_disconnected", http_status=CLIENT_CLOSED, streamed=True))
+        return Response(status_code=CLIENT_CLOSED)
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
         return _error_response(exc, decision, attempt)

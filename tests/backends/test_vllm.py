@@ -396,3 +396,60 @@ routes:
         gw.stop()
     assert resp.status_code == 429 and resp.headers["retry-after"] == "3"
     assert resp.json()["error"]["code"] == "upstream_rate_limited"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_leaving_before_the_answer_cancels_the_upstream_call(tmp_path, stream):
+    """A client that gives up while the replica is still generating (before the first byte)
+    makes the gateway close the upstream connection, so vLLM stops generating; the outcome
+    says client_disconnected."""
+    import threading
+    import time
+
+    import sqlalchemy as sa
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from tests.gateway.conftest import start_gateway
+
+    seen: dict[str, float] = {}
+    gone = threading.Event()
+
+    async def busy(request):
+        seen["start"] = time.monotonic()
+        for _ in range(150):  # "generates" for up to 3 s, watching its connection
+            if await request.is_disconnected():
+                seen["gone"] = time.monotonic()
+                gone.set()
+                break
+            await asyncio.sleep(0.02)
+        return JSONResponse({"choices": [{"index": 0, "message": {"content": "late"}}]})
+
+    server = serve_in_thread(app=Starlette(routes=[Route("/v1/{path:path}", busy, methods=["POST"])]))
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: m, endpoints: ["{server.v1()}"], options: {{metrics_interval_s: 0}}}}
+routes:
+  - {{name: auto, backends: [pool]}}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            with httpx.Client(timeout=httpx.Timeout(10, read=0.4)) as client:
+                r = client.post(gw.v1 + "/chat/completions", json={"model": "pool", "stream": stream, **CHAT})
+                r.read()
+        assert gone.wait(2.0), "the upstream never saw its connection close"
+        assert seen["gone"] - seen["start"] < 1.5
+        engine = sa.create_engine(gw.settings.database_url)
+        deadline = time.monotonic() + 5
+        row = None
+        while row is None and time.monotonic() < deadline:
+            with engine.connect() as conn:
+                row = conn.execute(sa.text("SELECT status, http_status, streamed FROM outcomes")).mappings().first()
+            time.sleep(0.05)
+        assert row is not None and row["status"] == "client_disconnected" and row["http_status"] == 499
+        assert bool(row["streamed"]) is stream
+    finally:
+        gw.stop()
+        server.stop()
