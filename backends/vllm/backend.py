@@ -127,7 +127,7 @@ class VllmBackend(Backend):
                                       min_bound=o.min_bound, queue_threshold=o.queue_threshold,
                                       match_threshold=o.match_threshold, balance_new=o.balance_new,
                                       holders=o.prefix_holders)
-        self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after)
+        self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after, retry_ejected_s=o.retry_ejected_s)
         self._session: aiohttp.ClientSession | None = None
         self._scrape_client: httpx.AsyncClient | None = None
         self.scraper = Scraper(self.pool, self._scrape_http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
@@ -344,7 +344,7 @@ class VllmBackend(Backend):
         log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), kind)
         connect = isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
         timeout = isinstance(exc, (aiohttp.ServerTimeoutError, asyncio.TimeoutError))
-        if not started and (connect or timeout):
+        if not started:  # no answer at all (refused, timed out, dropped, reset): a replica fault
             self.pool.failed(replica)
         if started:
             return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)

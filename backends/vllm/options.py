@@ -19,7 +19,7 @@ class PoolOptions(BaseModel):
 
     Validated by the policy loader (:func:`router.policy.load_policy`), so a bad option is
     a ``FILE:LINE backends[i].options.KEY`` error before the backend is built. Every key but
-    ``metrics_interval_s`` and ``eject_after`` tunes the affinity chooser and does nothing
+    ``metrics_interval_s``, ``eject_after`` and ``retry_ejected_s`` tunes the affinity chooser and does nothing
     with ``affinity: false``. docs/DEPLOY.md lists them with their defaults.
 
     Attributes:
@@ -40,8 +40,11 @@ class PoolOptions(BaseModel):
         metrics_interval_s: seconds between ``/metrics`` scrapes of every replica, which
             feed ``queue_threshold`` and replica health; 0 disables scraping (and so probing
             ejected replicas back in: they return on their next successful request).
-        eject_after: consecutive failures (request connect errors and timeouts, failed
-            scrapes) that eject a replica.
+        eject_after: consecutive failures (requests that got no answer: connect errors,
+            timeouts, connections dropped before the answer; failed scrapes) that eject a
+            replica.
+        retry_ejected_s: seconds after an ejection when a request may try the replica
+            again (without scraping, the only way back; a failure ejects it again).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -57,3 +60,4 @@ class PoolOptions(BaseModel):
     balance_new: bool = True
     metrics_interval_s: float = Field(default=5.0, ge=0)
     eject_after: int = Field(default=3, ge=1)
+    retry_ejected_s: float = Field(default=10.0, gt=0)

@@ -7,12 +7,15 @@ prompt prefix to the replica whose prefix cache already holds it) wraps it.
 Health: :meth:`Pool.failed` / :meth:`Pool.succeeded` count consecutive failures per
 replica (reported by the backend and by the metrics scraper,
 :mod:`backends.vllm.metrics`); after ``eject_after`` of them the replica is ejected and
-:meth:`Pool.pick` skips it until a success puts it back. When every replica is ejected
-they are all tried anyway (failing open beats refusing every request).
+:meth:`Pool.pick` skips it until a success puts it back: the scraper's next good scrape,
+or, once ``retry_ejected_s`` have passed since it was ejected, a request let through to
+try it (one failure then ejects it again for as long). When every replica is ejected they
+are all tried anyway (failing open beats refusing every request).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,6 +25,8 @@ from backends.vllm.metrics import ReplicaMetrics
 
 EJECT_AFTER = 3
 """Consecutive failures after which a replica is ejected."""
+RETRY_EJECTED_S = 10.0
+"""Seconds after which an ejected replica may be tried again by a request."""
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Replica:
         metrics: its last scraped ``/metrics`` (empty until the first scrape).
         failures: consecutive failures (requests or scrapes).
         healthy: ``False`` while ejected.
+        ejected_at: ``time.monotonic()`` of the last ejection (or failed retry).
     """
 
     base_url: str
@@ -45,6 +51,7 @@ class Replica:
     metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
     failures: int = 0
     healthy: bool = True
+    ejected_at: float = 0.0
 
     @property
     def load(self) -> int:
@@ -93,21 +100,24 @@ class Pool:
         base_urls: replica base URLs (``.../v1``); a trailing slash is removed.
         chooser: replica choice strategy (default :class:`LeastLoadedChooser`).
         eject_after: consecutive failures that eject a replica.
+        retry_ejected_s: seconds after an ejection when requests may try the replica again.
     """
 
     def __init__(self, base_urls: Sequence[str], chooser: ReplicaChooser | None = None,
-                 eject_after: int = EJECT_AFTER):
+                 eject_after: int = EJECT_AFTER, retry_ejected_s: float = RETRY_EJECTED_S):
         if not base_urls:
             raise ValueError("a pool needs at least one replica")
         self.replicas = [Replica(u.rstrip("/")) for u in base_urls]
         self.chooser = chooser or LeastLoadedChooser()
         self.eject_after = eject_after
+        self.retry_ejected_s = retry_ejected_s
 
     def pick(self, body: dict, exclude: Sequence[Replica] = ()) -> Replica | None:
         """Choose a replica for ``body`` among those not in ``exclude`` (ejected ones only
         when no healthy one is left); ``None`` if none left."""
         left = [r for r in self.replicas if all(r is not e for e in exclude)]
-        healthy = [r for r in left if r.healthy]
+        now = time.monotonic()
+        healthy = [r for r in left if r.healthy or now - r.ejected_at >= self.retry_ejected_s]
         left = healthy or left
         return self.chooser.choose(left, body) if left else None
 
@@ -116,6 +126,7 @@ class Pool:
         replica.failures += 1
         if replica.failures >= self.eject_after:
             replica.healthy = False
+            replica.ejected_at = time.monotonic()
 
     def succeeded(self, replica: Replica) -> None:
         """Reset ``replica``'s failure count and put it back if it was ejected."""

@@ -132,6 +132,29 @@ def test_ejection_after_consecutive_failures_and_back_in():
     assert a.healthy and a.failures == 0
 
 
+def test_an_ejected_replica_is_retried_after_a_while(monkeypatch):
+    """Without scraping, requests try an ejected replica again after ``retry_ejected_s``;
+    one more failure ejects it for as long again."""
+    import backends.vllm.pool as pool_module
+
+    now = [1000.0]
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: now[0])
+    pool = Pool(["http://a/v1", "http://b/v1"], eject_after=2, retry_ejected_s=10)
+    a, b = pool.replicas
+    pool.failed(a), pool.failed(a)
+    assert not a.healthy and {pool.pick({}).base_url for _ in range(4)} == {"http://b/v1"}
+    now[0] += 9.9
+    assert {pool.pick({}).base_url for _ in range(4)} == {"http://b/v1"}
+    now[0] += 0.2
+    assert "http://a/v1" in {pool.pick({}).base_url for _ in range(4)}
+    pool.failed(a)  # the retry failed: out for another 10 s
+    assert {pool.pick({}).base_url for _ in range(4)} == {"http://b/v1"}
+    now[0] += 10.1
+    assert "http://a/v1" in {pool.pick({}).base_url for _ in range(4)}
+    pool.succeeded(a)
+    assert a.healthy and a.failures == 0
+
+
 @pytest.fixture(scope="module")
 def fakes():
     servers = serve_replicas(3, FAST)

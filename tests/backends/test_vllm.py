@@ -453,3 +453,33 @@ routes:
     finally:
         gw.stop()
         server.stop()
+
+
+async def test_a_replica_that_drops_connections_is_ejected(canned):
+    """A replica that accepts connections and closes them without answering counts as
+    failing (no answer at all), so it is ejected and requests go to the healthy one; such a
+    request is not resent (it may have reached the replica)."""
+    async def drop(reader, writer):
+        await reader.read(100)
+        writer.close()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    canned.body = b'{"choices": [{"index": 0, "message": {"content": "ok"}}]}'
+    canned.headers = {"content-type": "application/json"}
+    backend = VllmBackend(BackendConfig(name="p", kind="vllm", model="m",
+                                        endpoints=[f"http://127.0.0.1:{port}/v1", canned.server.v1()],
+                                        options={"metrics_interval_s": 0, "eject_after": 2, "affinity": False}))
+    try:
+        results = []
+        for _ in range(8):
+            try:
+                results.append((await backend.send("chat", {"model": "m", **CHAT}))["choices"][0]["message"]["content"])
+            except BackendServerError:
+                results.append("dropped")
+        assert results.count("dropped") == 2 and results[-4:] == ["ok"] * 4
+        assert not backend.pool.replicas[0].healthy
+    finally:
+        canned.headers = {"content-type": "text/event-stream"}
+        await backend.aclose()
+        server.close()
