@@ -27,6 +27,17 @@ class Message(BaseModel):
     role: Role
     content: str | list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    name: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _part_objects(cls, content: Any) -> Any:
+        if isinstance(content, list):
+            for i, part in enumerate(content):
+                if not isinstance(part, dict):
+                    raise ValueError(f"part {i} must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
+                                     f"not {type(part).__name__}")
+        return content
 
     @field_validator("content")
     @classmethod
@@ -108,6 +119,19 @@ class ChatCompletionRequest(_Common):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     response_format: ResponseFormat | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: Any) -> Any:
+        for i, tool in enumerate(tools or ()):
+            kind = tool.get("type")
+            if not isinstance(kind, str):
+                raise ValueError(f"tool {i} needs a string 'type' (e.g. 'function')")
+            if kind == "function":
+                function = tool.get("function")
+                if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+                    raise ValueError(f"tool {i} is of type 'function' and needs a 'function' object with a 'name'")
+        return tools
 
     @field_validator("tool_choice")
     @classmethod

@@ -156,7 +156,7 @@ class Router:
         route, pinned = self.target(model)
         if route is None and pinned is None:
             known = [r.name for r in self.policy.routes] + [b.name for b in self.policy.backends]
-            raise UnknownModel(f"The model '{model}' does not exist (routes and backends: {', '.join(known)})",
+            raise UnknownModel(f"The model '{model[:100]}{'...' if len(model) > 100 else ''}' does not exist (routes and backends: {', '.join(known)})",
                                param="model")
         with req.span("mixroute.rewrite") if req.span else nullcontext():
             rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,

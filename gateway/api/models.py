@@ -52,4 +52,4 @@ async def retrieve_model(model_id: str, runtime: RuntimeDep, principal: Principa
         if model["id"] == model_id:
             return FastJSONResponse(model)
     known = ", ".join(m["id"] for m in models)
-    raise UnknownModel(f"The model '{model_id}' does not exist (routes and backends: {known})", param="model")
+    raise UnknownModel(f"The model '{model_id[:100]}{'...' if len(model_id) > 100 else ''}' does not exist (routes and backends: {known})", param="model")

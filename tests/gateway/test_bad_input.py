@@ -44,6 +44,12 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
     (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value", "messages.0.content"),
     (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a"}}],'
      b' "tool_choice": {"type": "function", "function": {"name": {"a": 1}}}}', 400, "invalid_value", "tool_choice"),
+    (b'{"messages": [{"role": "user", "content": ["a", "b"]}]}', 400, "invalid_value", "messages.0.content"),
+    (b'{"messages": [{"role": "user", "content": "x", "name": 5}]}', 400, "invalid_value", "messages.0.name"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', 400, "invalid_value",
+     "tools"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": "f"}}]}', 400,
+     "invalid_value", "tools"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}}', 400,
      "invalid_value", "stream_options"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": "yes"}}',
@@ -58,6 +64,14 @@ def test_chat_bad_bodies(demo_gateway, body, status, code, param):
                       headers={"content-type": "application/json"})
     err = _assert_envelope(resp, status, code, param)
     assert err["type"] == "invalid_request_error"
+
+
+def test_an_unknown_model_name_is_not_echoed_in_full(demo_gateway):
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"model": "m" * 100_000, "messages": MSG})
+    err = _assert_envelope(resp, 404, "model_not_found", "model")
+    assert len(err["message"]) < 1000 and "..." in err["message"]
+    resp = httpx.get(demo_gateway.v1 + "/models/" + "m" * 5000)
+    assert resp.status_code == 404 and len(resp.text) < 1500
 
 
 def test_error_messages_name_no_internal_classes(demo_gateway):
@@ -152,7 +166,7 @@ def test_tool_schemas_the_client_got_wrong_are_answered_not_a_500(demo_gateway):
     import json
 
     for fn in ({"name": "f", "parameters": "notanobject"}, {"name": "f", "parameters": [1, 2]},
-               {"name": "f", "parameters": {"type": "nonsense", "properties": 5}}, {"parameters": {}}):
+               {"name": "f", "parameters": {"type": "nonsense", "properties": 5}}):
         body = {"messages": MSG, "tools": [{"type": "function", "function": fn}], "tool_choice": "required"}
         resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
         assert resp.status_code == 200, (fn, resp.text)
@@ -160,6 +174,8 @@ def test_tool_schemas_the_client_got_wrong_are_answered_not_a_500(demo_gateway):
         assert isinstance(json.loads(call["arguments"]), dict)
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": MSG, "tool_choice": "required"})
     assert "Value error" not in resp.json()["error"]["message"]
+    nameless = {"messages": MSG, "tools": [{"type": "function", "function": {"parameters": {}}}]}
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", json=nameless), 400, param="tools")
 
 
 def test_assistant_tool_call_without_content_is_fine(demo_gateway):
