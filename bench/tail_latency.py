@@ -32,6 +32,11 @@ changes what the gateway does in production):
   span or attempt gauge is touched.
 - ``no-gc``: the garbage collector is disabled after start-up.
 - ``bare``: ``no-store`` + ``no-obs`` + ``no-gc``.
+- ``nice-writer``: the store writer's thread at nice 10 (the OS prefers the event loop
+  when both want the one core).
+- ``asyncio-loop``: the gateway as shipped on the standard library's event loop
+  (``MIXROUTE_EVENT_LOOP=asyncio``) instead of uvloop: ``base,asyncio-loop`` compares the
+  two loops round by round.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from bench.gateway_overhead import GATEWAY_CPU, LOAD_CPU, ROOT, _free_port
 from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
-VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare")
+VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer")
 
 
 def _patch(variant: str) -> None:
@@ -60,6 +65,8 @@ def _patch(variant: str) -> None:
     from gateway.store.writer import Store
 
     parts = {"bare": {"no-store", "no-obs", "no-gc"}}.get(variant, {variant})
+    if "asyncio-loop" in parts:
+        os.environ["MIXROUTE_EVENT_LOOP"] = "asyncio"  # read by the settings that serve() builds
     if "unchunked" in parts:
         import gateway.store.writer as writer
 
@@ -72,6 +79,16 @@ def _patch(variant: str) -> None:
         writer.CHUNK_ROWS = int(rows)
         if pause_us:
             writer.CHUNK_PAUSE_S = int(pause_us) / 1e6
+    if "nice-writer" in parts:
+        original_nice = Store._cycle
+
+        def niced(self, batch, raise_unexpected=False):
+            import threading
+
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            return original_nice(self, batch, raise_unexpected)
+
+        Store._cycle = niced
     if "no-store-db" in parts:
         original = Store._cycle
 
