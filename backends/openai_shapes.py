@@ -114,6 +114,9 @@ def _check_choice(choice: object, part: str) -> None:
     inner = choice.get(part) or {}
     if inner.get("content") is not None and not isinstance(inner.get("content"), str):
         raise ShapeError(f"a choice's '{part}.content' is not a string")
+    calls = inner.get("tool_calls")
+    if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+        raise ShapeError(f"a choice's '{part}.tool_calls' is not a list of objects")
     if choice.get("text") is not None and not isinstance(choice.get("text"), str):
         raise ShapeError("a choice's 'text' is not a string")
 
@@ -121,7 +124,8 @@ def _check_choice(choice: object, part: str) -> None:
 def check_completion(endpoint: str, body: dict) -> None:
     """Check the parts of a non-streaming upstream answer the gateway reads: ``choices`` a
     non-empty list of objects (chat: each with a ``message`` object whose ``content`` is a
-    string or null; completions: ``text`` a string), ``usage`` token counts non-negative
+    string or null and whose ``tool_calls``, if any, is a list of objects; completions:
+    ``text`` a string), ``usage`` token counts non-negative
     integers. Other fields are not checked and pass through.
 
     Raises:

@@ -66,11 +66,13 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import ipaddress
 import logging
 import math
 import re
 import time
 from email.utils import parsedate_to_datetime
+from http import HTTPStatus
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -233,11 +235,11 @@ class VllmBackend(Backend):
                                              timeout=self._whole) as response:
                     self.pool.succeeded(replica)
                     status, data = response.status, await self._read(response)
-                    reason, retry_after = response.reason or "", response.headers.get("retry-after")
+                    retry_after = response.headers.get("retry-after")
             except _TRANSPORT_ERRORS as exc:
                 raise self._transport_error(exc, replica, started=False) from exc
         if status >= 400:
-            raise self._status_error(status, data, reason, retry_after)
+            raise self._status_error(status, data, retry_after)
         try:
             out = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -277,8 +279,7 @@ class VllmBackend(Backend):
                         self.pool.succeeded(replica)
                         if response.status >= 400:
                             data = await self._read(response)
-                            raise self._status_error(response.status, data, response.reason or "",
-                                                     response.headers.get("retry-after"))
+                            raise self._status_error(response.status, data, response.headers.get("retry-after"))
                         async for chunk in self._chunks(response):
                             sent += 1
                             yield chunk
@@ -354,17 +355,17 @@ class VllmBackend(Backend):
             return BackendTimeout(f"{self.name}: upstream timed out ({kind})", backend=self.name)
         return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
 
-    def _status_error(self, status: int, data: bytes, reason: str, retry_after: str | None = None) -> BackendError:
-        message = self._redact(_upstream_message(data, reason))
+    def _status_error(self, status: int, data: bytes, retry_after: str | None = None) -> BackendError:
+        message = self._redact(_upstream_message(data, status))
         error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
         seconds = _retry_after(retry_after)
-        if status in (429, 503) and seconds is not None:
+        if status == 429 and seconds is not None:
             error.headers = {"retry-after": seconds}  # sent to the client if no other candidate answers
         return error
 
     def _event_error(self, error: object, started: bool) -> BackendError:
         detail = error.get("message", "") if isinstance(error, dict) else str(error)
-        message = f"{self.name}: upstream stream error: {self._redact(str(detail))[:300]}"
+        message = f"{self.name}: upstream stream error: {self._redact(scrub(str(detail)))[:300]}"
         if started:
             return BackendStreamError(message, backend=self.name)
         code = error.get("code") if isinstance(error, dict) else None
@@ -391,15 +392,46 @@ async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
 
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
+_IPV6 = re.compile(r"\[?[0-9a-fA-F]*:[0-9a-fA-F:.]*:[0-9a-fA-F.]*(?:%\w+)?\]?(?::\d+)?")
+_HOST = re.compile(r"\b[a-zA-Z0-9][a-zA-Z0-9-]*(?:\.[a-zA-Z0-9-]+)*\.[a-zA-Z][a-zA-Z0-9-]+(?::\d+)?\b")
 
 
-def _upstream_message(data: bytes, reason: str) -> str:
+def scrub(text: str) -> str:
+    """``text`` with URLs, IPv4/IPv6 addresses and dotted host names (``vllm-0.ns.svc``,
+    ``gpu-3.internal``) replaced by ``<url>``, ``<address>`` and ``<host>``: upstream
+    messages reach clients, internal topology must not."""
+    text = _URL.sub("<url>", text)
+    text = _IPV6.sub(_ipv6, text)
+    text = _IPV4.sub("<address>", text)
+    return _HOST.sub("<host>", text)
+
+
+def _ipv6(match: re.Match) -> str:
+    token = match.group(0)
+    core = token[1:token.index("]")] if token.startswith("[") and "]" in token else token
+    if not any(ch.isalnum() for ch in core):
+        return token
+    try:
+        ipaddress.IPv6Address(core.split("%")[0])
+    except ValueError:
+        return token  # a time of day, a ratio: not an address
+    return "<address>"
+
+
+def _phrase(status: int) -> str:
+    """The standard reason phrase of ``status`` (an upstream's own phrase may name hosts)."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "error"
+
+
+def _upstream_message(data: bytes, status: int) -> str:
     """The error message of an upstream error response body, safe to show a client: the
-    OpenAI envelope's ``error.message`` (or vLLM's older top-level ``message``), else the
-    start of a plain-text body; never an HTML/XML error page (proxies put host names and
-    addresses in them), and with URLs and IPv4 addresses replaced by ``<url>`` / ``<address>``.
-    At most 300 characters; the HTTP reason phrase when nothing else is left."""
-    text = data.decode("utf-8", "replace")
+    OpenAI envelope's ``error.message`` (or vLLM's older top-level ``message``) passed
+    through :func:`scrub`, at most 300 characters; for any other body (HTML error pages
+    of proxies, plain text) only its size, since those name hosts and addresses; the
+    standard reason phrase of ``status`` when the body is empty."""
     try:
         parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -414,30 +446,36 @@ def _upstream_message(data: bytes, reason: str) -> str:
         elif parsed.get("message"):
             message = str(parsed["message"])
     if message is None:
-        stripped = text.lstrip()
-        if stripped.startswith("<"):
-            return f"{reason or 'error'} (an HTML error page, {len(data)} bytes, not shown)"
-        message = stripped
-    message = _IPV4.sub("<address>", _URL.sub("<url>", message))[:300].strip()
-    return message or reason
+        if not data.strip():
+            return _phrase(status)
+        return f"{_phrase(status)} (a {len(data)}-byte non-JSON body, not shown)"
+    return scrub(message)[:300].strip() or _phrase(status)
+
+
+MAX_RETRY_AFTER_S = 3600
+"""Longest upstream ``Retry-After`` passed on to clients (seconds)."""
 
 
 def _retry_after(value: str | None) -> str | None:
-    """An upstream ``Retry-After`` in whole seconds (from seconds or an HTTP date), or ``None``."""
+    """An upstream ``Retry-After`` in whole seconds (from ASCII digits or an HTTP date, at
+    most :data:`MAX_RETRY_AFTER_S`), or ``None``."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return value
+    if value.isascii() and value.isdigit():
+        return str(min(int(value), MAX_RETRY_AFTER_S))
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
         return None
-    return str(max(0, math.ceil(when.timestamp() - time.time())))
+    return str(min(MAX_RETRY_AFTER_S, max(0, math.ceil(when.timestamp() - time.time()))))
 
 
 def _safe_url(url: str) -> str:
-    """``url`` without user info, for logs."""
-    return str(httpx.URL(url).copy_with(username=None, password=None))
+    """``url`` without user info, for logs (``<unparsable URL>`` if it cannot be parsed)."""
+    try:
+        return str(httpx.URL(url).copy_with(username=None, password=None))
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "<unparsable URL>"

@@ -144,44 +144,50 @@ async def test_client_is_lazy_and_reopens_after_aclose(upstream):
 
 async def test_error_message_has_upstream_text_without_key():
     backend = vllm(["http://x/v1"], api_key="sk-secret-123")
-    error = backend._status_error(401, b'{"error": {"message": "Incorrect API key provided: sk-secret-123"}}', "")
+    error = backend._status_error(401, b'{"error": {"message": "Incorrect API key provided: sk-secret-123"}}')
     assert error.retryable and error.code == "upstream_unavailable" and error.upstream_status == 401
     assert "Incorrect API key provided" in error.message and "sk-secret-123" not in error.message
-    legacy = backend._status_error(400, b'{"object": "error", "message": "too long"}', "Bad Request")
+    legacy = backend._status_error(400, b'{"object": "error", "message": "too long"}')
     assert "too long" in legacy.message
-    plain = backend._status_error(503, b"overloaded", "Service Unavailable")
-    assert "overloaded" in plain.message and plain.retryable
-    empty = backend._status_error(502, b"", "Bad Gateway")
-    assert "Bad Gateway" in empty.message
+    plain = backend._status_error(503, b"overloaded", None)
+    assert "Service Unavailable" in plain.message and "10-byte non-JSON body" in plain.message and plain.retryable
+    empty = backend._status_error(502, b"")
+    assert empty.message.endswith("HTTP 502: Bad Gateway")
 
 
 def test_upstream_error_text_shows_no_hosts_or_pages():
-    """Upstream error bodies reach clients without internal addresses: no HTML error pages
-    (proxies put host names in them), URLs and IPv4 addresses replaced; Retry-After kept."""
+    """Upstream error bodies reach clients without internal topology: no non-JSON bodies
+    (proxies' HTML pages, with or without a BOM or a text line first), no URLs, IPv4/IPv6
+    addresses or dotted host names in JSON messages; Retry-After kept for 429s only, in
+    ASCII seconds, capped."""
     backend = vllm(["http://x/v1"])
-    page = b"<html><body><h1>502 Bad Gateway</h1><hr>nginx at 10.0.0.5</body></html>"
-    html = backend._status_error(502, page, "Bad Gateway")
-    assert "10.0.0.5" not in html.message and "nginx" not in html.message and "HTML error page" in html.message
-    named = backend._status_error(400, b'{"error": {"message": "model at http://secret-host:9/v1 (10.1.2.3:8000) '
-                                       b'rejected the request"}}', "")
-    assert named.message.endswith("model at <url> (<address>) rejected the request")
-    limited = backend._status_error(429, b'{"error": {"message": "slow down"}}', "", retry_after="7")
+    for page in (b"<html><body><h1>502 Bad Gateway</h1><hr>nginx at 10.0.0.5</body></html>",
+                 "\ufeff<html>nginx at 10.0.0.5 host vllm-0.svc.cluster.local</html>".encode(),
+                 b"Error\n<html>vllm-0.internal</html>", b"upstream vllm-0.internal refused"):
+        error = backend._status_error(502, page)
+        assert "10.0.0.5" not in error.message and "vllm-0" not in error.message and "not shown" in error.message
+    named = backend._status_error(400, b'{"error": {"message": "model at http://secret-host:9/v1 (10.1.2.3:8000, '
+                                       b'[fd00::1234]:8000, gpu-3.internal) rejected it at 12:30:45"}}')
+    assert named.message.endswith("model at <url> (<address>, <address>, <host>) rejected it at 12:30:45")
+    assert "maximum context length is 4096 tokens" in backend._status_error(
+        400, b'{"error": {"message": "This model\'s maximum context length is 4096 tokens."}}').message
+    limited = backend._status_error(429, b'{"error": {"message": "slow down"}}', retry_after="7")
     assert limited.status == 429 and limited.headers == {"retry-after": "7"}
-    dated = backend._status_error(503, b"busy", "", retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
+    dated = backend._status_error(429, b"busy", retry_after="Wed, 21 Oct 2015 07:28:00 GMT")
     assert dated.headers == {"retry-after": "0"}  # a date in the past: retry now
-    assert not hasattr(backend._status_error(429, b"", "", retry_after="soon"), "headers")
+    assert backend._status_error(429, b"", retry_after="Wed, 21 Oct 2099 07:28:00 GMT").headers == {
+        "retry-after": "3600"}
+    for bad in ("soon", "\u00b2", "-1"):
+        assert not hasattr(backend._status_error(429, b"", retry_after=bad), "headers")
+    assert not hasattr(backend._status_error(503, b"", retry_after="3"), "headers")  # a 502 to the client
 
 
-async def test_concurrent_streams_spread_over_replicas(upstream, upstream_state):
-    backend = vllm([upstream.v1("r1"), upstream.v1("r2")], model="m-slow")
-
-    async def one() -> int:
-        return len([c async for c in backend.stream("chat", {"model": "m-slow", **CHAT})])
-
-    counts = await asyncio.gather(*(one() for _ in range(4)))
-    assert all(n > 0 for n in counts)
-    assert sorted(r["replica"] for r in upstream_state.requests) == ["r1", "r1", "r2", "r2"]
-    await backend.aclose()
+def test_stream_error_events_are_scrubbed_too():
+    backend = vllm(["http://x/v1"])
+    event = {"message": "CUDA OOM on 10.0.0.7 host gpu-3.internal http://10.0.0.7:8000/x", "code": 500}
+    for started in (False, True):
+        message = backend._event_error(event, started).message
+        assert "10.0.0.7" not in message and "gpu-3" not in message and "CUDA OOM on <address>" in message
 
 
 class Canned:
@@ -292,6 +298,7 @@ async def test_upstream_cookies_are_not_kept(canned) -> None:
      "'usage.prompt_tokens' is not a non-negative integer"),
     (b'{"choices": [{"index": 0, "message": {"content": "hi"}}], "usage": {"completion_tokens": -1}}',
      "'usage.completion_tokens'"),
+    (b'{"choices": [{"index": 0, "message": {"content": null, "tool_calls": "x"}}]}', "'message.tool_calls'"),
 ])
 async def test_malformed_answers_are_upstream_errors(canned, body, problem):
     """What the gateway reads of an answer must have the OpenAI shape: else a 502-class
