@@ -47,7 +47,7 @@ class PoolOptions(BaseModel):
             again (without scraping, the only way back; a failure ejects it again).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     affinity: bool = True
     block_tokens: int = Field(default=16, ge=1, le=4096)

@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import yaml
@@ -106,6 +107,9 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
                                                  f"invalid YAML: {getattr(exc, 'problem', None) or exc}")]) from None
     if not isinstance(data, dict):
         raise PolicyError(source, [PolicyProblem(root.start_mark.line + 1, "", "the top level must be a mapping")])
+    problems = _huge_integers(data, root)
+    if problems:
+        raise PolicyError(source, problems)
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
@@ -264,6 +268,23 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     return problems
 
 
+def _huge_integers(data: Any, root: yaml.Node) -> list[PolicyProblem]:
+    """Integers outside the signed 64-bit range: no setting needs one, and the policy hash
+    (canonical JSON through orjson) cannot encode them."""
+    problems: list[PolicyProblem] = []
+    stack: list[tuple[Any, tuple]] = [(data, ())]
+    while stack:
+        node, loc = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, loc + (k,)) for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, loc + (i,)) for i, v in enumerate(node))
+        elif isinstance(node, int) and not isinstance(node, bool) and not -(2**63) <= node < 2**63:
+            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), "number out of range (at most 2**63 - 1)"))
+    problems.sort(key=lambda p: p.line)
+    return problems
+
+
 def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     """Each backend's ``options`` checked against its kind's typed model (the model the
     backend itself validates them with when it is built)."""
@@ -292,10 +313,38 @@ def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[
             continue
         for j, p in enumerate(b.data):
             path = p if p.is_absolute() or base_dir is None else base_dir / p
+            loc = ("backends", i, "data", j)
             if not os.path.exists(path):  # False, not an error, for unreadable or invalid names
-                loc = ("backends", i, "data", j)
                 problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), f"file not found: {path}"))
+                continue
+            reason = _data_format_problem(Path(path))
+            if reason:
+                problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), reason))
     return problems
+
+
+def _data_format_problem(path: Path) -> str | None:
+    """Why the replay backend could not read ``path``, from a cheap look (the format sniff of
+    each file: its first 256 KiB), or ``None``. Content errors deeper in a file still
+    surface when the backend loads it."""
+    from router.data import DataFormatError
+    from router.data.detect import detect
+    from router.data.loader import is_data_file
+
+    try:
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if is_data_file(p))
+            if not files and detect(path) == "folder":
+                return f"{path}: no outcome data files in the folder"
+            for f in files if detect(path) == "folder" else []:
+                detect(f)
+        else:
+            detect(path)
+    except DataFormatError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"{path}: cannot read: {exc.strerror or exc}"
+    return None
 
 
 def _resolve_paths(policy: Policy, base_dir: Path) -> Policy:

@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 from gateway.cli import app
 from router.policy import DEMO_POLICY, PolicyError, load_policy, parse_policy
 
+ROUTELLM_CSV = "prompt,big-model\n\"What is 2+2?\",True\n"
+
 GOOD = """version: 1
 backends:
   - name: big
@@ -175,7 +177,7 @@ POOL_KEYS = ("affinity, block_tokens, hrw_blocks, load_factor, min_bound, queue_
 def test_vllm_options_are_checked_against_pool_options():
     """Bad vllm options validated `ok`, then `serve` died with a raw PoolOptions ValidationError."""
     assert _problem(VLLM_OPTIONS).splitlines() == [
-        "policy.yaml:8 backends[0].options.affinity: Input should be a valid boolean, unable to interpret input",
+        "policy.yaml:8 backends[0].options.affinity: Input should be a valid boolean",
         f"policy.yaml:9 backends[0].options.bogus: unknown key 'bogus' (known: {POOL_KEYS})",
         "policy.yaml:10 backends[0].options.eject_after: Input should be greater than or equal to 1",
     ]
@@ -196,7 +198,7 @@ def test_fake_and_replay_options_are_checked(tmp_path):
     ]
     assert parse_policy(text.replace("-1, token_delay:", "0.1, token_delay_s:")).policy.backends[0].options == {
         "first_token_delay_s": 0.1, "token_delay_s": 0.1}
-    (tmp_path / "bench.csv").write_text("")
+    (tmp_path / "bench.csv").write_text(ROUTELLM_CSV)
     text = GOOD.replace("kind: fake\n    model: big-model",
                         "kind: replay\n    model: big-model\n    data: [bench.csv]\n    options: {speed: 2}")
     with pytest.raises(PolicyError) as info:
@@ -216,8 +218,9 @@ def test_missing_replay_data_is_an_error_at_its_line(tmp_path, monkeypatch):
     DataFormatError traceback. Relative paths resolve from the policy file's folder."""
     folder = tmp_path / "conf"
     folder.mkdir()
-    (folder / "bench.csv").write_text("")
+    (folder / "bench.csv").write_text(ROUTELLM_CSV)
     (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "more.csv").write_text(ROUTELLM_CSV)
     policy = folder / "policy.yaml"
     policy.write_text(GOOD.replace("kind: fake\n    model: big-model", f"""kind: replay
     model: big-model
@@ -238,6 +241,41 @@ def test_missing_replay_data_is_an_error_at_its_line(tmp_path, monkeypatch):
     assert parse_policy(text).policy.backends[0].data[0].name == "bench.csv"
     missing = _problem(text.replace("[bench.csv]", "[nope.csv]"))
     assert missing == "policy.yaml:6 backends[0].data[0]: file not found: nope.csv"
+
+
+def test_replay_data_of_no_known_format_is_an_error_at_its_line(tmp_path):
+    """A replay data file that exists but that the backend cannot read (or an empty folder)
+    validated `ok`, then `serve` died with a DataFormatError traceback."""
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "good.csv").write_text(ROUTELLM_CSV)
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        "kind: replay\n    model: big-model\n    data: [good.csv, bad.csv, empty]")
+    with pytest.raises(PolicyError) as info:
+        parse_policy(text, source="policy.yaml", base_dir=tmp_path)
+    assert info.value.lines() == [
+        f"policy.yaml:6 backends[0].data[1]: {tmp_path}/bad.csv: no known format: not JSON, and no 'prompt' CSV column "
+        "(first columns: 'a', 'b')",
+        f"policy.yaml:6 backends[0].data[2]: {tmp_path}/empty: no outcome data files in the folder",
+    ]
+
+
+def test_huge_numbers_are_an_error_not_a_traceback():
+    text = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    context_tokens: 99999999999999999999999\n")
+    assert _problem(text) == "policy.yaml:11 backends[1].context_tokens: number out of range (at most 2**63 - 1)"
+
+
+def test_endpoint_control_characters_and_duplicates():
+    for endpoints, problem in ((r'["http://h\u0000/v1"]', "control characters"),
+                               ('["http://a:1/v1", "http://a:1/v1/"]', "listed twice")):
+        text = GOOD.replace("kind: fake\n    model: big-model",
+                            f"kind: vllm\n    model: big-model\n    endpoints: {endpoints}")
+        assert problem in _problem(text)
+    for options, problem in (("{eject_after: true}", "options.eject_after: Input should be a valid integer"),
+                             ("{retry_ejected_s: .inf}", "options.retry_ejected_s: Input should be a finite number")):
+        text = GOOD.replace("kind: fake\n    model: big-model",
+                            f"kind: vllm\n    model: big-model\n    endpoints: ['http://a:1/v1']\n    options: {options}")
+        assert problem in _problem(text)
 
 
 def test_backend_listed_twice_in_a_route():
