@@ -12,6 +12,7 @@ from pathlib import Path
 
 from backends.base import Backend
 from backends.registry import build_backend
+from router.data import DataFormatError
 from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
@@ -103,7 +104,7 @@ class PolicyHolder:
         try:
             await self.load()
             return True
-        except PolicyError as exc:
+        except (PolicyError, DataFormatError) as exc:  # a replay backend's data fails when it is loaded
             log.error("policy reload rejected, keeping hash %s:\n%s", keep, exc)
         except Exception:  # never let one bad edit stop the watcher: later edits must still apply
             log.exception("policy reload failed unexpectedly, keeping hash %s", keep)
