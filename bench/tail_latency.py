@@ -34,6 +34,8 @@ changes what the gateway does in production):
 - ``bare``: ``no-store`` + ``no-obs`` + ``no-gc``.
 - ``nice-writer``: the store writer's thread at nice 10 (the OS prefers the event loop
   when both want the one core).
+- ``switch-0.5ms``: the interpreter's thread switch interval at 0.5 ms instead of 5 ms (a
+  thread waiting for the GIL gets it sooner); ``nice-switch``: both.
 - ``asyncio-loop``: the gateway as shipped on the standard library's event loop
   (``MIXROUTE_EVENT_LOOP=asyncio``) instead of uvloop: ``base,asyncio-loop`` compares the
   two loops round by round.
@@ -56,7 +58,8 @@ from bench.gateway_overhead import GATEWAY_CPU, LOAD_CPU, ROOT, _free_port
 from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
-VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer")
+VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer",
+            "switch-0.5ms", "nice-switch")
 
 
 def _patch(variant: str) -> None:
@@ -64,7 +67,8 @@ def _patch(variant: str) -> None:
     from gateway.observability import hooks
     from gateway.store.writer import Store
 
-    parts = {"bare": {"no-store", "no-obs", "no-gc"}}.get(variant, {variant})
+    parts = {"bare": {"no-store", "no-obs", "no-gc"}, "nice-switch": {"nice-writer", "switch-0.5ms"}}.get(
+        variant, {variant})
     if "asyncio-loop" in parts:
         os.environ["MIXROUTE_EVENT_LOOP"] = "asyncio"  # read by the settings that serve() builds
     if "unchunked" in parts:
@@ -79,6 +83,10 @@ def _patch(variant: str) -> None:
         writer.CHUNK_ROWS = int(rows)
         if pause_us:
             writer.CHUNK_PAUSE_S = int(pause_us) / 1e6
+    if "switch-0.5ms" in parts:
+        import sys
+
+        sys.setswitchinterval(0.0005)
     if "nice-writer" in parts:
         original_nice = Store._cycle
 
