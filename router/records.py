@@ -66,7 +66,9 @@ class OutcomeRecord:
         model: model id that answered.
         fallbacks_taken: backends tried and failed before ``backend``, in order.
         status: ``ok``, ``error`` or ``client_disconnected``.
-        http_status: status sent to the client (200 for streams that broke mid-way).
+        http_status: status sent to the client (200 for streams that broke mid-way; 499,
+            nginx's "client closed request", when the client left before the answer
+            started: the backend call was cancelled and nothing was sent).
         error_code: stable error code, ``None`` on success.
         ttft_s: time to first token (seconds; for non-streaming, time to the full answer).
         itl_s: mean inter-token latency over stream chunks (seconds), ``None`` if not streamed.
