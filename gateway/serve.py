@@ -14,6 +14,28 @@ from gateway.commands import load_policy_or_exit
 _FLAGS = {"policy_path": "--policy", "host": "--host", "port": "--port", "database_url": "--database-url"}
 
 
+def _load_replay_data_or_exit(loaded) -> None:
+    """Load the data of every ``replay`` backend now (into the process-wide cache the
+    backends read at start), so that data the backend cannot use is one line and exit
+    status 1 here instead of a traceback from the server's lifespan."""
+    from router.data import DataFormatError
+
+    for b in loaded.policy.backends:
+        if b.kind != "replay":
+            continue
+        from backends.replay.index import load_index
+
+        try:
+            index = load_index(b.data)
+        except DataFormatError as exc:
+            print(f"mixroute: {loaded.source}: backend {b.name!r}: {exc}", file=sys.stderr)
+            raise SystemExit(1) from None
+        if b.model not in index.models:
+            print(f"mixroute: {loaded.source}: backend {b.name!r}: model {b.model!r} is not in its data "
+                  f"(models: {', '.join(index.models)})", file=sys.stderr)
+            raise SystemExit(1)
+
+
 def run(*, policy: Path | None, host: str | None, port: int | None, database_url: str | None) -> None:
     """Validate the policy, then serve until interrupted. Exits with status 1 and
     ``FILE:LINE path: problem`` lines when the policy is invalid."""
@@ -34,7 +56,8 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
                   f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
         raise SystemExit(2)
     if settings.policy_path is not None:
-        load_policy_or_exit(settings.policy_path, exit_code=1)
+        loaded = load_policy_or_exit(settings.policy_path, exit_code=1)
+        _load_replay_data_or_exit(loaded)
     if settings.classifier == "on":  # fail here in one line, not in the server's lifespan
         try:
             from router.classify import check_loadable

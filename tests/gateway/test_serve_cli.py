@@ -30,6 +30,19 @@ def test_bad_policy_file(tmp_path):
     assert res.returncode == 1 and f"{bad}:2 backends" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_replay_data_without_the_backends_model_is_one_line(tmp_path):
+    """Data the format sniff accepts but the replay backend cannot use (its model is not in
+    it) used to fail in the server's lifespan with a DataFormatError traceback."""
+    (tmp_path / "d.csv").write_text('prompt,other-model\n"hi",True\n')
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nbackends:\n  - {name: rp, kind: replay, model: big-model, data: [d.csv]}\n"
+                      "routes:\n  - {name: auto, backends: [rp]}\n")
+    res = _serve("--policy", str(policy), "--database-url", f"sqlite:///{tmp_path}/s.db")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (f"mixroute: {policy}: backend 'rp': model 'big-model' is not in its "
+                                                   "data (models: other-model)")
+
+
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 
