@@ -104,7 +104,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
             last = exc
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
             last = _adapter_error(name, exc)
-        if not _failed(runtime, name, last, failures):
+        if not _failed(runtime, name, last, failures, name != attempt.decision.order[-1]):
             break
     assert last is not None
     raise _all_failed(last, failures)
@@ -132,7 +132,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
             last = _adapter_error(name, exc)
         await chunks.aclose()
-        if not _failed(runtime, name, last, failures):
+        if not _failed(runtime, name, last, failures, name != attempt.decision.order[-1]):
             break
     assert last is not None
     raise _all_failed(last, failures)
@@ -155,12 +155,14 @@ def _adapter_error(name: str, exc: Exception) -> BackendError:
     return BackendError(f"{name}: internal error in the backend adapter ({type(exc).__name__})", backend=name)
 
 
-def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple[str, str]]) -> bool:
-    """Record a failed attempt before the first byte; whether to fall back to the next backend."""
+def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple[str, str]],
+            more: bool = True) -> bool:
+    """Record a failed attempt before the first byte; whether to fall back to the next
+    backend (``more``: there is one, for the log line)."""
     failures.append((name, exc.code))
     runtime.router.live.finished(name, ttft_s=None, latency_s=None)
     log.warning("backend %s failed before the first byte (%s); %s", name, exc.code,
-                "falling back" if exc.retryable else "giving up")
+                "falling back" if exc.retryable and more else "giving up")
     return exc.retryable
 
 

@@ -112,3 +112,14 @@ def test_a_bug_in_a_backend_adapter_falls_back_and_is_recorded(fallback_gateway,
     assert resp.status_code == 502 and resp.json()["error"]["code"] == "upstream_error", resp.text
     outcome = _rows(fallback_gateway, "outcomes", resp.headers["x-mixroute-request-id"])
     assert outcome["status"] == "error"
+
+
+def test_a_pinned_failure_logs_giving_up_not_falling_back(fallback_gateway, caplog):
+    """A pinned request has nowhere to fall back to: the log line must not say it does."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="mixroute.dispatch"):
+        resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={"model": "broken-500", "messages": MSG})
+    assert resp.status_code == 502
+    lines = [r.getMessage() for r in caplog.records if "failed before the first byte" in r.getMessage()]
+    assert lines and lines[-1].endswith("giving up") and not any("falling back" in line for line in lines)
