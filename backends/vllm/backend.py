@@ -403,7 +403,17 @@ def scrub(text: str) -> str:
     text = _URL.sub("<url>", text)
     text = _IPV6.sub(_ipv6, text)
     text = _IPV4.sub("<address>", text)
-    return _HOST.sub("<host>", text)
+    return _HOST.sub(_host, text)
+
+
+#: Last labels that name files, not hosts (``config.json``, ``model.safetensors``).
+_FILE_SUFFIXES = frozenset({"json", "jsonl", "yaml", "yml", "py", "txt", "csv", "md", "bin", "pt", "pth", "gguf",
+                            "safetensors", "onnx", "model", "log", "cfg", "ini", "toml", "html", "jinja"})
+
+
+def _host(match: re.Match) -> str:
+    name = match.group(0).split(":")[0]
+    return match.group(0) if name.rsplit(".", 1)[-1].lower() in _FILE_SUFFIXES else "<host>"
 
 
 def _ipv6(match: re.Match) -> str:

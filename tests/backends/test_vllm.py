@@ -169,6 +169,8 @@ def test_upstream_error_text_shows_no_hosts_or_pages():
     named = backend._status_error(400, b'{"error": {"message": "model at http://secret-host:9/v1 (10.1.2.3:8000, '
                                        b'[fd00::1234]:8000, gpu-3.internal) rejected it at 12:30:45"}}')
     assert named.message.endswith("model at <url> (<address>, <address>, <host>) rejected it at 12:30:45")
+    files = backend._status_error(404, b'{"error": {"message": "tokenizer_config.json not found on vllm-0.internal"}}')
+    assert files.message.endswith("tokenizer_config.json not found on <host>")  # file names are not hosts
     assert "maximum context length is 4096 tokens" in backend._status_error(
         400, b'{"error": {"message": "This model\'s maximum context length is 4096 tokens."}}').message
     limited = backend._status_error(429, b'{"error": {"message": "slow down"}}', retry_after="7")
