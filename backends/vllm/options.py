@@ -11,7 +11,9 @@ Example::
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class PoolOptions(BaseModel):
@@ -47,7 +49,8 @@ class PoolOptions(BaseModel):
             again (without scraping, the only way back; a failure ejects it again).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    # Not strict: numbers from ``${ENV:-5}`` substitution arrive as strings.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     affinity: bool = True
     block_tokens: int = Field(default=16, ge=1, le=4096)
@@ -61,3 +64,11 @@ class PoolOptions(BaseModel):
     metrics_interval_s: float = Field(default=5.0, ge=0)
     eject_after: int = Field(default=3, ge=1)
     retry_ejected_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("block_tokens", "hrw_blocks", "load_factor", "min_bound", "queue_threshold", "match_threshold",
+                     "prefix_holders", "metrics_interval_s", "eject_after", "retry_ejected_s", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML true/false would otherwise count as 1/0
+            raise ValueError("must be a number, not true/false")
+        return value

@@ -97,7 +97,7 @@ def test_bad_options_or_missing_data_in_a_reload_are_one_line_and_keep_the_polic
         edits = [
             ("  - {name: pool, kind: vllm, model: m, endpoints: ['http://127.0.0.1:9/v1'],\n"
              "     options: {affinity: maybe}}\n", f"{path}:5 backends[1].options.affinity: Input should be a valid "
-                                                  "boolean"),
+                                                  "boolean, unable to interpret input"),
             ("  - {name: rp, kind: replay, model: m, data: [gone.csv]}\n",
              f"{path}:4 backends[1].data[0]: file not found: {tmp_path}/gone.csv"),
             # readable data without the backend's model: found only when the backend loads it

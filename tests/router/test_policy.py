@@ -177,7 +177,7 @@ POOL_KEYS = ("affinity, block_tokens, hrw_blocks, load_factor, min_bound, queue_
 def test_vllm_options_are_checked_against_pool_options():
     """Bad vllm options validated `ok`, then `serve` died with a raw PoolOptions ValidationError."""
     assert _problem(VLLM_OPTIONS).splitlines() == [
-        "policy.yaml:8 backends[0].options.affinity: Input should be a valid boolean",
+        "policy.yaml:8 backends[0].options.affinity: Input should be a valid boolean, unable to interpret input",
         f"policy.yaml:9 backends[0].options.bogus: unknown key 'bogus' (known: {POOL_KEYS})",
         "policy.yaml:10 backends[0].options.eject_after: Input should be greater than or equal to 1",
     ]
@@ -271,11 +271,24 @@ def test_endpoint_control_characters_and_duplicates():
         text = GOOD.replace("kind: fake\n    model: big-model",
                             f"kind: vllm\n    model: big-model\n    endpoints: {endpoints}")
         assert problem in _problem(text)
-    for options, problem in (("{eject_after: true}", "options.eject_after: Input should be a valid integer"),
+    for options, problem in (("{eject_after: true}", "options.eject_after: must be a number, not true/false"),
                              ("{retry_ejected_s: .inf}", "options.retry_ejected_s: Input should be a finite number")):
         text = GOOD.replace("kind: fake\n    model: big-model",
                             f"kind: vllm\n    model: big-model\n    endpoints: ['http://a:1/v1']\n    options: {options}")
         assert problem in _problem(text)
+
+
+def test_options_from_environment_variables_are_numbers(monkeypatch):
+    """``${VAR:-5}`` substitution yields strings; numeric options must still accept them."""
+    monkeypatch.setenv("MR_TEST_INTERVAL", "2.5")
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        "kind: vllm\n    model: big-model\n    endpoints: ['http://a:1/v1']\n"
+                        "    options: {metrics_interval_s: '${MR_TEST_INTERVAL}', eject_after: '${MR_TEST_EJECT:-4}'}")
+    options = parse_policy(text).policy.backends[0].options
+    from backends.vllm.options import PoolOptions
+
+    parsed = PoolOptions.model_validate(options)
+    assert (parsed.metrics_interval_s, parsed.eject_after) == (2.5, 4)
 
 
 def test_backend_listed_twice_in_a_route():
