@@ -66,13 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import ipaddress
 import logging
-import math
-import re
-import time
-from email.utils import parsedate_to_datetime
-from http import HTTPStatus
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -95,6 +89,7 @@ from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
 from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
+from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_message
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +126,9 @@ class VllmBackend(Backend):
                                       holders=o.prefix_holders)
         self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after, retry_ejected_s=o.retry_ejected_s)
         self._session: aiohttp.ClientSession | None = None
+        # A non-streaming call's timeouts: timeout_s also bounds the whole call.
+        self._whole = aiohttp.ClientTimeout(total=config.timeout_s, connect=config.connect_timeout_s,
+                                            sock_read=config.timeout_s)
         self._scrape_client: httpx.AsyncClient | None = None
         self.scraper = Scraper(self.pool, self._scrape_http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
         self.shared = None
@@ -175,12 +173,6 @@ class VllmBackend(Backend):
                 cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._session
-
-    @property
-    def _whole(self) -> aiohttp.ClientTimeout:
-        """A non-streaming call's timeouts: ``timeout_s`` also bounds the whole call."""
-        c = self.config
-        return aiohttp.ClientTimeout(total=c.timeout_s, connect=c.connect_timeout_s, sock_read=c.timeout_s)
 
     async def _read(self, response: aiohttp.ClientResponse) -> bytes:
         """The body of a non-streaming answer, at most :data:`MAX_RESPONSE_BYTES` (after
@@ -343,22 +335,19 @@ class VllmBackend(Backend):
         """Translate an aiohttp / timeout exception into the most specific :class:`BackendError`."""
         kind = type(exc).__name__
         log.warning("backend %s replica %s: %s", self.name, _safe_url(replica.base_url), kind)
-        connect = isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
-        timeout = isinstance(exc, (aiohttp.ServerTimeoutError, asyncio.TimeoutError))
-        if not started:  # no answer at all (refused, timed out, dropped, reset): a replica fault
-            self.pool.failed(replica)
         if started:
             return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)
-        if connect:
+        self.pool.failed(replica)  # no answer at all (refused, timed out, dropped, reset): a replica fault
+        if isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)):
             return BackendConnectError(f"{self.name}: cannot connect to upstream ({kind})", backend=self.name)
-        if timeout:
+        if isinstance(exc, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)):
             return BackendTimeout(f"{self.name}: upstream timed out ({kind})", backend=self.name)
         return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
 
     def _status_error(self, status: int, data: bytes, retry_after: str | None = None) -> BackendError:
-        message = self._redact(_upstream_message(data, status))
+        message = self._redact(upstream_message(data, status))
         error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
-        seconds = _retry_after(retry_after)
+        seconds = retry_after_seconds(retry_after)
         if status == 429 and seconds is not None:
             error.headers = {"retry-after": seconds}  # sent to the client if no other candidate answers
         return error
@@ -388,99 +377,6 @@ async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
     tail = decoder.decode(b"", final=True)
     if tail:
         yield tail
-
-
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
-_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
-_IPV6 = re.compile(r"\[?[0-9a-fA-F]*:[0-9a-fA-F:.]*:[0-9a-fA-F.]*(?:%\w+)?\]?(?::\d+)?")
-_HOST = re.compile(r"\b[a-zA-Z0-9][a-zA-Z0-9-]*(?:\.[a-zA-Z0-9-]+)*\.[a-zA-Z][a-zA-Z0-9-]+(?::\d+)?\b")
-
-
-def scrub(text: str) -> str:
-    """``text`` with URLs, IPv4/IPv6 addresses and dotted host names (``vllm-0.ns.svc``,
-    ``gpu-3.internal``) replaced by ``<url>``, ``<address>`` and ``<host>``: upstream
-    messages reach clients, internal topology must not."""
-    text = _URL.sub("<url>", text)
-    text = _IPV6.sub(_ipv6, text)
-    text = _IPV4.sub("<address>", text)
-    return _HOST.sub(_host, text)
-
-
-#: Last labels that name files, not hosts (``config.json``, ``model.safetensors``).
-_FILE_SUFFIXES = frozenset({"json", "jsonl", "yaml", "yml", "py", "txt", "csv", "md", "bin", "pt", "pth", "gguf",
-                            "safetensors", "onnx", "model", "log", "cfg", "ini", "toml", "html", "jinja"})
-
-
-def _host(match: re.Match) -> str:
-    name = match.group(0).split(":")[0]
-    return match.group(0) if name.rsplit(".", 1)[-1].lower() in _FILE_SUFFIXES else "<host>"
-
-
-def _ipv6(match: re.Match) -> str:
-    token = match.group(0)
-    core = token[1:token.index("]")] if token.startswith("[") and "]" in token else token
-    if not any(ch.isalnum() for ch in core):
-        return token
-    try:
-        ipaddress.IPv6Address(core.split("%")[0])
-    except ValueError:
-        return token  # a time of day, a ratio: not an address
-    return "<address>"
-
-
-def _phrase(status: int) -> str:
-    """The standard reason phrase of ``status`` (an upstream's own phrase may name hosts)."""
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "error"
-
-
-def _upstream_message(data: bytes, status: int) -> str:
-    """The error message of an upstream error response body, safe to show a client: the
-    OpenAI envelope's ``error.message`` (or vLLM's older top-level ``message``) passed
-    through :func:`scrub`, at most 300 characters; for any other body (HTML error pages
-    of proxies, plain text) only its size, since those name hosts and addresses; the
-    standard reason phrase of ``status`` when the body is empty."""
-    try:
-        parsed = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        parsed = None
-    message = None
-    if isinstance(parsed, dict):
-        err = parsed.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            message = str(err["message"])
-        elif isinstance(err, str):
-            message = err
-        elif parsed.get("message"):
-            message = str(parsed["message"])
-    if message is None:
-        if not data.strip():
-            return _phrase(status)
-        return f"{_phrase(status)} (a {len(data)}-byte non-JSON body, not shown)"
-    return scrub(message)[:300].strip() or _phrase(status)
-
-
-MAX_RETRY_AFTER_S = 3600
-"""Longest upstream ``Retry-After`` passed on to clients (seconds)."""
-
-
-def _retry_after(value: str | None) -> str | None:
-    """An upstream ``Retry-After`` in whole seconds (from ASCII digits or an HTTP date, at
-    most :data:`MAX_RETRY_AFTER_S`), or ``None``."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return str(min(int(value), MAX_RETRY_AFTER_S))
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return str(min(MAX_RETRY_AFTER_S, max(0, math.ceil(when.timestamp() - time.time()))))
 
 
 def _safe_url(url: str) -> str:
