@@ -23,17 +23,17 @@ def _load_replay_data_or_exit(loaded) -> None:
     for b in loaded.policy.backends:
         if b.kind != "replay":
             continue
-        from backends.replay.index import load_index
+        from backends.replay.index import ModelNotInData, load_model_index
 
         try:
-            index = load_index(b.data)
+            load_model_index(b.data, b.name, b.model)
+        except ModelNotInData as exc:
+            print(f"mixroute: {loaded.source}: backend {b.name!r}: model {exc.model!r} is not in its data "
+                  f"(models: {', '.join(exc.models)})", file=sys.stderr)
+            raise SystemExit(1) from None
         except DataFormatError as exc:
             print(f"mixroute: {loaded.source}: backend {b.name!r}: {exc}", file=sys.stderr)
             raise SystemExit(1) from None
-        if b.model not in index.models:
-            print(f"mixroute: {loaded.source}: backend {b.name!r}: model {b.model!r} is not in its data "
-                  f"(models: {', '.join(index.models)})", file=sys.stderr)
-            raise SystemExit(1)
 
 
 def run(*, policy: Path | None, host: str | None, port: int | None, database_url: str | None) -> None:

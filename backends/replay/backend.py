@@ -32,9 +32,9 @@ from __future__ import annotations
 import asyncio
 
 from backends.base import Endpoint
-from backends.replay.index import ReplayIndex, load_index
+from backends.replay.index import ReplayIndex, load_model_index
 from backends.synthetic import Answer, SyntheticBackend
-from router.data import DataFormatError, OutcomeRow
+from router.data import OutcomeRow
 
 
 def placeholder_no_response(model: str, score: float) -> str:
@@ -64,11 +64,7 @@ class ReplayBackend(SyntheticBackend):
     async def index(self) -> ReplayIndex:
         """The loaded index of ``config.data`` (loading it on first call)."""
         if self._index is None:
-            index = await asyncio.to_thread(load_index, self.config.data)
-            if self.model not in index.models:
-                raise DataFormatError(self.config.data[0], f"backend {self.name!r}: model {self.model!r} is not in "
-                                                           f"the data (models: {', '.join(index.models)})")
-            self._index = index
+            self._index = await asyncio.to_thread(load_model_index, self.config.data, self.name, self.model)
         return self._index
 
     async def lookup(self, endpoint: Endpoint, body: dict) -> OutcomeRow | None:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from backends.openai_shapes import prompt_text
-from router.data import Dataset, OutcomeRow, load, normalise_prompt
+from router.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
 
 _CACHE: dict[tuple, "ReplayIndex"] = {}
 _LOCK = threading.Lock()
@@ -98,6 +98,33 @@ def load_index(paths: Iterable[str | Path]) -> ReplayIndex:
         if index is None:
             index = _CACHE[key] = ReplayIndex([load(p) for p in resolved])
         return index
+
+
+class ModelNotInData(DataFormatError):
+    """A replay backend's ``model`` is not a model of its data.
+
+    Attributes:
+        model: the backend's model; models: the data's.
+    """
+
+    def __init__(self, path: str | Path, backend: str, model: str, models: Iterable[str]):
+        self.model, self.models = model, list(models)
+        super().__init__(path, f"backend {backend!r}: model {model!r} is not in the data "
+                               f"(models: {', '.join(self.models)})")
+
+
+def load_model_index(paths: list[str | Path], backend: str, model: str) -> ReplayIndex:
+    """:func:`load_index` of ``paths``, checked to hold ``model`` (what a replay backend
+    named ``backend`` answers for).
+
+    Raises:
+        ModelNotInData: ``model`` is not in the data.
+        router.data.DataFormatError: as :func:`load_index`.
+    """
+    index = load_index(paths)
+    if model not in index.models:
+        raise ModelNotInData(paths[0], backend, model, index.models)
+    return index
 
 
 def _stamp(path: Path) -> tuple[int, int]:
