@@ -58,10 +58,29 @@ def is_data_file(path: Path) -> bool:
             and path.suffix.lower() not in _NOT_DATA_SUFFIXES)
 
 
-def _load_folder(folder: Path) -> Dataset:
+def sniff(path: str | Path) -> None:
+    """The cheap part of :func:`load`'s checks: the format of ``path`` (each data file of a
+    folder) from its first bytes, and that a folder holds data files. Content errors
+    deeper in a file surface only in :func:`load`.
+
+    Raises:
+        DataFormatError: as :func:`load` would for these.
+    """
+    path = Path(path)
+    if detect(path) == "folder":
+        for f in _data_files(path):
+            detect(f)
+
+
+def _data_files(folder: Path) -> list[Path]:
     files = sorted(p for p in folder.iterdir() if is_data_file(p))
     if not files:
         raise DataFormatError(folder, "no outcome data files in the folder")
+    return files
+
+
+def _load_folder(folder: Path) -> Dataset:
+    files = _data_files(folder)
     parts = [load(f) for f in files]
     first = parts[0]
     for f, part in zip(files[1:], parts[1:]):

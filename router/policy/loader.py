@@ -324,22 +324,14 @@ def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[
 
 
 def _data_format_problem(path: Path) -> str | None:
-    """Why the replay backend could not read ``path``, from a cheap look (the format sniff of
-    each file: its first 256 KiB), or ``None``. Content errors deeper in a file still
-    surface when the backend loads it."""
+    """Why the replay backend could not read ``path``, from a cheap look
+    (:func:`router.data.loader.sniff`: each file's first 256 KiB), or ``None``. Content
+    errors deeper in a file still surface when the backend loads it."""
     from router.data import DataFormatError
-    from router.data.detect import detect
-    from router.data.loader import is_data_file
+    from router.data.loader import sniff
 
     try:
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if is_data_file(p))
-            if not files and detect(path) == "folder":
-                return f"{path}: no outcome data files in the folder"
-            for f in files if detect(path) == "folder" else []:
-                detect(f)
-        else:
-            detect(path)
+        sniff(path)
     except DataFormatError as exc:
         return str(exc)
     except OSError as exc:
