@@ -90,6 +90,10 @@ class ShapeError(ValueError):
 _TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _check_usage(usage: object) -> None:
     if usage is None:
         return
@@ -97,12 +101,12 @@ def _check_usage(usage: object) -> None:
         raise ShapeError("'usage' is not an object")
     for name in _TOKEN_FIELDS:
         value = usage.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        if value is not None and not _is_count(value):
             raise ShapeError(f"'usage.{name}' is not a non-negative integer")
     details = usage.get("prompt_tokens_details")
     if details is not None:
         cached = details.get("cached_tokens") if isinstance(details, dict) else "?"
-        if cached is not None and (not isinstance(cached, int) or isinstance(cached, bool) or cached < 0):
+        if cached is not None and not _is_count(cached):
             raise ShapeError("'usage.prompt_tokens_details.cached_tokens' is not a non-negative integer")
 
 

@@ -31,21 +31,14 @@ class Message(BaseModel):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _part_objects(cls, content: Any) -> Any:
-        if isinstance(content, list):
-            for i, part in enumerate(content):
-                if not isinstance(part, dict):
-                    raise ValueError(f"part {i} must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
-                                     f"not {type(part).__name__}")
-        return content
-
-    @field_validator("content")
-    @classmethod
     def _parts(cls, content: Any) -> Any:
         # Text parts are read by the router (classifier, rewriter, token estimate): their
         # ``text`` must be a string. Other part types (images, audio, files) pass through.
         if isinstance(content, list):
             for i, part in enumerate(content):
+                if not isinstance(part, dict):
+                    raise ValueError(f"part {i} must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
+                                     f"not {type(part).__name__}")
                 kind = part.get("type")
                 if not isinstance(kind, str):
                     raise ValueError(f"part {i} needs a string 'type' (e.g. 'text', 'image_url')")
@@ -161,18 +154,13 @@ class CompletionRequest(_Common):
 
 _MISSING = {"missing": "missing_required_parameter"}
 
-#: Content types a web page may POST cross-site without a CORS preflight (a body with no
-#: Content-Type at all, e.g. ``fetch`` of an untyped Blob or ``navigator.sendBeacon``, needs
-#: none either).
-SIMPLE_CONTENT_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
-
-
 def refuse_cross_site(content_type: str | None) -> None:
     """For a gateway with auth off: accept only JSON bodies (``application/json`` or
     ``application/*+json``), so that a web page cannot make a visitor's local gateway spend
     its backends' money with a cross-site form, ``fetch`` or beacon: the content types those
-    send without a CORS preflight (:data:`SIMPLE_CONTENT_TYPES`, or none) are refused, and
-    JSON needs a preflight, which the gateway does not answer.
+    send without a CORS preflight (``text/plain``, form types, or none at all: an untyped
+    Blob, ``navigator.sendBeacon``) are refused, and JSON needs a preflight, which the
+    gateway does not answer.
 
     Raises:
         UnsupportedMediaType: (415) no Content-Type, or one that is not JSON.

@@ -126,14 +126,12 @@ class BackendConfig(_Strict):
             raise ValueError("a vllm backend needs at least one entry in 'endpoints'")
         if self.kind == "replay" and not self.data:
             raise ValueError("a replay backend needs at least one file in 'data'")
-        for url in self.endpoints:
-            _check_endpoint(url)
         seen = set()
         for url in self.endpoints:
-            key = url.rstrip("/")
-            if key in seen:
+            _check_endpoint(url)
+            if url.rstrip("/") in seen:
                 raise ValueError(f"endpoint {url!r} is listed twice (each entry is one replica)")
-            seen.add(key)
+            seen.add(url.rstrip("/"))
         return self
 
 
