@@ -12,6 +12,12 @@ row is committed. The queue is sized so that no row overflows to the journal: th
 measures the database path. It also times the ``record_*`` calls themselves (what a
 request pays), with the database up and with it unreachable (rows go to the journal).
 
+``--write-cpu`` measures instead the CPU time (``time.process_time``) that
+:func:`gateway.store.upsert.write_items` takes for one 200-row batch (100 pairs, in chunks
+of the writer's ``CHUNK_ROWS``), SQLAlchemy's executemany against the driver-level path
+(``driver_level``), interleaved batch by batch, on a SQLite file and on the PostgreSQL URL:
+the writer thread's share of a one-core gateway's CPU.
+
 URL: ``--database-url``, else ``MIXROUTE_TEST_DATABASE_URL``, else the local test server
 ``postgresql+psycopg://postgres@127.0.0.1:5432/test``.
 """
@@ -107,6 +113,40 @@ async def _record_calls_when_down(pairs: int, journal_dir: Path) -> list[float]:
     return calls
 
 
+def _write_cpu(pg_url: str, rounds: int) -> None:
+    from gateway.store.db import make_engine, upgrade
+    from gateway.store.rows import as_row
+    from gateway.store.upsert import write_items
+    from gateway.store.writer import CHUNK_ROWS
+
+    with tempfile.TemporaryDirectory() as tmp:
+        schema = f"bench_{uuid.uuid4().hex[:8]}"
+        admin = create_engine(normalize_url(pg_url), poolclass=NullPool)
+        with admin.begin() as conn:
+            conn.execute(text(f"CREATE SCHEMA {schema}"))
+        try:
+            for label, url in (("sqlite", f"sqlite:///{tmp}/store.db"), ("postgresql", _schema_url(pg_url, schema))):
+                engine = make_engine(url)
+                upgrade(engine)
+                cpu: dict[bool, list[float]] = {False: [], True: []}
+                for r in range(rounds):
+                    for driver_level in (False, True):
+                        items = [(t, as_row(rec)) for i in range(100)
+                                 for t, rec in zip(("decisions", "outcomes"), _pair(i, f"{r}-{driver_level}"))]
+                        t0 = time.process_time()
+                        with engine.begin() as conn:
+                            write_items(conn, items, chunk=CHUNK_ROWS, driver_level=driver_level)
+                        cpu[driver_level].append(time.process_time() - t0)
+                engine.dispose()
+                sa, drv = statistics.median(cpu[False]) * 1e3, statistics.median(cpu[True]) * 1e3
+                print(f"{label}: CPU per 200-row batch, median of {rounds}: SQLAlchemy executemany {sa:.2f} ms, "
+                      f"driver level {drv:.2f} ms ({sa / drv:.2f}x)")
+        finally:
+            with admin.begin() as conn:
+                conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+            admin.dispose()
+
+
 def _us(values: list[float], q: float) -> float:
     return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1e6
 
@@ -119,7 +159,12 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--unpaced", action="store_true",
                     help="write each batch in one statement per table, without the writer's pauses "
                          "(gateway.store.writer.CHUNK_ROWS), for an A/B of their cost")
+    ap.add_argument("--write-cpu", action="store_true",
+                    help="CPU per 200-row batch: SQLAlchemy executemany vs driver level, SQLite and PostgreSQL")
     args = ap.parse_args(argv)
+    if args.write_cpu:
+        _write_cpu(args.database_url, max(args.runs, 20))
+        return
     if args.unpaced:
         import gateway.store.writer as writer
 

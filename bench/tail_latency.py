@@ -36,6 +36,10 @@ changes what the gateway does in production):
   when both want the one core).
 - ``switch-0.5ms``: the interpreter's thread switch interval at 0.5 ms instead of 5 ms (a
   thread waiting for the GIL gets it sooner); ``nice-switch``: both.
+- ``sqla-write``: the store writer binds rows through SQLAlchemy's executemany instead of
+  the driver-level path (``gateway.store.upsert.write_items(driver_level=False)``).
+- ``sync-normal``: the SQLite store with ``PRAGMA synchronous=NORMAL`` (WAL files are
+  fsynced at checkpoints, not at every commit): whether the commits' fsyncs reach the tail.
 - ``asyncio-loop``: the gateway as shipped on the standard library's event loop
   (``MIXROUTE_EVENT_LOOP=asyncio``) instead of uvloop: ``base,asyncio-loop`` compares the
   two loops round by round.
@@ -59,7 +63,7 @@ from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
 VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer",
-            "switch-0.5ms", "nice-switch")
+            "switch-0.5ms", "nice-switch", "sqla-write", "sync-normal")
 
 
 def _patch(variant: str) -> None:
@@ -83,6 +87,22 @@ def _patch(variant: str) -> None:
         writer.CHUNK_ROWS = int(rows)
         if pause_us:
             writer.CHUNK_PAUSE_S = int(pause_us) / 1e6
+    if "sqla-write" in parts:
+        import functools
+
+        import gateway.store.writer as writer
+
+        writer.write_items = functools.partial(writer.write_items, driver_level=False)
+    if "sync-normal" in parts:
+        from gateway.store import db
+
+        pragmas = db._sqlite_pragmas
+
+        def sync_normal(dbapi_conn, record):
+            pragmas(dbapi_conn, record)
+            dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
+        db._sqlite_pragmas = sync_normal
     if "switch-0.5ms" in parts:
         import sys
 
