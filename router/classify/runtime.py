@@ -9,6 +9,7 @@ top layer(s) for all heads together (heads stacked on a leading axis, see
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import torch.nn.functional as F
 
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
+from router.classify.pooled import RankSpacePooler, rank_space_ok
 from router.classify.layers import (LINEARS, POOLING, Int8Linear, LayerWeights, PackedLinear, PlainLinear,
                                     StackedLinear, attention_bias, bert_layer, cpu_flags, cpu_has_vnni,
                                     int8_linear_available, onednn_linear_available)
@@ -309,6 +311,12 @@ class MultiHeadEncoder:
         self.split = min((w[0] for w in wheres), default=n_layers)
         self.embed = bool(embed)
         self.top = [StackedLinear(base.layers[i], self._stack(i)) for i in range(self.split, n_layers)]
+        # Heads that differ only in the last map of the last layer are pooled in LoRA rank
+        # space (router.classify.pooled); MIXROUTE_CLASSIFIER_RANK_SPACE=off materialises
+        # every head's token states instead (the general path, kept for comparison).
+        rank_space = len(self.top) == 1 and rank_space_ok(self.top[0]) \
+            and os.environ.get("MIXROUTE_CLASSIFIER_RANK_SPACE", "on") != "off"
+        self.pooler = RankSpacePooler(self.top[0], self.base.n_attn_heads, self.base.eps) if rank_space else None
         self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
         self.trunk_calls = 0
         self.scan_windows = max(0, int(scan_windows))
@@ -400,20 +408,34 @@ class MultiHeadEncoder:
         self.trunk_calls += 1
         bias = attention_bias(mask, x.dtype)
         lengths = real_lengths(mask)
+        if self.pooler is not None:  # the top is one layer with LoRA on its output map only
+            maxed = [j for j, h in enumerate(self.heads) if h.config.pooling == "max"]
+            mean, top = self.pooler(x, bias, mask, maxed, lengths,
+                                    qkv=with_lengths(self.base.fused_qkv(self.split), lengths))
+            pooled = {"mean": mean}
+            if top is not None:
+                pooled["max"] = torch.zeros_like(mean).index_copy_(0, torch.tensor(maxed, device=mean.device), top)
+            return self._outputs(pooled, mean[-1] if self.embed else None)
         for i, lin in enumerate(self.top, start=self.split):
             fused = None if any(m in lin.lora for m in LINEARS[:3]) else with_lengths(self.base.fused_qkv(i), lengths)
             x = bert_layer(x, bias, lin.lw, self.base.n_attn_heads, partial(lin, lengths=lengths), self.base.eps,
                            qkv=fused)
         pooled = {kind: POOLING[kind](x, mask).float() for kind in {h.config.pooling for h in self.heads}}
+        emb = None
+        if self.embed:
+            base = x if x.dim() == 3 else x[-1]  # no head adapted the top: x is the base's
+            emb = POOLING["mean"](base, mask).float()
+        return self._outputs(pooled, emb)
+
+    def _outputs(self, pooled: dict[str, torch.Tensor], emb: torch.Tensor | None
+                 ) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+        """Output layers on the pooled states (per pooling kind ``(B, D)`` or ``(S, B, D)``)
+        and the L2-normalised embedding from the mean-pooled base states ``(B, D)``."""
         out = []
         for i, (head, (w, b)) in enumerate(zip(self.heads, self.out)):
             p = pooled[head.config.pooling]
             out.append(F.linear(p if p.dim() == 2 else p[i], w, b).cpu())
-        emb = None
-        if self.embed:
-            base = x if x.dim() == 3 else x[-1]  # no head adapted the top: x is the base's
-            emb = F.normalize(POOLING["mean"](base, mask).float(), dim=-1).cpu()
-        return out, emb
+        return out, (None if emb is None else F.normalize(emb, dim=-1).cpu())
 
 
 def postprocess(config: Any, raw: torch.Tensor) -> torch.Tensor:
