@@ -35,6 +35,10 @@ MAX_EVENT_CHARS = 16 << 20
 """Longest event data (its ``data:`` lines together) accepted from an upstream (characters)."""
 
 
+def _line_too_long(max_line: int) -> SSEDecodeError:
+    return SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+
+
 async def sse_lines(texts: AsyncIterable[str], max_line: int = MAX_LINE_CHARS) -> AsyncIterator[str]:
     """Yield the lines (without their end) of a text stream split at CR, LF or CRLF only.
 
@@ -54,18 +58,18 @@ async def sse_lines(texts: AsyncIterable[str], max_line: int = MAX_LINE_CHARS) -
         parts = _EOL.split(text)
         if len(parts) > 1:
             if size + len(parts[0]) > max_line:
-                raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+                raise _line_too_long(max_line)
             yield "".join(pending) + parts[0] if pending else parts[0]
             pending, size = [], 0
             for line in parts[1:-1]:
                 if len(line) > max_line:
-                    raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+                    raise _line_too_long(max_line)
                 yield line
         if parts[-1]:
             pending.append(parts[-1])
             size += len(parts[-1])
             if size > max_line:
-                raise SSEDecodeError(f"an SSE line is longer than {max_line} characters")
+                raise _line_too_long(max_line)
     rest = "".join(pending)
     if rest or held_cr:
         yield rest
