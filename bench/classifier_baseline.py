@@ -123,7 +123,7 @@ def main() -> None:
                     help="CPU bfloat16 autocast: auto = only where the CPU has native bf16")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
-    from router.classify.runtime import cpu_has_bf16
+    from router.classify.precision import cpu_has_bf16
 
     autocast = a.autocast == "on" or (a.autocast == "auto" and cpu_has_bf16())
     print("| head | seed | metric | shared trunk | per-task full LoRA | shared - full (points) | shared s | full s |")

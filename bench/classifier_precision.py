@@ -119,7 +119,7 @@ def speed(rounds: int = 30) -> list[dict]:
 
 
 def _variants(text: str) -> list[str]:
-    from router.classify.runtime import LINEAR_CHOICES
+    from router.classify.precision import LINEAR_CHOICES
 
     out = [v.strip() for v in text.split(",") if v.strip()]
     for v in out:

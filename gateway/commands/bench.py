@@ -45,7 +45,7 @@ def classifier(
         typer.echo(f"error: --heads takes head counts of at least 1, comma-separated (e.g. 1,2,4,8); not {heads!r}",
                    err=True)
         raise typer.Exit(2)
-    from router.classify.runtime import LINEAR_CHOICES
+    from router.classify.precision import LINEAR_CHOICES
 
     linears = ("default", "auto") if linear == "both" else tuple(x.strip() for x in linear.split(",") if x.strip())
     bad = [x for x in linears if x not in LINEAR_CHOICES]

@@ -66,7 +66,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
             (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
         linear: frozen linear maps: ``auto`` (int8 for float32 on CPUs with VNNI, else oneDNN
             prepacked float32 on the CPU), ``int8``, ``onednn`` or ``default`` (see
-            :func:`router.classify.runtime.resolve_linear`).
+            :func:`router.classify.precision.resolve_linear`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -118,7 +118,7 @@ def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", lin
     except ImportError as exc:
         raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
     from router.classify.heads import discover, load_head
-    from router.classify.runtime import resolve_dtype, resolve_linear
+    from router.classify.precision import resolve_dtype, resolve_linear
 
     default_base_path()
     folder = adapters_dir or default_adapters_dir()

@@ -62,9 +62,9 @@ def run_bench(counts: list[int], *, iters: int = 100, batches: int = 5, batch: i
               log: Callable[[dict], None] | None = None) -> list[dict]:
     """Rows ``{"heads", "p50_ms", "p99_ms", "throughput_per_s", "variant", "dtype", "linear"}``
     (ms, prompts/s; ``dtype`` is the resolved precision, see
-    :func:`router.classify.runtime.resolve_dtype`; ``linear`` the resolved frozen-linear
+    :func:`router.classify.precision.resolve_dtype`; ``linear`` the resolved frozen-linear
     implementation, ``int8``, ``onednn`` or ``default``, see
-    :func:`router.classify.runtime.resolve_linear`; the separate full-LoRA rows use the first
+    :func:`router.classify.precision.resolve_linear`; the separate full-LoRA rows use the first
     of ``linears``). With several
     ``linears`` (``auto``, ``default``) each head count is measured once per choice, one
     after the other, so they are compared side by side. ``device``: ``cpu`` or ``cuda``

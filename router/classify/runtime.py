@@ -22,10 +22,11 @@ import torch.nn.functional as F
 
 from router.classify.errors import AdapterError
 from router.classify.heads import Head
-from router.classify.pooled import RankSpacePooler, rank_space_ok
 from router.classify.layers import (LINEARS, POOLING, Int8Linear, LayerWeights, PackedLinear, PlainLinear,
-                                    StackedLinear, attention_bias, bert_layer, cpu_flags, cpu_has_vnni,
-                                    int8_linear_available, onednn_linear_available)
+                                    StackedLinear, attention_bias, bert_layer, cpu_has_vnni, int8_linear_available,
+                                    onednn_linear_available)
+from router.classify.pooled import RankSpacePooler, rank_space_ok
+from router.classify.precision import resolve_dtype, resolve_linear
 from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
 
 
@@ -176,69 +177,6 @@ def with_lengths(fn: Callable[..., torch.Tensor] | None, lengths: list[int]) -> 
 def real_lengths(mask: torch.Tensor) -> list[int]:
     """Real (non-padding) tokens per prompt of a ``(B, T)`` 0/1 mask."""
     return [int(n) for n in mask.sum(1).tolist()]
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AMX-BF16 or AVX-512 BF16 in
-    ``/proc/cpuinfo``'s flags); without it torch emulates bfloat16 and it is slower than float32."""
-    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
-
-
-def cpu_prefers_bf16() -> bool:
-    """Whether the encoder runs faster in bfloat16 than in float32/int8 on this CPU: with
-    AMX-BF16 only. AVX-512 BF16 alone is not enough: on a 2-vCPU Intel Xeon (family 6 model
-    207) exposing AVX-512 BF16 but no AMX, oneDNN's bfloat16 linear maps took 1.4-1.8x
-    float32's time (``python -m bench.classifier_precision --speed``, docs/CLASSIFIER.md)."""
-    return "amx_bf16" in cpu_flags()
-
-
-def resolve_dtype(dtype: str, device: str, linear: str = "auto") -> str:
-    """``auto`` -> ``bfloat16`` on CUDA with bf16 support and on CPUs with AMX-BF16
-    (:func:`cpu_prefers_bf16`), else ``float32``; ``float32``/``bfloat16`` pass through.
-    ``linear`` ``int8`` or ``onednn`` (float32 CPU maps) makes ``auto`` mean ``float32``.
-
-    Raises:
-        AdapterError: any other value.
-    """
-    if dtype in ("float32", "bfloat16"):
-        return dtype
-    if dtype != "auto":
-        raise AdapterError(f"dtype must be auto, float32 or bfloat16, not {dtype!r}")
-    if linear in ("int8", "onednn"):
-        return "float32"  # asking for a float32 CPU map implies float32
-    if str(device).startswith("cuda"):
-        return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return "bfloat16" if cpu_prefers_bf16() else "float32"
-
-
-#: Values of ``MultiHeadEncoder(linear=...)``.
-LINEAR_CHOICES = ("auto", "int8", "onednn", "default")
-
-
-def resolve_linear(linear: str, device: str, dtype: str) -> str:
-    """How the frozen linear maps run, from ``linear`` (one of :data:`LINEAR_CHOICES`), the
-    device and the resolved dtype: ``auto`` -> ``int8`` for float32 on a CPU with an int8
-    dot-product instruction (:func:`router.classify.layers.cpu_has_vnni`) where torch has the
-    op, else ``onednn`` for float32 on the CPU where torch has it, else ``default``.
-
-    Raises:
-        AdapterError: an unknown value, or ``int8``/``onednn`` asked for where they cannot run
-            (not the CPU, not float32, or missing from this torch build).
-    """
-    if linear not in LINEAR_CHOICES:
-        raise AdapterError(f"linear must be one of {', '.join(LINEAR_CHOICES)}, not {linear!r}")
-    cpu32 = not str(device).startswith("cuda") and dtype == "float32"
-    if linear == "default":
-        return "default"
-    if linear in ("int8", "onednn"):
-        ok = int8_linear_available() if linear == "int8" else onednn_linear_available()
-        if not (cpu32 and ok):
-            raise AdapterError(f"linear={linear} needs dtype float32 on the CPU and a torch build with "
-                               f"{'the quantised int8 engine' if linear == 'int8' else 'oneDNN'}")
-        return linear
-    if cpu32 and cpu_has_vnni() and int8_linear_available():
-        return "int8"
-    return "onednn" if cpu32 and onednn_linear_available() else "default"
 
 
 #: Heads that read every window of a long prompt (see :meth:`MultiHeadEncoder.scan`).

@@ -61,8 +61,8 @@ class MiniLMEmbedder:
     (:class:`router.classify.runtime.BaseEncoder`: same tokenisation and head + tail cut).
 
     Precision: ``dtype="auto"`` and ``linear="auto"`` resolve as the classifier does
-    (:func:`router.classify.runtime.resolve_dtype`: bfloat16 on CPUs with AMX-BF16, else
-    float32; :func:`router.classify.runtime.resolve_linear`: int8 frozen linear maps on CPUs
+    (:func:`router.classify.precision.resolve_dtype`: bfloat16 on CPUs with AMX-BF16, else
+    float32; :func:`router.classify.precision.resolve_linear`: int8 frozen linear maps on CPUs
     with VNNI); the resolved values are part of :attr:`tag`, so cached vectors of one
     precision are never mixed with another's. Prompts are embedded in order of token
     length (in chunks of ``sort_chunk``), so a batch pads little; rows come back in input order.
@@ -138,7 +138,7 @@ def resolved_linear(linear: str, dtype: str) -> str:
     """The classifier's frozen-linear choice on CPU for ``dtype`` (``default`` when torch is
     missing)."""
     try:
-        from router.classify.runtime import resolve_linear
+        from router.classify.precision import resolve_linear
     except ImportError:
         return "default"
     return resolve_linear(linear, "cpu", dtype)
@@ -148,7 +148,7 @@ def resolved_dtype(dtype: str = "auto") -> str:
     """The classifier's precision choice on CPU (``float32`` when torch is missing: the
     embedder then says so when it loads)."""
     try:
-        from router.classify.runtime import resolve_dtype
+        from router.classify.precision import resolve_dtype
     except ImportError:
         return "float32"
     return resolve_dtype(dtype, "cpu")

@@ -11,7 +11,7 @@ The classifier's own training recipe (:func:`router.classify.train.train_heads`,
   drops shared prompts);
 - features: the frozen trunk's hidden states (the layers below the adapted one) of every
   train prompt, computed in the classifier's resolved precision
-  (:func:`router.classify.runtime.resolve_dtype`) and cached on disk as float16 per prompt
+  (:func:`router.classify.precision.resolve_dtype`) and cached on disk as float16 per prompt
   (:class:`router.eval.cache.ShardStore`, kind ``trunk``, under ``$MIXROUTE_CACHE_DIR``),
   so a second run (or another test dataset with the same train prompts) only trains;
 - the heads are written to a temporary folder and loaded from it as the gateway loads
@@ -73,7 +73,8 @@ def trunk_states(texts: list[str], upto: int, max_tokens: int = 128, head_tokens
     import torch
 
     from router.classify import default_base_path
-    from router.classify.runtime import BaseEncoder, resolve_dtype
+    from router.classify.precision import resolve_dtype
+    from router.classify.runtime import BaseEncoder
     from router.classify.train import BASE_NAME, cache_trunk
 
     dtype = resolve_dtype("auto", "cpu")

@@ -146,47 +146,47 @@ def test_bfloat16_runtime_stays_close(tiny, tmp_path):
 
 
 def test_auto_dtype_follows_the_cpu(monkeypatch):
-    from router.classify import runtime
+    from router.classify import precision
     from router.classify.errors import AdapterError
 
-    assert runtime.resolve_dtype("float32", "cpu") == "float32"
-    assert runtime.resolve_dtype("bfloat16", "cpu") == "bfloat16"
+    assert precision.resolve_dtype("float32", "cpu") == "float32"
+    assert precision.resolve_dtype("bfloat16", "cpu") == "bfloat16"
     flags = {"avx512_bf16"}
-    monkeypatch.setattr(runtime, "cpu_flags", lambda: frozenset(flags))
-    assert runtime.cpu_has_bf16() and runtime.resolve_dtype("auto", "cpu") == "float32"  # AVX-512 BF16 alone: slower
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset(flags))
+    assert precision.cpu_has_bf16() and precision.resolve_dtype("auto", "cpu") == "float32"  # AVX-512 BF16 alone: slower
     flags.add("amx_bf16")
-    assert runtime.resolve_dtype("auto", "cpu") == "bfloat16"
+    assert precision.resolve_dtype("auto", "cpu") == "bfloat16"
     flags.clear()
-    assert runtime.resolve_dtype("auto", "cpu") == "float32"
+    assert precision.resolve_dtype("auto", "cpu") == "float32"
     with pytest.raises(AdapterError, match="auto, float32 or bfloat16"):
-        runtime.resolve_dtype("int4", "cpu")
+        precision.resolve_dtype("int4", "cpu")
 
 
 def test_auto_linear_follows_the_cpu(monkeypatch):
     """``linear=auto``: int8 for float32 on a CPU with VNNI, else oneDNN float32; never int8
     for bfloat16 or on a GPU; an explicit choice that cannot run is an error, not a fallback."""
-    from router.classify import runtime
+    from router.classify import precision
     from router.classify.errors import AdapterError
 
-    monkeypatch.setattr(runtime, "int8_linear_available", lambda: True)
-    monkeypatch.setattr(runtime, "onednn_linear_available", lambda: True)
-    monkeypatch.setattr(runtime, "cpu_has_vnni", lambda: True)
-    assert runtime.resolve_linear("auto", "cpu", "float32") == "int8"
-    assert runtime.resolve_linear("auto", "cpu", "bfloat16") == "default"
-    assert runtime.resolve_linear("auto", "cuda", "float32") == "default"
-    assert runtime.resolve_linear("onednn", "cpu", "float32") == "onednn"
-    assert runtime.resolve_linear("default", "cpu", "float32") == "default"
-    monkeypatch.setattr(runtime, "cpu_has_vnni", lambda: False)
-    assert runtime.resolve_linear("auto", "cpu", "float32") == "onednn"
-    assert runtime.resolve_linear("int8", "cpu", "float32") == "int8"  # asked for: 7-bit activations
+    monkeypatch.setattr(precision, "int8_linear_available", lambda: True)
+    monkeypatch.setattr(precision, "onednn_linear_available", lambda: True)
+    monkeypatch.setattr(precision, "cpu_has_vnni", lambda: True)
+    assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
+    assert precision.resolve_linear("auto", "cpu", "bfloat16") == "default"
+    assert precision.resolve_linear("auto", "cuda", "float32") == "default"
+    assert precision.resolve_linear("onednn", "cpu", "float32") == "onednn"
+    assert precision.resolve_linear("default", "cpu", "float32") == "default"
+    monkeypatch.setattr(precision, "cpu_has_vnni", lambda: False)
+    assert precision.resolve_linear("auto", "cpu", "float32") == "onednn"
+    assert precision.resolve_linear("int8", "cpu", "float32") == "int8"  # asked for: 7-bit activations
     with pytest.raises(AdapterError, match="needs dtype float32 on the CPU"):
-        runtime.resolve_linear("int8", "cpu", "bfloat16")
-    monkeypatch.setattr(runtime, "int8_linear_available", lambda: False)
-    assert runtime.resolve_linear("auto", "cpu", "float32") == "onednn"
+        precision.resolve_linear("int8", "cpu", "bfloat16")
+    monkeypatch.setattr(precision, "int8_linear_available", lambda: False)
+    assert precision.resolve_linear("auto", "cpu", "float32") == "onednn"
     with pytest.raises(AdapterError, match="quantised int8 engine"):
-        runtime.resolve_linear("int8", "cpu", "float32")
+        precision.resolve_linear("int8", "cpu", "float32")
     with pytest.raises(AdapterError, match="linear must be one of"):
-        runtime.resolve_linear("fast", "cpu", "float32")
+        precision.resolve_linear("fast", "cpu", "float32")
 
 
 def test_int8_linear_is_close_to_float32_and_independent_of_the_batch(tiny, tmp_path):
