@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+
+from router.policy.endpoints import check_endpoint
 
 
 def _number(value: Any) -> Any:
@@ -128,37 +129,11 @@ class BackendConfig(_Strict):
             raise ValueError("a replay backend needs at least one file in 'data'")
         seen = set()
         for url in self.endpoints:
-            _check_endpoint(url)
+            check_endpoint(url)
             if url.rstrip("/") in seen:
                 raise ValueError(f"endpoint {url!r} is listed twice (each entry is one replica)")
             seen.add(url.rstrip("/"))
         return self
-
-
-def _check_endpoint(url: str) -> None:
-    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a valid port)."""
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"endpoint {url!r} must start with http:// or https://")
-    if any(c.isspace() or not c.isprintable() for c in url):
-        raise ValueError(f"endpoint {url!r} contains whitespace or control characters")
-    parts = urlsplit(url)
-    try:
-        parts.port
-    except ValueError:
-        raise ValueError(f"endpoint {url!r} has an invalid port") from None
-    if not parts.hostname:
-        raise ValueError(f"endpoint {url!r} has no host")
-    if parts.query or parts.fragment:
-        raise ValueError(f"endpoint {url!r} must not have a query or fragment (give the base URL, e.g. "
-                         "http://vllm-0:8000/v1)")
-    try:  # the HTTP clients' own parsers (host names are IDNA-encoded there)
-        import httpx
-        import yarl
-
-        httpx.URL(url)
-        yarl.URL(url).raw_host
-    except Exception as exc:  # noqa: BLE001  # any parse failure is the same answer
-        raise ValueError(f"endpoint {url!r} is not a usable URL ({type(exc).__name__})") from None
 
 
 class CalibrationEvidence(_Strict):
