@@ -4,10 +4,12 @@ one process so that a noisy machine affects both alike.
 
 Usage::
 
-    python -m bench.classifier_linear_ab [--calls 200] [--batches 12] [--threads 2]
+    python -m bench.classifier_linear_ab [--calls 200] [--batches 12] [--threads 2] [--dtype bfloat16]
 
-Prints the median ms per call of the shipped heads (float32, CPU) for one ~100-token prompt
-(``--calls`` each) and for batches of 32 (``--batches`` each), and default / oneDNN.
+Prints the median ms per call of the shipped heads (``--dtype``, default float32, CPU) for
+one ~100-token prompt (``--calls`` each) and for batches of 32 (``--batches`` each, one
+batched pass), and default / oneDNN. The oneDNN side also fuses GELU and the residual adds
+into its matmuls (:meth:`router.classify.layers.LayerWeights.apply_gelu`, ``apply_add``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     a = ap.parse_args()
     import torch
 
@@ -31,11 +34,17 @@ def main() -> None:
     from router.classify.runtime import MultiHeadEncoder
 
     torch.set_num_threads(a.threads)
-    shipped = load_encoder(device="cpu", dtype="float32", linear="default")
-    default = MultiHeadEncoder(copy.deepcopy(shipped.base), shipped.heads, dtype="float32", linear="default")
-    onednn = MultiHeadEncoder(copy.deepcopy(shipped.base), shipped.heads, dtype="float32", linear="auto")
-    if onednn.linear != "onednn":
-        raise SystemExit("this torch build has no oneDNN prepacked linear")
+    from router.classify.errors import AdapterError
+
+    shipped = load_encoder(device="cpu", dtype=a.dtype, linear="default")
+    default = MultiHeadEncoder(copy.deepcopy(shipped.base), shipped.heads, dtype=a.dtype, linear="default",
+                               prompt_threads=0)
+    try:
+        onednn = MultiHeadEncoder(copy.deepcopy(shipped.base), shipped.heads, dtype=a.dtype, linear="onednn",
+                                  prompt_threads=0)
+    except AdapterError as err:
+        raise SystemExit(f"no oneDNN prepacked linear here: {err}") from None
+    print(f"dtype {a.dtype}, {a.threads} threads", flush=True)
     batch = [f"{PROMPT} (variant {i})" for i in range(32)]
     for name, texts, n in (("batch 1", [PROMPT], a.calls), ("batch 32", batch, a.batches)):
         times: dict[str, list[float]] = {"default": [], "onednn": []}

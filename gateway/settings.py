@@ -55,10 +55,11 @@ class Settings(BaseSettings):
         classifier_dtype: encoder precision; ``auto`` picks bfloat16 on CPUs with AMX-BF16
             (and bf16-capable GPUs), else float32.
         classifier_linear: how the encoder's frozen linear maps run: ``auto`` (int8 on CPUs
-            with AVX-512 VNNI or AVX-VNNI when the precision is float32, else float32 through
-            oneDNN), ``int8``, ``onednn`` (float32) or ``default`` (torch's own); docs/CLASSIFIER.md.
-            ``int8`` and ``onednn`` need a float32 encoder on the CPU: with them, ``classifier_dtype``
-            ``auto`` means float32 and ``bfloat16`` is refused at start.
+            with AVX-512 VNNI or AVX-VNNI when the precision is float32, else oneDNN with
+            prepacked weights and GELU/residual adds fused), ``int8``, ``onednn`` (float32 or
+            bfloat16) or ``default`` (torch's own); docs/CLASSIFIER.md. ``int8`` needs a float32
+            encoder on the CPU: with it, ``classifier_dtype`` ``auto`` means float32 and
+            ``bfloat16`` is refused at start.
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.
@@ -97,8 +98,8 @@ class Settings(BaseSettings):
     @field_validator("classifier_linear")
     @classmethod
     def _linear_needs_float32(cls, linear: str, info: ValidationInfo) -> str:
-        if linear in ("int8", "onednn") and info.data.get("classifier_dtype") == "bfloat16":
-            raise ValueError(f"{linear} runs the frozen maps of a float32 encoder; with it, "
+        if linear == "int8" and info.data.get("classifier_dtype") == "bfloat16":
+            raise ValueError("int8 runs the frozen maps of a float32 encoder; with it, "
                              "MIXROUTE_CLASSIFIER_DTYPE must be auto or float32, not bfloat16")
         return linear
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)

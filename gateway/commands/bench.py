@@ -23,7 +23,7 @@ def classifier(
     adapters: Annotated[Optional[Path], typer.Option(help="Head folders to run (default: the shipped adapters/).")] = None,
     dtype: Annotated[str, typer.Option(help="auto (bfloat16 on CPUs with AMX-BF16), float32 or bfloat16.")] = "auto",
     linear: Annotated[str, typer.Option(help="Frozen linear maps, comma-separated to compare side by side: "
-                                        "auto (int8 on CPUs with VNNI, else oneDNN float32), int8, onednn, "
+                                        "auto (int8 for float32 on CPUs with VNNI, else oneDNN), int8, onednn, "
                                         "default (torch's); both = default,auto.")] = "auto",
     prompt_threads: Annotated[str, typer.Option(help="Threads that run a batch's prompts one at a time (one "
                                                 "intra-op thread each), comma-separated to compare side by "

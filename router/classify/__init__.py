@@ -65,7 +65,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         embed: also compute each prompt's base embedding in the same pass
             (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
         linear: frozen linear maps: ``auto`` (int8 for float32 on CPUs with VNNI, else oneDNN
-            prepacked float32 on the CPU), ``int8``, ``onednn`` or ``default`` (see
+            prepacked float32/bfloat16 on the CPU), ``int8``, ``onednn`` or ``default`` (see
             :func:`router.classify.precision.resolve_linear`).
 
     Raises:

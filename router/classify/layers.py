@@ -89,6 +89,14 @@ class PackedLinear:
     def __call__(self, x: torch.Tensor, lengths: list[int] | None = None) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
 
+    def gelu(self, x: torch.Tensor) -> torch.Tensor:
+        """``F.gelu(self(x))`` (exact erf GELU) in one oneDNN call (a post-op of the matmul)."""
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "gelu", [], "none")
+
+    def add(self, x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        """``self(x) + other`` (``other`` shaped like the output) in one oneDNN call."""
+        return torch.ops.mkldnn._linear_pointwise.binary(x, other, self.weight, self.bias, "add")
+
 
 class PlainLinear:
     """``F.linear(x, weight, bias)`` with the frozen-map call signature (``lengths`` unused)."""
@@ -172,9 +180,22 @@ class LayerWeights:
         p = self.packed.get(name)
         return p(x, lengths) if p is not None else F.linear(x, *self.w[name])
 
+    def apply_gelu(self, name: str, x: torch.Tensor, lengths: list[int] | None = None) -> torch.Tensor:
+        """``F.gelu(self.apply(name, x))``, fused into the matmul where the map is prepacked
+        for oneDNN (:meth:`PackedLinear.gelu`)."""
+        p = self.packed.get(name)
+        return p.gelu(x) if isinstance(p, PackedLinear) else F.gelu(self.apply(name, x, lengths))
+
+    def apply_add(self, name: str, x: torch.Tensor, other: torch.Tensor,
+                  lengths: list[int] | None = None) -> torch.Tensor:
+        """``self.apply(name, x) + other`` (a residual), fused into the matmul where the map
+        is prepacked for oneDNN (:meth:`PackedLinear.add`)."""
+        p = self.packed.get(name)
+        return p.add(x, other) if isinstance(p, PackedLinear) else self.apply(name, x, lengths) + other
+
     def prepack(self, kind: str = "onednn", reduce_range: bool = False) -> None:
-        """Set up every map as ``onednn`` (:class:`PackedLinear`) or ``int8``
-        (:class:`Int8Linear`); float32 CPU weights only."""
+        """Set up every map as ``onednn`` (:class:`PackedLinear`: float32 or bfloat16 CPU
+        weights) or ``int8`` (:class:`Int8Linear`: float32 CPU weights)."""
         make = PackedLinear if kind == "onednn" else (lambda w, b: Int8Linear(w, b, reduce_range))
         self.packed = {n: make(w, b) for n, (w, b) in self.w.items()}
 
@@ -201,7 +222,8 @@ def attention_bias(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor | Non
 
 
 def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_attn_heads: int, linear: Linear,
-               eps: float = 1e-12, qkv: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+               eps: float = 1e-12, qkv: Callable[[torch.Tensor], torch.Tensor] | None = None,
+               lengths: list[int] | None = None, frozen: bool = False) -> torch.Tensor:
     """One post-LayerNorm BERT layer (as in ``transformers.BertLayer``, eval mode).
 
     Args:
@@ -213,6 +235,10 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
         qkv: the fused frozen query/key/value map (``x -> x Wqkv^T + b``, from
             :meth:`LayerWeights.qkv`), used instead of three ``linear`` calls; only valid
             when none of the three carries a LoRA delta.
+        lengths: real tokens per prompt, for ``frozen``.
+        frozen: no map of the layer carries a LoRA delta (``linear`` is ``lw.apply``): the
+            residual adds and the GELU then run inside the matmuls where the maps are
+            prepacked for oneDNN (:meth:`LayerWeights.apply_add`, ``apply_gelu``).
 
     Returns:
         ``(B, T, D)`` if no linear map added a head axis, else ``(H, B, T, D)``.
@@ -229,6 +255,10 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
     q, k, v = torch.broadcast_tensors(q, k, v)
     ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     ctx = ctx.transpose(-2, -3).flatten(-2)
+    if frozen:
+        a = F.layer_norm(lw.apply_add("attention.output.dense", ctx, x, lengths), x.shape[-1:], *lw.ln_attn, eps=eps)
+        h = lw.apply_gelu("intermediate.dense", a, lengths)
+        return F.layer_norm(lw.apply_add("output.dense", h, a, lengths), a.shape[-1:], *lw.ln_out, eps=eps)
     a = linear("attention.output.dense", ctx)
     a = F.layer_norm(a + x, a.shape[-1:], *lw.ln_attn, eps=eps)
     h = F.gelu(linear("intermediate.dense", a))

@@ -92,10 +92,10 @@ class RankSpacePooler:
         else:
             q, k, v = (split(frozen(f"attention.self.{n}", x)) for n in ("query", "key", "value"))
         ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias).transpose(-2, -3).flatten(-2)
-        a = F.layer_norm(frozen("attention.output.dense", ctx) + x, x.shape[-1:], *lw.ln_attn, eps=eps)
-        h = F.gelu(frozen("intermediate.dense", a))
+        a = F.layer_norm(lw.apply_add("attention.output.dense", ctx, x, lengths), x.shape[-1:], *lw.ln_attn, eps=eps)
+        h = lw.apply_gelu("intermediate.dense", a, lengths)
         n_b, n_t, dim = a.shape
-        u = (frozen(OUTPUT, h) + a).float().reshape(-1, dim)                    # (N, D), N = B T
+        u = lw.apply_add(OUTPUT, h, a, lengths).float().reshape(-1, dim)        # (N, D), N = B T
         z = (h.reshape(-1, h.shape[-1]) @ self.a_cat).float()                   # (N, S r)
         gamma, beta = (t.float() for t in lw.ln_out)
 

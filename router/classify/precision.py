@@ -27,7 +27,7 @@ def cpu_prefers_bf16() -> bool:
 def resolve_dtype(dtype: str, device: str, linear: str = "auto") -> str:
     """``auto`` -> ``bfloat16`` on CUDA with bf16 support and on CPUs with AMX-BF16
     (:func:`cpu_prefers_bf16`), else ``float32``; ``float32``/``bfloat16`` pass through.
-    ``linear`` ``int8`` or ``onednn`` (float32 CPU maps) makes ``auto`` mean ``float32``.
+    ``linear`` ``int8`` (float32 CPU maps) makes ``auto`` mean ``float32``.
 
     Raises:
         AdapterError: any other value.
@@ -36,7 +36,7 @@ def resolve_dtype(dtype: str, device: str, linear: str = "auto") -> str:
         return dtype
     if dtype != "auto":
         raise AdapterError(f"dtype must be auto, float32 or bfloat16, not {dtype!r}")
-    if linear in ("int8", "onednn"):
+    if linear == "int8":
         return "float32"  # asking for a float32 CPU map implies float32
     if str(device).startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
@@ -51,23 +51,30 @@ def resolve_linear(linear: str, device: str, dtype: str) -> str:
     """How the frozen linear maps run, from ``linear`` (one of :data:`LINEAR_CHOICES`), the
     device and the resolved dtype: ``auto`` -> ``int8`` for float32 on a CPU with an int8
     dot-product instruction (:func:`router.classify.layers.cpu_has_vnni`) where torch has the
-    op, else ``onednn`` for float32 on the CPU where torch has it, else ``default``.
+    op, else ``onednn`` on the CPU where torch has it (float32 or bfloat16: weights reordered
+    once, GELU and residual adds fused into the matmuls; bfloat16 on a 2-vCPU Intel Xeon with
+    AMX: ``python -m bench.classifier_linear_ab --dtype bfloat16``, docs/CLASSIFIER.md), else
+    ``default``.
 
     Raises:
         AdapterError: an unknown value, or ``int8``/``onednn`` asked for where they cannot run
-            (not the CPU, not float32, or missing from this torch build).
+            (not the CPU, ``int8`` not float32, or missing from this torch build).
     """
     if linear not in LINEAR_CHOICES:
         raise AdapterError(f"linear must be one of {', '.join(LINEAR_CHOICES)}, not {linear!r}")
-    cpu32 = not str(device).startswith("cuda") and dtype == "float32"
+    cpu = not str(device).startswith("cuda")
+    cpu32 = cpu and dtype == "float32"
     if linear == "default":
         return "default"
-    if linear in ("int8", "onednn"):
-        ok = int8_linear_available() if linear == "int8" else onednn_linear_available()
-        if not (cpu32 and ok):
-            raise AdapterError(f"linear={linear} needs dtype float32 on the CPU and a torch build with "
-                               f"{'the quantised int8 engine' if linear == 'int8' else 'oneDNN'}")
+    if linear == "int8":
+        if not (cpu32 and int8_linear_available()):
+            raise AdapterError("linear=int8 needs dtype float32 on the CPU and a torch build with the quantised "
+                               "int8 engine")
+        return linear
+    if linear == "onednn":
+        if not (cpu and onednn_linear_available()):
+            raise AdapterError("linear=onednn needs the CPU and a torch build with oneDNN")
         return linear
     if cpu32 and cpu_has_vnni() and int8_linear_available():
         return "int8"
-    return "onednn" if cpu32 and onednn_linear_available() else "default"
+    return "onednn" if cpu and onednn_linear_available() else "default"

@@ -119,7 +119,7 @@ class BaseEncoder:
         lengths = real_lengths(mask)
         for i, lw in enumerate(self.layers[:upto]):
             x = bert_layer(x, bias, lw, self.n_attn_heads, partial(lw.apply, lengths=lengths), self.eps,
-                           qkv=with_lengths(self.fused_qkv(i), lengths))
+                           qkv=with_lengths(self.fused_qkv(i), lengths), lengths=lengths, frozen=True)
         return x
 
     def fused_qkv(self, layer: int) -> Callable[..., torch.Tensor]:
@@ -141,13 +141,14 @@ class BaseEncoder:
         return "int8" if isinstance(packed, Int8Linear) else "onednn" if packed is not None else "default"
 
     def prepack(self, kind: str = "onednn") -> bool:
-        """Set up every frozen linear map as ``onednn`` (prepacked float32,
+        """Set up every frozen linear map as ``onednn`` (prepacked float32 or bfloat16,
         :class:`router.classify.layers.PackedLinear`) or ``int8`` (dynamic int8,
-        :class:`router.classify.layers.Int8Linear`): float32 weights on the CPU only, and only
-        where torch has the op. Returns whether it did."""
+        :class:`router.classify.layers.Int8Linear`, float32 weights): CPU weights only, and
+        only where torch has the op. Returns whether it did."""
         w0 = self.layers[0].w[LINEARS[0]][0]
         available = onednn_linear_available() if kind == "onednn" else int8_linear_available()
-        if w0.device.type != "cpu" or w0.dtype != torch.float32 or not available:
+        dtypes = (torch.float32, torch.bfloat16) if kind == "onednn" else (torch.float32,)
+        if w0.device.type != "cpu" or w0.dtype not in dtypes or not available:
             return False
         for lw in self.layers:
             lw.prepack(kind, reduce_range=not cpu_has_vnni())
@@ -206,10 +207,11 @@ class MultiHeadEncoder:
             (:class:`router.eval.embed.MiniLMEmbedder` computes the same vector). It runs
             as one more stacked head with zero LoRA, so it shares the trunk pass.
         linear: how the frozen linear maps run (:func:`resolve_linear`): ``auto`` (default:
-            ``int8`` for float32 on CPUs with VNNI, else ``onednn`` for float32 on the CPU,
-            else ``default``), ``int8`` (dynamic int8, :class:`router.classify.layers.Int8Linear`:
+            ``int8`` for float32 on CPUs with VNNI, else ``onednn`` on the CPU, else
+            ``default``), ``int8`` (dynamic int8, :class:`router.classify.layers.Int8Linear`:
             each prompt quantised on its own, so results do not depend on the batch),
-            ``onednn`` (float32 with prepacked weights) or ``default`` (torch's ``F.linear``).
+            ``onednn`` (float32 or bfloat16 with prepacked weights, GELU and residual adds
+            fused into the matmuls) or ``default`` (torch's ``F.linear``).
             LoRA deltas, attention, layer norms and output layers stay in ``dtype``. The
             resolved choice is ``self.linear``.
         prompt_threads: run the prompts of a call with more than one prompt one at a time on

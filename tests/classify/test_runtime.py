@@ -172,7 +172,10 @@ def test_auto_linear_follows_the_cpu(monkeypatch):
     monkeypatch.setattr(precision, "onednn_linear_available", lambda: True)
     monkeypatch.setattr(precision, "cpu_has_vnni", lambda: True)
     assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
-    assert precision.resolve_linear("auto", "cpu", "bfloat16") == "default"
+    assert precision.resolve_linear("auto", "cpu", "bfloat16") == "onednn"  # prepacked bfloat16, fused
+    assert precision.resolve_linear("onednn", "cpu", "bfloat16") == "onednn"
+    with pytest.raises(AdapterError, match="needs the CPU"):
+        precision.resolve_linear("onednn", "cuda", "float32")
     assert precision.resolve_linear("auto", "cuda", "float32") == "default"
     assert precision.resolve_linear("onednn", "cpu", "float32") == "onednn"
     assert precision.resolve_linear("default", "cpu", "float32") == "default"
@@ -308,7 +311,14 @@ def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
     for a, b in zip(enc.run(TEXTS), twin.run(TEXTS)):
         assert torch.equal(a, b)
     enc.base.to(torch.device("cpu"), torch.bfloat16)
-    assert not enc.base.layers[0].packed and not enc.base.prepack()  # bfloat16: not prepacked
+    assert not enc.base.layers[0].packed  # moving drops the packed copies
+    assert not enc.base.prepack("int8")  # int8 maps need float32 weights
+    # bfloat16 prepacked (GELU and residual adds fused): within bfloat16 rounding of the default
+    ref16 = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16", linear="default")
+    enc16 = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16", linear="onednn")
+    assert enc16.linear == "onednn" and ref16.linear == "default"
+    for a, b, c in zip(ref16.run(TEXTS), enc16.run(TEXTS), ref.run(TEXTS)):
+        assert torch.allclose(a, b, atol=0.05) and torch.allclose(b, c, atol=0.05)
     with pytest.raises(AdapterError, match="linear must be"):
         MultiHeadEncoder(copy.deepcopy(base), [head], linear="fast")
 
