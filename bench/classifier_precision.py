@@ -127,8 +127,8 @@ def _variants(text: str) -> list[str]:
         if dtype not in ("auto", "float32", "bfloat16") or linear not in LINEAR_CHOICES:
             raise argparse.ArgumentTypeError(
                 f"{v!r} is not DTYPE/LINEAR (DTYPE: auto, float32, bfloat16; LINEAR: {', '.join(LINEAR_CHOICES)})")
-        if dtype == "bfloat16" and linear in ("int8", "onednn"):
-            raise argparse.ArgumentTypeError(f"{v!r}: {linear} runs float32 maps; use float32/{linear}")
+        if dtype == "bfloat16" and linear == "int8":
+            raise argparse.ArgumentTypeError(f"{v!r}: int8 runs float32 maps; use float32/int8")
     if not out:
         raise argparse.ArgumentTypeError("give at least one DTYPE/LINEAR")
     return out
