@@ -13,7 +13,9 @@ run in a worker thread so the event loop never waits on the database.
 Errors::
 
     NotSignedIn   401 authentication_error  dashboard_login_required
-    InvalidRequest 400 invalid_request_error invalid_value  (bad since/until/reference)
+    InvalidRequest 400 invalid_request_error invalid_value  (bad since/until/reference, or a
+                                                           time outside what dates can hold)
+    StoreUnavailable 503 api_error            store_unavailable (the database cannot be queried)
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from pathlib import Path
 
 from fastapi import APIRouter, Request
 from fastapi.staticfiles import StaticFiles
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from gateway.api.feedback import StoreUnavailable
 from gateway.auth.guard import AuthError
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries
@@ -121,7 +125,11 @@ async def summary(request: Request, since: str | None = None, until: str | None 
         raise NotSignedIn("Sign in at /dashboard/login")
     now = datetime.now(timezone.utc)
     end = parse_time(until, now, "until") if until else now + timedelta(seconds=1)
-    start = parse_time(since, now, "since") if since else end - timedelta(hours=24)
+    try:
+        start = parse_time(since, now, "since") if since else end - timedelta(hours=24)
+    except OverflowError:  # 'until' near year 1: its default 24 hours earlier does not exist
+        raise InvalidRequest("'until' is too early to look 24 hours back from; give 'since' too",
+                             param="until", code="invalid_value") from None
     if start >= end:
         raise InvalidRequest("'since' must be before 'until'", param="since", code="invalid_value")
     runtime = request.app.state.policies.current
@@ -131,7 +139,10 @@ async def summary(request: Request, since: str | None = None, until: str | None 
                              param="reference", code="invalid_value")
     engine = request.app.state.store.engine
     window = queries.Window(start, end, v.scope)
-    data = await asyncio.to_thread(queries.summary, engine, window, pricing, reference)
+    try:
+        data = await asyncio.to_thread(queries.summary, engine, window, pricing, reference)
+    except SQLAlchemyError:
+        raise StoreUnavailable("The store cannot be queried right now; retry later") from None
     data["viewer"] = {"admin": v.admin, "tenant": v.scope}
     return FastJSONResponse(data, headers={"cache-control": "no-store"})
 
@@ -140,17 +151,20 @@ def parse_time(value: str, now: datetime, param: str) -> datetime:
     """An ISO 8601 time (naive = UTC) or a duration back from ``now`` (``90m``, ``24h``, ``7d``, ``2w``).
 
     Raises:
-        InvalidRequest: neither form.
+        InvalidRequest: neither form, or a time outside ``datetime``'s range.
     """
     m = _DURATION.match(value.strip())
-    if m:
-        return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
     try:
+        if m:
+            return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
         t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
     except ValueError:
         raise InvalidRequest(f"'{param}' must be an ISO 8601 time or a duration like 24h", param=param,
                              code="invalid_value") from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    except OverflowError:  # 999999d back, or a time zone shift past year 1 / 9999
+        raise InvalidRequest(f"'{param}' is outside the dates this can handle", param=param,
+                             code="invalid_value") from None
 
 
 async def _form_key(request: Request) -> str:

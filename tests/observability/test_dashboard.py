@@ -90,6 +90,11 @@ def test_empty_range_and_bad_input(open_gw):
     assert backwards.status_code == 400
     unknown = httpx.get(open_gw.url + "/dashboard/api/summary", params={"reference": "gpt-9"})
     assert unknown.status_code == 400 and unknown.json()["error"]["param"] == "reference"
+    for params, param in (({"since": "999999d"}, "since"), ({"since": "99999999999999w"}, "since"),
+                          ({"until": "0001-01-01"}, "until"), ({"since": "9999-12-31T23:00:00-05:00"}, "since")):
+        far = httpx.get(open_gw.url + "/dashboard/api/summary", params=params)
+        assert far.status_code == 400, (params, far.text)
+        assert far.json()["error"]["param"] == param and far.json()["error"]["code"] == "invalid_value"
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +186,17 @@ def test_forged_cookie_is_refused(keyed_gw):
         forged = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=") + "." + sig
         r = httpx.get(gw.url + "/dashboard/api/summary", cookies={COOKIE: forged})
         assert r.status_code == 401
+
+
+def test_summary_and_feedback_say_503_while_the_database_is_down(tmp_path):
+    """A store whose database refuses connections: requests are still served (rows go to the
+    journal), and the dashboard API answers 503 store_unavailable (as feedback does), not 500."""
+    gw = start_gateway(tmp_path, database_url="postgresql+psycopg://postgres@127.0.0.1:1/mixroute_down",
+                       store_journal_path=tmp_path / "journal.jsonl")
+    try:
+        assert chat(gw, "still served while the store is down").status_code == 200
+        down = httpx.get(gw.url + "/dashboard/api/summary", timeout=30)
+        assert down.status_code == 503, down.text
+        assert down.json()["error"]["code"] == "store_unavailable"
+    finally:
+        gw.stop()
