@@ -37,8 +37,10 @@ class Settings(BaseSettings):
         store_queue_size: bound of the in-memory write queue of the store (rows).
         store_batch_size: rows per batched insert.
         store_flush_interval_s: longest time a row waits in the queue (seconds).
-        store_journal_path: the store's spill journal (default: next to the SQLite file,
-            or ``mixroute-journal.jsonl`` in the working directory); give each replica its own.
+        store_journal_path: the store's spill journal (default: one per database,
+            :func:`gateway.store.rows.default_journal_path`: ``<file>.journal.jsonl`` next to
+            the SQLite file, or ``mixroute-journal-<hash>.jsonl`` in the working directory);
+            give each replica and each database its own.
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
         policy_watch: hot-reload the policy file when it changes.
@@ -102,5 +104,13 @@ class Settings(BaseSettings):
             raise ValueError("int8 runs the frozen maps of a float32 encoder; with it, "
                              "MIXROUTE_CLASSIFIER_DTYPE must be auto or float32, not bfloat16")
         return linear
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str | None) -> str | None:
+        # redis-py's from_url accepts these schemes and raises on anything else at start-up.
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
+        return url
+
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"

@@ -3,6 +3,7 @@ the writer's row counters, error text without bound parameters, the journal's de
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,6 +65,25 @@ def error_text(err: BaseException) -> str:
 
 
 def default_journal_path(url: str) -> Path:
-    """``mixroute-journal.jsonl`` next to a SQLite file, else in the working directory."""
+    """The spill journal of the store at ``url``, one per database so that rows journaled
+    for one database are never replayed into another: ``<file>.journal.jsonl`` next to a
+    SQLite file, else ``mixroute-journal-<12 hex>.jsonl`` in the working directory, the hex
+    a SHA-256 of the URL without its password (so another host, database or
+    ``search_path`` schema gets another file)."""
+    db_file = sqlite_path(url)
+    if db_file is not None:
+        return db_file.with_name(db_file.name + ".journal.jsonl")
+    from sqlalchemy import URL
+
+    from gateway.store.db import normalize_url
+
+    u = normalize_url(url)
+    key = URL.create(u.drivername, u.username, None, u.host, u.port, u.database, u.query).render_as_string()
+    return Path.cwd() / f"mixroute-journal-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
+
+
+def legacy_journal_path(url: str) -> Path:
+    """Where mixroute before 2026-12-01 kept the journal of ``url`` (one file name for every
+    database): ``mixroute-journal.jsonl`` next to a SQLite file or in the working directory."""
     db_file = sqlite_path(url)
     return (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME

@@ -33,7 +33,7 @@ from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
 from gateway.store.journal import Item, Journal
-from gateway.store.rows import StoreStats, as_row, error_text, default_journal_path
+from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, legacy_journal_path
 from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
 from router.records import DecisionRecord, OutcomeRecord
 
@@ -73,6 +73,7 @@ class Store:
         self.settings = settings
         self.url = normalize_url(settings.database_url).render_as_string(hide_password=False)
         journal_path = journal_path or settings.store_journal_path
+        self._default_journal = not journal_path
         self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url),
                                max_bytes=settings.store_journal_max_bytes)
         self.recent = RecentDecisions()
@@ -110,6 +111,13 @@ class Store:
             return
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
+        legacy = legacy_journal_path(self.url)
+        if self._default_journal and legacy.exists() and legacy.stat().st_size > 0:
+            # Older releases journaled every database to this one file; replaying it here
+            # could put another database's rows into this one, so it is left to the operator.
+            log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "
+                        "replayed. If its rows belong to %s, move it to %s (rows already stored are "
+                        "not doubled)", legacy, safe_url(self.url), self.journal.path)
         await asyncio.to_thread(self._cycle, [], True)
         self._task = asyncio.create_task(self._run(), name="mixroute-store-writer")
 

@@ -11,15 +11,37 @@ from sqlalchemy.pool import NullPool
 
 from gateway.store import Store
 from gateway.store.db import normalize_url
-from gateway.store.journal import Journal
+from gateway.store.journal import Journal, encode
 from gateway.store.writer import default_journal_path
 from tests.store.conftest import pg_base_url, rows, settings_for
 from tests.store.records import decision, outcome
 
 
-def test_default_journal_sits_next_to_the_sqlite_file(tmp_path: Path) -> None:
-    assert default_journal_path(f"sqlite:///{tmp_path}/a.db") == tmp_path / "mixroute-journal.jsonl"
-    assert default_journal_path("postgresql://u@h/db") == Path.cwd() / "mixroute-journal.jsonl"
+def test_default_journal_is_one_per_database(tmp_path: Path) -> None:
+    """Rows journaled for one database must never be replayed into another: each SQLite file
+    and each PostgreSQL URL (host, database, schema; not the password) has its own file."""
+    assert default_journal_path(f"sqlite:///{tmp_path}/a.db") == tmp_path / "a.db.journal.jsonl"
+    assert default_journal_path(f"sqlite:///{tmp_path}/b.db") == tmp_path / "b.db.journal.jsonl"
+    pg = default_journal_path("postgresql://u@h/db")
+    assert pg.parent == Path.cwd() and pg.name.startswith("mixroute-journal-") and pg.suffix == ".jsonl"
+    assert default_journal_path("postgresql://u:secret@h/db") == pg
+    others = {default_journal_path(u) for u in ("postgresql://u@h/other", "postgresql://u@h2/db",
+                                                 "postgresql://u@h/db?options=-csearch_path%3Ds1")}
+    assert pg not in others and len(others) == 3
+
+
+async def test_a_legacy_shared_journal_is_not_replayed(tmp_path: Path, caplog) -> None:
+    """A journal from before the per-database names may hold another database's rows: it is
+    left alone, with a warning saying where to move it if it belongs here."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    legacy = tmp_path / "mixroute-journal.jsonl"
+    legacy.write_text(encode(("decisions", decision("from-elsewhere").as_dict())) + "\n")
+    store = Store(settings_for(url))
+    with caplog.at_level("WARNING", logger="mixroute.store"):
+        await store.start()
+        await store.stop()
+    assert rows(url, "SELECT request_id FROM decisions") == []
+    assert legacy.exists() and "is not replayed" in caplog.text and "a.db.journal.jsonl" in caplog.text
 
 
 async def test_full_queue_spills_to_the_journal_and_is_replayed(db_url: str, tmp_path: Path) -> None:
