@@ -55,6 +55,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
             print(f"mixroute: invalid setting MIXROUTE_{field.upper()}{f' (or {flag})' if flag else ''}: "
                   f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
         raise SystemExit(2)
+    _check_database_url_or_exit(settings.database_url)
     if settings.policy_path is not None:
         loaded = load_policy_or_exit(settings.policy_path, exit_code=1)
         _load_replay_data_or_exit(loaded)
@@ -86,6 +87,19 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
           f"(store {settings.database_url})", file=sys.stderr)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False, timeout_keep_alive=settings.keep_alive_s, loop=settings.event_loop)
+
+
+def _check_database_url_or_exit(url: str) -> None:
+    """One line and exit 2 for a store URL SQLAlchemy cannot parse or has no dialect for
+    (exit 1 for a missing driver), as ``mixroute db`` reports them; nothing is connected."""
+    from gateway.store.db import make_engine
+
+    try:
+        make_engine(url).dispose()
+    except Exception as exc:  # noqa: BLE001  # fail() re-raises what it does not know
+        from gateway.commands.db import fail
+
+        fail(url, exc)
 
 
 def _auth_configured(settings) -> bool:

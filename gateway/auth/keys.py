@@ -57,13 +57,17 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+MAX_PER_MINUTE = 2**31 - 1
+"""Largest ``rpm``/``tpm`` a key can hold (the store's 32-bit integer column on PostgreSQL)."""
+
+
 def validate_limits(budget_usd: float | None, rpm: int | None, tpm: int | None) -> None:
     """Raises :class:`KeyError_` with a clear message for impossible limits."""
     if budget_usd is not None and not (0 <= budget_usd <= MAX_BUDGET_USD):
         raise KeyError_(f"--budget-usd must be between 0 and {MAX_BUDGET_USD:,.0f} USD, got {budget_usd}")
     for name, value in (("--rpm", rpm), ("--tpm", tpm)):
-        if value is not None and value < 1:
-            raise KeyError_(f"{name} must be a positive integer, got {value}")
+        if value is not None and not 1 <= value <= MAX_PER_MINUTE:
+            raise KeyError_(f"{name} must be a positive integer of at most {MAX_PER_MINUTE:,}, got {value}")
 
 
 def create_key(engine: Engine, tenant: str, *, budget_usd: float | None = None, period: Period = "month",

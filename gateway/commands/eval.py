@@ -9,7 +9,8 @@ two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
 ``--plot`` write the results.
 
 Exit status: 0; 2 for bad input (the message names the file and the problem) or an
-unknown router.
+unknown router; 1 when a router named with ``--router`` could not run (its row says why),
+or, without ``--router``, when none could.
 """
 
 from __future__ import annotations
@@ -95,6 +96,13 @@ def eval_cmd(
             write_output(plot_out, "--plot", lambda p: report.plot(reports, p))
         except ImportError:
             err.print("matplotlib is not installed (pip install 'mixroute[eval]'): no plot written", style="yellow")
+    not_run = {r.router: r.note for rep in reports for r in rep.results if all(v is None for v in r.values.values())}
+    failed = [n for n in (router or []) if n in not_run] if router else (
+        list(not_run) if set(not_run) >= {r.router for rep in reports for r in rep.results} else [])
+    if failed:
+        err.print(f"error: could not run {', '.join(failed)}: {not_run[failed[0]]}", style="red", markup=False,
+                  highlight=False)
+        raise typer.Exit(1)
 
 
 class _Progress:

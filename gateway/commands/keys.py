@@ -51,6 +51,8 @@ def _check_tenant(tenant: str) -> None:
     would corrupt terminal output and log lines)."""
     if not tenant.strip():
         _error("--tenant must not be empty")
+    if tenant != tenant.strip():
+        _error(f"--tenant must not start or end with whitespace, got {tenant!r}")
     if len(tenant) > MAX_TENANT_CHARS:
         _error(f"--tenant must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}")
     bad = sorted({c for c in tenant if unicodedata.category(c) == "Cc"})
@@ -63,6 +65,8 @@ def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
     ``policy``; without ``policy`` note that nothing was checked. Exit 2 for a bad policy."""
     if not routes:
         return
+    if any(not r.strip() for r in routes):
+        _error("--routes must name a route or backend, not an empty string")
     if policy is None:
         typer.echo("note: --routes are not checked against a policy (pass --policy FILE to check them)", err=True)
         return

@@ -178,7 +178,10 @@ def prune(
     from gateway.store.retention import count_older, prune as run_prune
 
     age = _age_option(older_than)
-    cutoff = datetime.now(timezone.utc) - age
+    try:
+        cutoff = datetime.now(timezone.utc) - age
+    except OverflowError:
+        _error(f"--older-than {older_than.strip()!r} is outside the dates this can handle (years 1-9999, UTC)", 2)
     if age < _CONFIRM_UNDER and not (dry_run or yes):
         _error(f"--older-than {older_than.strip()} deletes requests of the last day too (everything decided "
                f"before {cutoff.isoformat(timespec='seconds')}); pass --yes to confirm, or --dry-run to count", 2)

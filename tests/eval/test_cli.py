@@ -165,3 +165,14 @@ def test_unwritable_outputs_and_bad_bytes_are_one_line_errors(tiny_pair_csv, tmp
     latin1.write_bytes(b'prompt,a,b\n"x\xe9",True,False\n"y",False,True\n')
     res = runner.invoke(app, ["eval", "--test", str(latin1), "--router", "zero", "--bootstrap", "0"])
     assert res.exit_code == 2 and "not UTF-8" in res.output and "latin1.csv" in res.output
+
+
+def test_a_named_router_that_cannot_run_fails_the_command(tiny_pair_csv, tmp_path):
+    empty = tmp_path / "no-heads"
+    empty.mkdir()
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "mixroute", "--router", "zero",
+                              "--adapters", str(empty), "--bootstrap", "0", "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 1, res.output
+    assert "could not run mixroute" in res.output
+    rows = json.loads((tmp_path / "r.json").read_text())  # the results are still written
+    assert {r["router"] for r in rows} == {"mixroute", "zero"}

@@ -135,3 +135,16 @@ def test_budget_429_over_http_uses_fixed_notation(tmp_path, db):
         assert "Budget of 0.000020 USD per month is spent" in message and "e-05" not in message
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize("args", [["--tpm", "99999999999999999999999"], ["--rpm", "3000000000"],
+                                  ["--routes", ""], ["--rpm", "0"]])
+def test_create_refuses_limits_the_store_cannot_hold_and_empty_routes(db, args):
+    res = _run("create", "--tenant", "t1", *args, "--database-url", db)
+    assert res.exit_code == 2 and "Traceback" not in res.output and res.stderr.startswith("error: "), res.output
+    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+
+
+def test_create_refuses_a_tenant_with_surrounding_spaces(db):
+    res = _run("create", "--tenant", " spaced ", "--database-url", db)
+    assert res.exit_code == 2 and "whitespace" in res.stderr

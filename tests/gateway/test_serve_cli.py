@@ -87,3 +87,15 @@ def test_classifier_on_that_cannot_load_is_one_line(tmp_path):
                  PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "MIXROUTE_CLASSIFIER=on but the classifier cannot load: transformers is not installed" in res.stderr
+
+
+def test_unusable_database_url_is_one_line():
+    for url, words in (("bogus://x", "unknown database kind 'bogus'"), ("not a url", "is not a database URL")):
+        res = _serve("--port", "18999", "--database-url", url)
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_bad_redis_url_is_an_invalid_setting():
+    res = _serve("--port", "18999", MIXROUTE_REDIS_URL="bogus")
+    assert res.returncode == 2 and "invalid setting MIXROUTE_REDIS_URL" in res.stderr
+    assert "redis://" in res.stderr and "Traceback" not in res.stderr

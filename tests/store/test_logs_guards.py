@@ -122,3 +122,9 @@ def test_keys_and_tenants_with_a_bad_store_url_are_one_line(tmp_path: Path):
         assert res.stderr.startswith("error: ") and "Traceback" not in res.output, res.output
     res = runner.invoke(app, ["tenants", "set", "", "--budget-usd", "5", "--database-url", f"sqlite:///{tmp_path}/t.db"])
     assert res.exit_code == 2 and "must not be empty" in res.stderr
+
+
+def test_prune_older_than_any_date_is_one_line(tmp_path: Path):
+    res = _run("prune", "--older-than", "999999d", "--database-url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert res.exit_code == 2 and "outside the dates this can handle" in res.stderr
+    assert res.exception is None or isinstance(res.exception, SystemExit)
