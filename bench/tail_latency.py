@@ -34,9 +34,10 @@ changes what the gateway does in production):
 - ``bare``: ``no-store`` + ``no-obs`` + ``no-gc``.
 - ``nice-writer``: the store writer's thread at nice 10 (the OS prefers the event loop
   when both want the one core).
-- ``idle-writer``: the store writer's thread under the ``SCHED_IDLE`` scheduling policy
-  (any normal thread that wakes up, the event loop included, preempts it at once, where a
-  niced thread may finish its time slice first).
+- ``normal-writer``: the store writer's thread keeps the normal scheduling policy
+  (``MIXROUTE_STORE_WRITER_IDLE=false``) instead of ``SCHED_IDLE`` while no backlog is
+  queued (the default since 2026-12-01: a request that wakes the event loop preempts an
+  idle-policy writer at once, where a normal or niced one may first finish its time slice).
 - ``switch-0.5ms``: the interpreter's thread switch interval at 0.5 ms instead of 5 ms (a
   thread waiting for the GIL gets it sooner); ``nice-switch``: both.
 - ``sqla-write``: the store writer binds rows through SQLAlchemy's executemany instead of
@@ -66,7 +67,7 @@ from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
 VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer",
-            "switch-0.5ms", "nice-switch", "sqla-write", "sync-normal", "idle-writer")
+            "switch-0.5ms", "nice-switch", "sqla-write", "sync-normal", "normal-writer")
 
 
 def _patch(variant: str) -> None:
@@ -110,14 +111,8 @@ def _patch(variant: str) -> None:
         import sys
 
         sys.setswitchinterval(0.0005)
-    if "idle-writer" in parts:
-        original_idle = Store._cycle
-
-        def idle(self, batch, raise_unexpected=False):
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # 0: the calling thread
-            return original_idle(self, batch, raise_unexpected)
-
-        Store._cycle = idle
+    if "normal-writer" in parts:
+        os.environ["MIXROUTE_STORE_WRITER_IDLE"] = "false"  # read by the settings that serve() builds
     if "nice-writer" in parts:
         original_nice = Store._cycle
 

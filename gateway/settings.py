@@ -41,6 +41,9 @@ class Settings(BaseSettings):
             :func:`gateway.store.rows.default_journal_path`: ``<file>.journal.jsonl`` next to
             the SQLite file, or ``mixroute-journal-<hash>.jsonl`` in the working directory);
             give each replica and each database its own.
+        store_writer_idle: run the store's writer thread under Linux's ``SCHED_IDLE`` policy
+            while no backlog is queued, so that requests preempt it at once on a shared core
+            (:meth:`gateway.store.writer.Store._yield_cpu`).
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
         policy_watch: hot-reload the policy file when it changes.
@@ -86,6 +89,7 @@ class Settings(BaseSettings):
     store_flush_interval_s: float = Field(default=0.2, gt=0)
     store_journal_max_bytes: int = Field(default=1 << 30, gt=0)
     store_journal_path: Path | None = None
+    store_writer_idle: bool = True
     policy_watch: bool = True
     admin_key: str | None = None
     log_level: str = "info"

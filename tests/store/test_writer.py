@@ -8,6 +8,7 @@ import time
 from datetime import timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy import event, select
 
 from gateway.store import Store, current, head
@@ -139,3 +140,39 @@ async def test_records_from_other_threads_are_handed_to_the_loop(db_url: str, tm
         await asyncio.gather(*(asyncio.to_thread(store.record_decision, decision(f"r{i}")) for i in range(20)))
         await asyncio.wait_for(store.flush(), 10)
         assert rows(db_url, "SELECT count(*) FROM decisions") == [(20,)]
+
+
+async def test_writer_thread_yields_the_cpu_unless_a_backlog_is_queued(tmp_path) -> None:
+    """The writer runs on its own thread under SCHED_IDLE while the queue holds less than a
+    batch (requests preempt it at once), and under the normal policy with a backlog."""
+    import os
+    import threading
+
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this OS")
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    seen: list[tuple[str, int]] = []
+    store = Store(settings_for(url, store_batch_size=5), tmp_path / "j.jsonl")
+    original = store._write
+
+    def spy(items, paced=False):
+        n = original(items, paced)
+        seen.append((threading.current_thread().name, os.sched_getscheduler(0)))
+        return n
+
+    store._write = spy
+    async with store:
+        store.record_decision(decision("r-one"))
+        await store.flush()
+        assert seen[-1] == (seen[-1][0], os.SCHED_IDLE) and seen[-1][0].startswith("mixroute-store")
+        for i in range(40):  # more than a batch queued before the writer runs: a backlog
+            store.record_decision(decision(f"r-{i}"))
+        await store.flush()
+    assert any(policy == os.SCHED_OTHER for _, policy in seen)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the event loop's thread is untouched
+    no_idle = Store(settings_for(url, store_writer_idle=False), tmp_path / "j2.jsonl")
+    no_idle._write = lambda items, paced=False: seen.append(("off", os.sched_getscheduler(0))) or len(items)
+    async with no_idle:
+        no_idle.record_decision(decision("r-off"))
+        await no_idle.flush()
+    assert ("off", os.SCHED_OTHER) in seen
