@@ -105,8 +105,8 @@ def _plan(table: Table, dialect: Dialect, key: tuple[str, ...]) -> _Plan | None:
     # What SQLAlchemy's executemany does per row (bind processing, parameter checks, its
     # execution context) done once per statement instead: the store writer binds rows on a
     # thread that holds the GIL, so this CPU is taken from the event loop on a one-core
-    # gateway (SQLite, 200-row batch: about 3.3 -> 2.4 ms of CPU, ``python -m
-    # bench.store_writer --sqlite``). ``None`` where the compiled form is not the plain
+    # gateway (SQLite, 200-row batch: 3.33 -> 2.68 ms of CPU, ``python -m bench.store_writer
+    # --write-cpu``, docs/STORE.md). ``None`` where the compiled form is not the plain
     # one-bind-per-column INSERT this relies on (then the ordinary execute is used).
     columns = tuple(c.name for c in table.columns)
     compiled = _statement(table, dialect.name, key).compile(dialect=dialect, column_keys=list(columns))
