@@ -44,6 +44,8 @@ changes what the gateway does in production):
   the driver-level path (``gateway.store.upsert.write_items(driver_level=False)``).
 - ``sync-normal``: the SQLite store with ``PRAGMA synchronous=NORMAL`` (WAL files are
   fsynced at checkpoints, not at every commit): whether the commits' fsyncs reach the tail.
+- ``linear-default``: the classifier's frozen maps through torch's default ``F.linear``
+  (``MIXROUTE_CLASSIFIER_LINEAR=default``) instead of ``auto`` (with ``--routed``).
 - ``asyncio-loop``: the gateway as shipped on the standard library's event loop
   (``MIXROUTE_EVENT_LOOP=asyncio``) instead of uvloop: ``base,asyncio-loop`` compares the
   two loops round by round.
@@ -67,7 +69,7 @@ from bench.loadgen import open_loop, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
 VARIANTS = ("base", "unchunked", "no-store-db", "no-store", "no-obs", "no-gc", "bare", "asyncio-loop", "nice-writer",
-            "switch-0.5ms", "nice-switch", "sqla-write", "sync-normal", "normal-writer")
+            "switch-0.5ms", "nice-switch", "sqla-write", "sync-normal", "normal-writer", "linear-default")
 
 
 def _patch(variant: str) -> None:
@@ -111,6 +113,8 @@ def _patch(variant: str) -> None:
         import sys
 
         sys.setswitchinterval(0.0005)
+    if "linear-default" in parts:
+        os.environ["MIXROUTE_CLASSIFIER_LINEAR"] = "default"  # read by the settings that serve() builds
     if "normal-writer" in parts:
         os.environ["MIXROUTE_STORE_WRITER_IDLE"] = "false"  # read by the settings that serve() builds
     if "nice-writer" in parts:
