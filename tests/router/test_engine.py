@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -91,8 +92,10 @@ async def test_raising_the_bar_never_lowers_predicted_quality(qualities, bars):
     lo, hi = sorted(bars)
     out = []
     for bar in (lo, hi):
-        text = POLICY.replace("0.90", repr(qualities[0])).replace("0.86", repr(qualities[1])).replace(
-            "0.60", repr(qualities[2])).replace("{min_quality: 0.0}", f"{{min_quality: {bar!r}}}")
+        # One pass: chained replaces re-edited earlier values (0.8600001 -> "1.0" + "00001" > 1).
+        values = {"0.90": repr(qualities[0]), "0.86": repr(qualities[1]), "0.60": repr(qualities[2]),
+                  "{min_quality: 0.0}": f"{{min_quality: {bar!r}}}"}
+        text = re.sub("|".join(re.escape(k) for k in values), lambda m: values[m.group()], POLICY)
         d = await Router(parse_policy(text)).decide(_req("any", content="x"))
         out.append((d.record.reason, {c.backend: c for c in d.candidates}[d.record.chosen]))
     (r_lo, c_lo), (r_hi, c_hi) = out
