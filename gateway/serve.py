@@ -56,6 +56,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
                   f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
         raise SystemExit(2)
     _check_database_url_or_exit(settings.database_url)
+    _check_journal_path_or_exit(settings)
     if settings.policy_path is not None:
         loaded = load_policy_or_exit(settings.policy_path, exit_code=1)
         _load_replay_data_or_exit(loaded)
@@ -91,15 +92,41 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
 
 def _check_database_url_or_exit(url: str) -> None:
     """One line and exit 2 for a store URL SQLAlchemy cannot parse or has no dialect for
-    (exit 1 for a missing driver), as ``mixroute db`` reports them; nothing is connected."""
-    from gateway.store.db import make_engine
+    (exit 1 for a missing driver), as ``mixroute db`` reports them, for a port outside
+    1-65535 and for an in-memory SQLite store (it would lose every row at exit); nothing is
+    connected."""
+    from gateway.commands.db import fail, shown_url
+    from gateway.store.db import make_engine, normalize_url, sqlite_path
 
     try:
-        make_engine(url).dispose()
+        engine = make_engine(url)
+        engine.dispose()
     except Exception as exc:  # noqa: BLE001  # fail() re-raises what it does not know
-        from gateway.commands.db import fail
-
         fail(url, exc)
+    parsed = normalize_url(url)
+    problem = None
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        problem = f"port {parsed.port} is not between 1 and 65535"
+    elif parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is None:
+        problem = "an in-memory SQLite store keeps no row past exit; give a file (sqlite:///mixroute.db)"
+    if problem:
+        print(f"mixroute: invalid setting MIXROUTE_DATABASE_URL (or --database-url) {shown_url(url)!r}: {problem}",
+              file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _check_journal_path_or_exit(settings) -> None:
+    """One line and exit 2 when the store's spill journal could not be written (a directory,
+    a file where its folder should be, a read-only folder): found at start, not when rows
+    are already being lost."""
+    from gateway.store.journal import journal_path_problem
+    from gateway.store.rows import default_journal_path
+
+    path = settings.store_journal_path or default_journal_path(settings.database_url)
+    problem = journal_path_problem(path)
+    if problem:
+        print(f"mixroute: invalid setting MIXROUTE_STORE_JOURNAL_PATH: {problem}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _auth_configured(settings) -> bool:

@@ -8,7 +8,7 @@ routing policy (backends, routes, rules) is a separate YAML file, see
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +65,10 @@ class Settings(BaseSettings):
             bfloat16) or ``default`` (torch's own); docs/CLASSIFIER.md. ``int8`` needs a float32
             encoder on the CPU: with it, ``classifier_dtype`` ``auto`` means float32 and
             ``bfloat16`` is refused at start.
+        classifier_rank_space: ``on`` pools heads that adapt only the top layer's output map
+            in LoRA rank space (router/classify/pooled.py); ``off`` materialises every head's
+            token states (same outputs up to rounding, slower with many heads). Read by the
+            encoder from ``MIXROUTE_CLASSIFIER_RANK_SPACE``; checked here.
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.
@@ -100,6 +104,7 @@ class Settings(BaseSettings):
     classifier_max_wait_ms: float = Field(default=0.0, ge=0)
     classifier_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     classifier_linear: Literal["auto", "int8", "onednn", "default"] = "auto"
+    classifier_rank_space: Literal["on", "off"] = "on"
 
     @field_validator("classifier_linear")
     @classmethod
@@ -108,6 +113,11 @@ class Settings(BaseSettings):
             raise ValueError("int8 runs the frozen maps of a float32 encoder; with it, "
                              "MIXROUTE_CLASSIFIER_DTYPE must be auto or float32, not bfloat16")
         return linear
+    @field_validator("store_journal_path", mode="before")
+    @classmethod
+    def _empty_journal_path_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, url: str | None) -> str | None:

@@ -82,6 +82,24 @@ def decode(line: str) -> Item:
     return table, row
 
 
+def journal_path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot serve as a spill journal, or ``None``: it (or its ``.replaying``
+    twin) is a directory, or its folder is not a writable directory (a missing folder is
+    fine: it is created on first append, if its nearest existing parent is writable)."""
+    path = Path(path)
+    for p in (path, path.with_name(path.name + ".replaying")):
+        if p.is_dir():
+            return f"{p} is a directory; the journal must be a file path"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory, so the journal {path} cannot be created"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable, so the journal {path} cannot be written"
+    return None
+
+
 class Journal:
     """A thread-safe append-only spill file.
 
@@ -89,11 +107,17 @@ class Journal:
         path: the journal file; its directory is created on first append.
         max_bytes: cap on the journal plus the file being replayed (bytes); ``None``:
             no cap.
+
+    Raises:
+        ValueError: ``path`` (or its ``.replaying`` twin) is a directory.
     """
 
     def __init__(self, path: Path, max_bytes: int | None = None) -> None:
         self.path = Path(path)
         self.replaying = self.path.with_name(self.path.name + ".replaying")
+        for p in (self.path, self.replaying):
+            if p.is_dir():  # begin_replay would rename the user's folder
+                raise ValueError(f"{p} is a directory; the journal must be a file path")
         self.rejected = self.path.with_name(self.path.name + ".rejected")
         self.max_bytes = max_bytes
         self.last_damage: list[Damage] = []

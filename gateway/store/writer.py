@@ -117,8 +117,10 @@ class Store:
             return
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
-        legacy = legacy_journal_path(self.url)
-        if self._default_journal and legacy.exists() and legacy.stat().st_size > 0:
+        old = legacy_journal_path(self.url)
+        legacy = next((p for p in (old, old.with_name(old.name + ".replaying"))
+                       if p.is_file() and p.stat().st_size > 0), None)
+        if self._default_journal and legacy is not None:
             # Older releases journaled every database to this one file; replaying it here
             # could put another database's rows into this one, so it is left to the operator.
             log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "

@@ -99,3 +99,29 @@ def test_bad_redis_url_is_an_invalid_setting():
     res = _serve("--port", "18999", MIXROUTE_REDIS_URL="bogus")
     assert res.returncode == 2 and "invalid setting MIXROUTE_REDIS_URL" in res.stderr
     assert "redis://" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_in_memory_sqlite_and_impossible_ports_are_refused():
+    for url, words in (("sqlite://", "in-memory SQLite"), ("sqlite:///", "in-memory SQLite"),
+                       ("postgresql+psycopg://postgres@127.0.0.1:99999/test", "port 99999")):
+        res = _serve("--port", "18999", "--database-url", url)
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, (url, res.stderr)
+
+
+def test_journal_path_that_cannot_be_written_is_refused_and_a_folder_is_left_alone(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "important.txt").write_text("keep")
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    db = f"sqlite:///{tmp_path / 'd.db'}"
+    for journal, words in ((folder, "is a directory"), (afile / "j.jsonl", "is not a directory")):
+        res = _serve("--port", "18999", "--database-url", db, MIXROUTE_STORE_JOURNAL_PATH=str(journal))
+        assert res.returncode == 2 and "MIXROUTE_STORE_JOURNAL_PATH" in res.stderr and words in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    assert (folder / "important.txt").read_text() == "keep" and not (tmp_path / "sub.replaying").exists()
+
+
+def test_bad_rank_space_setting_is_refused():
+    res = _serve("--port", "18999", MIXROUTE_CLASSIFIER_RANK_SPACE="maybe")
+    assert res.returncode == 2 and "MIXROUTE_CLASSIFIER_RANK_SPACE" in res.stderr and "Traceback" not in res.stderr

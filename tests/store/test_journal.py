@@ -6,6 +6,7 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
@@ -30,11 +31,13 @@ def test_default_journal_is_one_per_database(tmp_path: Path) -> None:
     assert pg not in others and len(others) == 3
 
 
-async def test_a_legacy_shared_journal_is_not_replayed(tmp_path: Path, caplog) -> None:
-    """A journal from before the per-database names may hold another database's rows: it is
-    left alone, with a warning saying where to move it if it belongs here."""
+@pytest.mark.parametrize("name", ["mixroute-journal.jsonl", "mixroute-journal.jsonl.replaying"])
+async def test_a_legacy_shared_journal_is_not_replayed(tmp_path: Path, caplog, name: str) -> None:
+    """A journal from before the per-database names (or its half-replayed ``.replaying``
+    twin) may hold another database's rows: it is left alone, with a warning saying where
+    to move it if it belongs here."""
     url = f"sqlite:///{tmp_path}/a.db"
-    legacy = tmp_path / "mixroute-journal.jsonl"
+    legacy = tmp_path / name
     legacy.write_text(encode(("decisions", decision("from-elsewhere").as_dict())) + "\n")
     store = Store(settings_for(url))
     with caplog.at_level("WARNING", logger="mixroute.store"):
@@ -42,6 +45,17 @@ async def test_a_legacy_shared_journal_is_not_replayed(tmp_path: Path, caplog) -
         await store.stop()
     assert rows(url, "SELECT request_id FROM decisions") == []
     assert legacy.exists() and "is not replayed" in caplog.text and "a.db.journal.jsonl" in caplog.text
+    assert name in caplog.text
+
+
+def test_a_journal_path_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ValueError, match="is a directory"):
+        Journal(tmp_path / "sub")
+    assert (tmp_path / "sub").is_dir()
+    from gateway.settings import Settings
+
+    assert Settings(store_journal_path="").store_journal_path is None  # empty = unset
 
 
 async def test_full_queue_spills_to_the_journal_and_is_replayed(db_url: str, tmp_path: Path) -> None:
