@@ -49,8 +49,8 @@ def _error(message: str, code: int = 2) -> NoReturn:
 def _check_tenant(tenant: str) -> None:
     """Exit 2 for a tenant over :data:`MAX_TENANT_CHARS` or with control characters (they
     would corrupt terminal output and log lines)."""
-    if not tenant.strip():
-        _error("--tenant must not be empty")
+    if not tenant.strip() or all(unicodedata.category(c) in ("Cf", "Zs", "Zl", "Zp") for c in tenant):
+        _error("--tenant must not be empty (or only invisible characters)")
     if tenant != tenant.strip():
         _error(f"--tenant must not start or end with whitespace, got {tenant!r}")
     if len(tenant) > MAX_TENANT_CHARS:

@@ -180,8 +180,9 @@ def prune(
     age = _age_option(older_than)
     try:
         cutoff = datetime.now(timezone.utc) - age
-    except OverflowError:
-        _error(f"--older-than {older_than.strip()!r} is outside the dates this can handle (years 1-9999, UTC)", 2)
+    except OverflowError:  # reported like parse_age's own "longer than any date" (a bad option value)
+        raise typer.BadParameter(f"{older_than.strip()!r} is outside the dates this can handle (years 1-9999, "
+                                 "UTC)", param_hint="'--older-than'") from None
     if age < _CONFIRM_UNDER and not (dry_run or yes):
         _error(f"--older-than {older_than.strip()} deletes requests of the last day too (everything decided "
                f"before {cutoff.isoformat(timespec='seconds')}); pass --yes to confirm, or --dry-run to count", 2)

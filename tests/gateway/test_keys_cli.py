@@ -148,3 +148,8 @@ def test_create_refuses_limits_the_store_cannot_hold_and_empty_routes(db, args):
 def test_create_refuses_a_tenant_with_surrounding_spaces(db):
     res = _run("create", "--tenant", " spaced ", "--database-url", db)
     assert res.exit_code == 2 and "whitespace" in res.stderr
+
+
+def test_create_refuses_an_invisible_tenant(db):
+    res = _run("create", "--tenant", "\u200b", "--database-url", db)
+    assert res.exit_code == 2 and "invisible" in res.stderr

@@ -126,5 +126,5 @@ def test_keys_and_tenants_with_a_bad_store_url_are_one_line(tmp_path: Path):
 
 def test_prune_older_than_any_date_is_one_line(tmp_path: Path):
     res = _run("prune", "--older-than", "999999d", "--database-url", f"sqlite:///{tmp_path / 'x.db'}")
-    assert res.exit_code == 2 and "outside the dates this can handle" in res.stderr
+    assert res.exit_code == 2 and "outside the dates" in res.stderr and "--older-than" in res.stderr
     assert res.exception is None or isinstance(res.exception, SystemExit)
