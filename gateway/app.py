@@ -73,6 +73,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
+        if settings.redis_url:
+            problem = await app.state.limiter.check()
+            if problem:
+                log.warning("redis %s is not reachable at start (%s): rate limits and budgets fail open until it "
+                            "answers (docs/LIMITS.md)", app.state.limiter.where, problem)
         predictor = load_predictor(settings)
         batcher = getattr(predictor, "batcher", None)
         obs = getattr(app.state, "observability", None)

@@ -112,6 +112,10 @@ class Limiter(ABC):
     async def spent_usd(self, limits: Limits) -> float:
         """Settled spend of the current period in USD."""
 
+    async def check(self) -> str | None:
+        """Whether the limiter's backing store answers: ``None``, else why not (never raises)."""
+        return None
+
     async def aclose(self) -> None:
         """Release connections."""
 

@@ -106,5 +106,24 @@ class RedisLimiter(Limiter):
             raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
         return int(value or 0) / NANO
 
+    async def check(self) -> str | None:
+        """Ping Redis once: ``None`` when it answers, else why not (never raises; the
+        limiter fails open while Redis is down, docs/LIMITS.md)."""
+        from redis.exceptions import RedisError
+
+        try:
+            await self._redis.ping()
+            return None
+        except (RedisError, OSError) as exc:
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+    @property
+    def where(self) -> str:
+        """``host:port/db`` (or the socket path) of the Redis server, without credentials."""
+        kw = self._redis.connection_pool.connection_kwargs
+        if kw.get("path"):
+            return str(kw["path"])
+        return f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+
     async def aclose(self) -> None:
         await self._redis.aclose()

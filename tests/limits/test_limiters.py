@@ -70,10 +70,17 @@ async def test_unreachable_redis_raises_unavailable():
     pytest.importorskip("redis")
     from gateway.limits.redis import RedisLimiter
 
-    lim = RedisLimiter("redis://127.0.0.1:1/0", timeout_s=0.2)
+    lim = RedisLimiter("redis://:secret@127.0.0.1:1/3", timeout_s=0.2)
     with pytest.raises(LimiterUnavailable):
         await lim.admit(Limits(subject="x", rpm=1), 1, 0.0)
+    problem = await lim.check()  # what the gateway logs at start
+    assert problem and "Error" in problem and "secret" not in problem + lim.where
+    assert lim.where == "127.0.0.1:1/3"
     await lim.aclose()
+
+
+async def test_reachable_redis_checks_clean(limiter):
+    assert await limiter.check() is None
 
 
 async def test_budget_exceeded_message_uses_fixed_notation(limiter):
