@@ -354,13 +354,13 @@ class RewriteConfig(_Strict):
 
     @model_validator(mode="after")
     def _compiles(self) -> "RewriteConfig":
-        import re
+        import regex  # what the rewriter runs them with (router.rewrite.volatile)
 
         for i, pattern in enumerate(self.volatile_patterns):
             try:
-                if re.compile(pattern).match(""):
+                if regex.compile(pattern).match(""):
                     raise ValueError(f"volatile_patterns[{i}] {pattern!r} matches the empty string")
-            except re.error as exc:
+            except regex.error as exc:
                 raise ValueError(f"volatile_patterns[{i}] {pattern!r} is not a valid regex: {exc}") from None
         return self
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -145,11 +144,11 @@ def rewrite(body: dict, options: RewriteOptions | None = None) -> RewriteResult:
 
 
 @lru_cache(maxsize=64)
-def _detectors(patterns: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _detectors(patterns: tuple[str, ...]) -> tuple[tuple[str, Any], ...]:
     return (*BUILTIN, *compile_patterns(patterns))
 
 
-def _rewrite(body: dict, detectors: Sequence[tuple[str, re.Pattern[str]]], doc_options: DocumentOptions,
+def _rewrite(body: dict, detectors: Sequence[tuple[str, Any]], doc_options: DocumentOptions,
              ) -> RewriteResult:
     messages = body.get("messages")
     if not isinstance(messages, list):

@@ -16,7 +16,9 @@ kind              what it matches
                   id characters, the value after ``request id:`` / ``trace_id=`` labels, and
                   runs of 20+ lower-case hex digits (hashes, Mongo/OTel ids)
 ``pattern``       policy-configured regexes (``rewrite.volatile_patterns``); when a pattern
-                  has a named group ``value`` only that group moves
+                  has a named group ``value`` only that group moves. They run with the
+                  ``regex`` module (``re`` syntax) and a :data:`PATTERN_TIMEOUT_S` budget per
+                  text: a pattern that takes longer moves nothing in that text (logged)
 ================  ==========================================================================
 
 A moved span is replaced in place by a placeholder ``[kind-N]`` (N counts per kind from 1
@@ -28,9 +30,11 @@ bug (the rewrite stays correct, it just moves the placeholder again).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 _MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"  # noqa: E501
 
@@ -68,24 +72,48 @@ class Span:
     value: str
 
 
-def compile_patterns(patterns: Sequence[str]) -> list[tuple[str, re.Pattern[str]]]:
-    """Compile policy regexes into detectors of kind ``pattern``.
+PATTERN_TIMEOUT_S = 0.01
+"""Longest a policy pattern may search one text (seconds): the rewrite runs on the event loop,
+so an operator's pattern with catastrophic backtracking on some client's text must not stall
+every request (``regex`` avoids most of it, e.g. ``(a+)+$``, where ``re`` takes seconds on 30
+characters; the timeout is the backstop)."""
+
+log = logging.getLogger("mixroute.rewrite")
+
+
+def compile_patterns(patterns: Sequence[str]) -> list[tuple[str, Any]]:
+    """Compile policy regexes (``re`` syntax, run by the ``regex`` module) into detectors of
+    kind ``pattern``.
 
     Raises:
-        re.error: an invalid regex (the policy model validates them first).
+        regex.error: an invalid regex (the policy model validates them first).
     """
-    return [("pattern", re.compile(p)) for p in patterns]
+    import regex
+
+    return [("pattern", regex.compile(p)) for p in patterns]
 
 
-def find_spans(text: str, detectors: Sequence[tuple[str, re.Pattern[str]]]) -> list[Span]:
+def _matches(kind: str, pattern: Any, text: str) -> list[Any]:
+    if kind != "pattern":
+        return list(pattern.finditer(text))
+    try:
+        return list(pattern.finditer(text, timeout=PATTERN_TIMEOUT_S))
+    except TimeoutError:
+        log.warning("rewrite: volatile pattern %r took over %.0f ms on a %d-character text; nothing moved for it",
+                    pattern.pattern[:100], PATTERN_TIMEOUT_S * 1000, len(text))
+        return []
+
+
+def find_spans(text: str, detectors: Sequence[tuple[str, Any]]) -> list[Span]:
     """Non-overlapping, non-empty volatile spans of ``text``, sorted by position.
 
-    Earlier detectors win overlaps; placeholders (:data:`PLACEHOLDER`) are never matched.
+    Earlier detectors win overlaps; placeholders (:data:`PLACEHOLDER`) are never matched; a
+    policy pattern over its :data:`PATTERN_TIMEOUT_S` contributes nothing.
     """
     taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER.finditer(text)]
     found: list[Span] = []
     for kind, regex in detectors:
-        for m in regex.finditer(text):
+        for m in _matches(kind, regex, text):
             start, end = m.span("value") if "value" in regex.groupindex and m.group("value") else m.span()
             if start >= end or any(start < e and s < end for s, e in taken):
                 continue

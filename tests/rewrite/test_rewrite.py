@@ -131,3 +131,27 @@ routes:
   - {name: auto, backends: [f]}
   - {name: raw, backends: [f], rewrite: false}
 """
+
+
+def test_a_backtracking_policy_pattern_cannot_stall_the_rewrite(caplog):
+    """Policy patterns run on the request path: one with catastrophic backtracking on some
+    client's text moves nothing for that text (logged) instead of running for minutes
+    (``re`` needs seconds for 30 characters of this one; exponential in the length)."""
+    import time
+
+    opts = RewriteOptions(volatile_patterns=(r"(z+)+$", r"(x+x+)+y", r"build (?P<value>\d+)"))
+    system = "build 42 " + "z" * 5000 + "!" + " " + "x" * 5000
+    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+    start = time.perf_counter()
+    with caplog.at_level("WARNING", logger="mixroute.rewrite"):
+        result = rewrite(body, opts)
+    assert time.perf_counter() - start < 5  # two 10 ms budgets, not an exponential search
+    assert "[pattern-1]" in result.body["messages"][0]["content"]  # the well-behaved pattern still moved 42
+    assert "z" * 5000 + "! " + "x" * 5000 in result.body["messages"][0]["content"]
+    assert "took over" in caplog.text
+
+
+def test_policy_patterns_are_validated_with_the_engine_that_runs_them():
+    with pytest.raises(ValueError, match="not a valid regex"):
+        RewriteConfig(volatile_patterns=["(unclosed"])
+    assert RewriteConfig(volatile_patterns=[r"(a+)+$"]).volatile_patterns == [r"(a+)+$"]
