@@ -59,6 +59,8 @@ def as_row(rec: Any) -> dict[str, Any]:
 
 def error_text(err: BaseException) -> str:
     # The driver's message, not str(err): SQLAlchemy's text includes the bound parameters.
+    if type(err) is KeyError and err.args:  # a row (e.g. a hand-edited journal line) without a column
+        return f"row lacks column {err.args[0]!r}"
     orig = getattr(err, "orig", None)
     lines = str(orig if orig is not None else err).splitlines()
     return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"

@@ -176,3 +176,19 @@ async def test_writer_thread_yields_the_cpu_unless_a_backlog_is_queued(tmp_path)
         no_idle.record_decision(decision("r-off"))
         await no_idle.flush()
     assert ("off", os.SCHED_OTHER) in seen
+
+
+async def test_a_row_without_a_column_is_refused_with_that_reason(tmp_path, caplog) -> None:
+    """A journaled row lacking a column (a hand-edited or foreign journal line) is set aside
+    with a reason that names the column, not a bare KeyError."""
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    store = Store(settings_for(url), tmp_path / "j.jsonl")
+    row = decision("no-time").as_dict()
+    del row["created_at"]
+    store.journal.append([("decisions", row)])
+    with caplog.at_level("ERROR", logger="mixroute.store"):
+        async with store:
+            store.record_decision(decision("fine"))
+            await store.flush()
+    assert rows(url, "SELECT request_id FROM decisions") == [("fine",)]
+    assert store.stats.rejected == 1 and "row lacks column 'created_at'" in caplog.text
