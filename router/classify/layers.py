@@ -243,6 +243,21 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
     Returns:
         ``(B, T, D)`` if no linear map added a head axis, else ``(H, B, T, D)``.
     """
+    ctx = attention_context(x, bias, n_attn_heads, linear, qkv)
+    if frozen:
+        a, h = frozen_ffn_input(ctx, x, lw, eps, lengths)
+        return F.layer_norm(lw.apply_add("output.dense", h, a, lengths), a.shape[-1:], *lw.ln_out, eps=eps)
+    a = linear("attention.output.dense", ctx)
+    a = F.layer_norm(a + x, a.shape[-1:], *lw.ln_attn, eps=eps)
+    h = F.gelu(linear("intermediate.dense", a))
+    o = linear("output.dense", h)
+    return F.layer_norm(o + a, o.shape[-1:], *lw.ln_out, eps=eps)
+
+
+def attention_context(x: torch.Tensor, bias: torch.Tensor | None, n_attn_heads: int, linear: Linear,
+                      qkv: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    """A BERT layer's self-attention output before its output map: ``(..., B, T, D)``
+    (arguments as for :func:`bert_layer`)."""
     def split(t: torch.Tensor) -> torch.Tensor:
         return t.unflatten(-1, (n_attn_heads, -1)).transpose(-2, -3)
 
@@ -254,16 +269,17 @@ def bert_layer(x: torch.Tensor, bias: torch.Tensor | None, lw: LayerWeights, n_a
         v = split(linear("attention.self.value", x))
     q, k, v = torch.broadcast_tensors(q, k, v)
     ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    ctx = ctx.transpose(-2, -3).flatten(-2)
-    if frozen:
-        a = F.layer_norm(lw.apply_add("attention.output.dense", ctx, x, lengths), x.shape[-1:], *lw.ln_attn, eps=eps)
-        h = lw.apply_gelu("intermediate.dense", a, lengths)
-        return F.layer_norm(lw.apply_add("output.dense", h, a, lengths), a.shape[-1:], *lw.ln_out, eps=eps)
-    a = linear("attention.output.dense", ctx)
-    a = F.layer_norm(a + x, a.shape[-1:], *lw.ln_attn, eps=eps)
-    h = F.gelu(linear("intermediate.dense", a))
-    o = linear("output.dense", h)
-    return F.layer_norm(o + a, o.shape[-1:], *lw.ln_out, eps=eps)
+    return ctx.transpose(-2, -3).flatten(-2)
+
+
+def frozen_ffn_input(ctx: torch.Tensor, x: torch.Tensor, lw: LayerWeights, eps: float,
+                     lengths: list[int] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Of a layer without LoRA, from its attention context ``ctx`` and input ``x``: the
+    attention block's output ``a`` (the FFN's residual) and the FFN's hidden activations
+    ``h = GELU(a W_in^T + b)``, with the residual add and the GELU fused into the oneDNN
+    matmuls where the maps are prepacked."""
+    a = F.layer_norm(lw.apply_add("attention.output.dense", ctx, x, lengths), x.shape[-1:], *lw.ln_attn, eps=eps)
+    return a, lw.apply_gelu("intermediate.dense", a, lengths)
 
 
 class StackedLinear:

@@ -20,11 +20,12 @@ instead of ``(S, B, T, D)`` (D = 384 for MiniLM). Only max-pooled heads (``pii``
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
-from router.classify.layers import StackedLinear
+from router.classify.layers import StackedLinear, attention_context, frozen_ffn_input
 
 OUTPUT = "output.dense"
 
@@ -80,20 +81,8 @@ class RankSpacePooler:
             states give (a prompt without real tokens pools to zeros, like ``mean_pool``).
         """
         lw, eps, r = self.lin.lw, self.eps, self.r
-
-        def split(t: torch.Tensor) -> torch.Tensor:
-            return t.unflatten(-1, (self.n_attn_heads, -1)).transpose(-2, -3)
-
-        def frozen(name: str, t: torch.Tensor) -> torch.Tensor:
-            return lw.apply(name, t, lengths)
-
-        if qkv is not None:
-            q, k, v = (split(t) for t in qkv(x).chunk(3, dim=-1))
-        else:
-            q, k, v = (split(frozen(f"attention.self.{n}", x)) for n in ("query", "key", "value"))
-        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bias).transpose(-2, -3).flatten(-2)
-        a = F.layer_norm(lw.apply_add("attention.output.dense", ctx, x, lengths), x.shape[-1:], *lw.ln_attn, eps=eps)
-        h = lw.apply_gelu("intermediate.dense", a, lengths)
+        ctx = attention_context(x, bias, self.n_attn_heads, partial(lw.apply, lengths=lengths), qkv)
+        a, h = frozen_ffn_input(ctx, x, lw, eps, lengths)
         n_b, n_t, dim = a.shape
         u = lw.apply_add(OUTPUT, h, a, lengths).float().reshape(-1, dim)        # (N, D), N = B T
         z = (h.reshape(-1, h.shape[-1]) @ self.a_cat).float()                   # (N, S r)
