@@ -5,8 +5,8 @@ Run: ``python -m bench.classifier_rank_space [--heads 1,6,8] [--rounds 10] [--th
 
 For each head count (the shipped heads cycled to N, as ``mixroute bench classifier``
 does; 6 = the shipped set, run with the outcome-memory embed slot as the gateway runs it),
-two encoders share the base weights: one with ``MIXROUTE_CLASSIFIER_RANK_SPACE`` on (the
-default) and one with it off. Rounds interleave them (A B, A B, ...): each round times one
+two encoders share the base weights: one with ``rank_space=True`` (the default) and one
+with it off. Rounds interleave them (A B, A B, ...): each round times one
 batch of 32 ~100-token prompts and five single prompts per encoder. Prints the medians
 (prompts/s at batch 32, ms per single prompt) and the ratio on / off.
 """
@@ -46,13 +46,12 @@ def main(argv: list[str] | None = None) -> None:
         heads = [copy.copy(shipped.heads[i % len(shipped.heads)]) for i in range(n)]
         encs = {}
         for mode in ("on", "off"):
-            os.environ["MIXROUTE_CLASSIFIER_RANK_SPACE"] = mode
             encs[mode] = MultiHeadEncoder(shipped.base, heads, dtype=str(shipped.dtype).removeprefix("torch."),
-                                          linear=shipped.linear, embed=n == 6, prompt_threads=0)
+                                          linear=shipped.linear, embed=n == 6, prompt_threads=0,
+                                          rank_space=mode == "on")
             assert (encs[mode].pooler is not None) == (mode == "on")
             encs[mode].run(texts)
             encs[mode].run([PROMPT])
-        os.environ.pop("MIXROUTE_CLASSIFIER_RANK_SPACE")
         batch: dict[str, list[float]] = {m: [] for m in encs}
         single: dict[str, list[float]] = {m: [] for m in encs}
         for _ in range(args.rounds):

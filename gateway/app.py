@@ -37,7 +37,7 @@ def load_predictor(settings: Settings):
                                dtype=settings.classifier_dtype, scan_windows=settings.classifier_scan_windows,
                                memory=settings.classifier_memory != "off",
                                exclude_exact=settings.classifier_memory == "exclude-exact",
-                               linear=settings.classifier_linear)
+                               linear=settings.classifier_linear, rank_space=settings.classifier_rank_space == "on")
     except Exception as exc:  # ImportError (no torch/peft) or missing artifacts
         if settings.classifier == "on":
             raise RuntimeError(f"classifier=on but it cannot be loaded: {exc}") from exc

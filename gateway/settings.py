@@ -67,8 +67,7 @@ class Settings(BaseSettings):
             ``bfloat16`` is refused at start.
         classifier_rank_space: ``on`` pools heads that adapt only the top layer's output map
             in LoRA rank space (router/classify/pooled.py); ``off`` materialises every head's
-            token states (same outputs up to rounding, slower with many heads). Read by the
-            encoder from ``MIXROUTE_CLASSIFIER_RANK_SPACE``; checked here.
+            token states (same outputs up to rounding, slower with many heads).
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.

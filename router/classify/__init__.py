@@ -49,7 +49,7 @@ def default_base_path() -> Path:
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
                  device: str | None = None, dtype: str = "auto", scan_windows: int = 0, embed: bool = False,
-                 linear: str = "auto"):
+                 linear: str = "auto", rank_space: bool = True):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -67,6 +67,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         linear: frozen linear maps: ``auto`` (int8 for float32 on CPUs with VNNI, else oneDNN
             prepacked float32/bfloat16 on the CPU), ``int8``, ``onednn`` or ``default`` (see
             :func:`router.classify.precision.resolve_linear`).
+        rank_space: pool heads that adapt only the top layer's output map in LoRA rank space
+            (see :class:`router.classify.runtime.MultiHeadEncoder`).
 
     Raises:
         ClassifierUnavailable: torch, transformers or safetensors is not installed.
@@ -99,7 +101,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
                                        head_tokens=first.head_tokens, name=first.base_model)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
-                            linear=linear)
+                            linear=linear, rank_space=rank_space)
 
 
 def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", linear: str = "auto",
@@ -132,7 +134,8 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
                    max_wait_ms: float = 0.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
                    scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
-                   exclude_exact: bool = False, embed: bool = False, linear: str = "auto") -> "ClassifierPredictor":
+                   exclude_exact: bool = False, embed: bool = False, linear: str = "auto",
+                   rank_space: bool = True) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
@@ -156,7 +159,8 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     path = folder / "quality" / MEMORY_FILE
     outcomes = OutcomeMemory.load(path) if memory and (heads is None or "quality" in heads) and path.is_file() else None
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
-                           scan_windows=scan_windows, embed=embed or outcomes is not None, linear=linear)
+                           scan_windows=scan_windows, embed=embed or outcomes is not None, linear=linear,
+                           rank_space=rank_space)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms, memory=outcomes,
                                     exclude_exact=exclude_exact)
     predictor.classify_batch(["warm-up"])

@@ -9,7 +9,6 @@ top layer(s) for all heads together (heads stacked on a leading axis, see
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -225,6 +224,10 @@ class MultiHeadEncoder:
             gain nothing from batching, and two intra-op threads split small matrices poorly. Outputs are the same as
             batched (int8: each prompt is quantised on its own either way; float: up to
             rounding).
+        rank_space: when every head adapts only the top layer's output map, pool them in LoRA
+            rank space (:class:`router.classify.pooled.RankSpacePooler`, ``self.pooler``);
+            ``False`` materialises every head's token states (the general path; same
+            outputs up to rounding, slower with many heads).
 
     Raises:
         AdapterError: no heads, or a head adapts a layer/module the base does not have.
@@ -232,7 +235,7 @@ class MultiHeadEncoder:
 
     def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto",
                  scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False,
-                 linear: str = "auto", prompt_threads: int | None = None):
+                 linear: str = "auto", prompt_threads: int | None = None, rank_space: bool = True):
         if not heads:
             raise AdapterError("no heads to run")
         dtype = resolve_dtype(dtype, device, linear)
@@ -251,11 +254,7 @@ class MultiHeadEncoder:
         self.split = min((w[0] for w in wheres), default=n_layers)
         self.embed = bool(embed)
         self.top = [StackedLinear(base.layers[i], self._stack(i)) for i in range(self.split, n_layers)]
-        # Heads that differ only in the last map of the last layer are pooled in LoRA rank
-        # space (router.classify.pooled); MIXROUTE_CLASSIFIER_RANK_SPACE=off materialises
-        # every head's token states instead (the general path, kept for comparison).
-        rank_space = len(self.top) == 1 and rank_space_ok(self.top[0]) \
-            and os.environ.get("MIXROUTE_CLASSIFIER_RANK_SPACE", "on") != "off"
+        rank_space = rank_space and len(self.top) == 1 and rank_space_ok(self.top[0])
         self.pooler = RankSpacePooler(self.top[0], self.base.n_attn_heads, self.base.eps) if rank_space else None
         self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
         self.trunk_calls = 0

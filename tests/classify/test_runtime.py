@@ -376,7 +376,7 @@ def test_prompt_threads_default_follows_the_linear_maps(tiny, tmp_path):
         assert enc.prompt_threads == torch.get_num_threads()
 
 
-def test_rank_space_pooling_equals_materialised_states(tiny, tmp_path, monkeypatch):
+def test_rank_space_pooling_equals_materialised_states(tiny, tmp_path):
     """Heads adapting only the last layer's output map are pooled in LoRA rank space
     (router.classify.pooled): mean- and max-pooled heads and the embed slot give what the
     materialised per-head token states give; other placements keep the general path."""
@@ -384,8 +384,8 @@ def test_rank_space_pooling_equals_materialised_states(tiny, tmp_path, monkeypat
     heads = [_head(tmp_path, folder, base, f"h{i}", ["output.dense"], seed=10 + i,
                    pooling="max" if i % 2 else "mean")[1] for i in range(4)]
     fast = MultiHeadEncoder(base, heads, dtype="float32", linear="default", embed=True, prompt_threads=0)
-    monkeypatch.setenv("MIXROUTE_CLASSIFIER_RANK_SPACE", "off")
-    slow = MultiHeadEncoder(base, heads, dtype="float32", linear="default", embed=True, prompt_threads=0)
+    slow = MultiHeadEncoder(base, heads, dtype="float32", linear="default", embed=True, prompt_threads=0,
+                            rank_space=False)
     assert fast.pooler is not None and slow.pooler is None
     texts = TEXTS + ["", "a", "z" * 200]
     out_fast, _, emb_fast = fast.scan_embed(texts)
@@ -394,6 +394,5 @@ def test_rank_space_pooling_equals_materialised_states(tiny, tmp_path, monkeypat
         assert torch.allclose(a, b, atol=1e-5)
     assert torch.allclose(emb_fast, emb_slow, atol=1e-6)
     assert not torch.allclose(out_fast[0], out_fast[2], atol=1e-3)  # the heads differ
-    monkeypatch.delenv("MIXROUTE_CLASSIFIER_RANK_SPACE")
     other = _head(tmp_path, folder, base, "v", ["attention.self.value"], seed=20)[1]
     assert MultiHeadEncoder(base, [heads[0], other], dtype="float32").pooler is None
