@@ -43,7 +43,7 @@ class Settings(BaseSettings):
             give each replica and each database its own.
         store_writer_idle: run the store's writer thread under Linux's ``SCHED_IDLE`` policy
             while no backlog is queued, so that requests preempt it at once on a shared core
-            (:meth:`gateway.store.writer.Store._yield_cpu`).
+            (:class:`gateway.store.priority.IdlePolicy`).
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
         policy_watch: hot-reload the policy file when it changes.

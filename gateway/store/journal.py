@@ -82,14 +82,26 @@ def decode(line: str) -> Item:
     return table, row
 
 
+def replaying_path(path: Path) -> Path:
+    """Where the journal at ``path`` is moved while it is replayed (``<name>.replaying``)."""
+    return path.with_name(path.name + ".replaying")
+
+
+def _directory_in_the_way(path: Path) -> str | None:
+    for p in (path, replaying_path(path)):
+        if p.is_dir():  # begin_replay would rename the user's folder
+            return f"{p} is a directory; the journal must be a file path"
+    return None
+
+
 def journal_path_problem(path: Path) -> str | None:
     """Why ``path`` cannot serve as a spill journal, or ``None``: it (or its ``.replaying``
     twin) is a directory, or its folder is not a writable directory (a missing folder is
     fine: it is created on first append, if its nearest existing parent is writable)."""
     path = Path(path)
-    for p in (path, path.with_name(path.name + ".replaying")):
-        if p.is_dir():
-            return f"{p} is a directory; the journal must be a file path"
+    problem = _directory_in_the_way(path)
+    if problem:
+        return problem
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -114,10 +126,10 @@ class Journal:
 
     def __init__(self, path: Path, max_bytes: int | None = None) -> None:
         self.path = Path(path)
-        self.replaying = self.path.with_name(self.path.name + ".replaying")
-        for p in (self.path, self.replaying):
-            if p.is_dir():  # begin_replay would rename the user's folder
-                raise ValueError(f"{p} is a directory; the journal must be a file path")
+        self.replaying = replaying_path(self.path)
+        problem = _directory_in_the_way(self.path)
+        if problem:
+            raise ValueError(problem)
         self.rejected = self.path.with_name(self.path.name + ".rejected")
         self.max_bytes = max_bytes
         self.last_damage: list[Damage] = []

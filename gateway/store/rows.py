@@ -84,8 +84,13 @@ def default_journal_path(url: str) -> Path:
     return Path.cwd() / f"mixroute-journal-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
 
 
-def legacy_journal_path(url: str) -> Path:
-    """Where mixroute before 2026-12-01 kept the journal of ``url`` (one file name for every
-    database): ``mixroute-journal.jsonl`` next to a SQLite file or in the working directory."""
+def legacy_journal(url: str) -> Path | None:
+    """A non-empty journal (or half-replayed ``.replaying`` file) where mixroute before
+    2026-12-01 kept the journal of ``url``, one file name for every database
+    (``mixroute-journal.jsonl`` next to a SQLite file or in the working directory); ``None``
+    when there is none."""
+    from gateway.store.journal import replaying_path
+
     db_file = sqlite_path(url)
-    return (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME
+    old = (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME
+    return next((p for p in (old, replaying_path(old)) if p.is_file() and p.stat().st_size > 0), None)

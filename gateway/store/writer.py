@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -35,7 +34,8 @@ from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
 from gateway.store.journal import Item, Journal
-from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, legacy_journal_path
+from gateway.store.priority import IdlePolicy
+from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, legacy_journal
 from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
 from router.records import DecisionRecord, OutcomeRecord
 
@@ -93,8 +93,7 @@ class Store:
         self._io = threading.Lock()
         # The writer's own thread (not asyncio's shared pool: its scheduling policy changes).
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="mixroute-store")
-        self._idle: bool | None = None  # the writer thread's policy: SCHED_IDLE or not (None: untouched)
-        self._idle_ok = settings.store_writer_idle and hasattr(os, "SCHED_IDLE")
+        self._policy = IdlePolicy(settings.store_writer_idle)  # the writer thread's scheduling policy
         self._migrated = False
         self._keys = DEFAULT_KEYS
         self._down = False
@@ -117,10 +116,8 @@ class Store:
             return
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
-        old = legacy_journal_path(self.url)
-        legacy = next((p for p in (old, old.with_name(old.name + ".replaying"))
-                       if p.is_file() and p.stat().st_size > 0), None)
-        if self._default_journal and legacy is not None:
+        legacy = legacy_journal(self.url) if self._default_journal else None
+        if legacy is not None:
             # Older releases journaled every database to this one file; replaying it here
             # could put another database's rows into this one, so it is left to the operator.
             log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "
@@ -299,24 +296,6 @@ class Store:
 
     # -- worker thread -----------------------------------------------------------------
 
-    def _yield_cpu(self, idle: bool) -> None:
-        """Run the writer thread under Linux's ``SCHED_IDLE`` policy (``idle``) or the normal
-        one. Idle while the queue holds less than a batch: then a request that wakes the event
-        loop preempts the writer at once, where a normal (or niced) thread sharing the
-        loop's core may first finish its time slice (``python -m bench.tail_latency
-        --variants base,normal-writer,no-store-db --rounds 6``, pass-through at concurrency 1
-        on one core: the loop's wait for the CPU 63 -> 20 us per request, p99 2.82 -> 2.57 ms,
-        against 1.69 ms without database writes; docs/BENCHMARKS.md). Normal under a backlog, so that a saturated gateway
-        cannot starve the writer. No-op where the OS has no such policy or
-        ``store_writer_idle`` is off."""
-        if not self._idle_ok or idle == self._idle:
-            return
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE if idle else os.SCHED_OTHER, os.sched_param(0))
-            self._idle = idle
-        except OSError:  # not permitted here (e.g. a seccomp profile): keep the normal policy
-            self._idle_ok = False
-
     def _cycle(self, batch: list[Item], raise_unexpected: bool = False) -> None:
         """Migrate if needed, replay the journal, then write ``batch`` (in that order, so
         older rows reach the database first). On failure ``batch`` is journaled."""
@@ -373,7 +352,7 @@ class Store:
         try:
             # qsize() from this thread: a racy read of a length, good enough for a hint.
             backlog = self._queue.qsize() >= self.settings.store_batch_size
-            self._yield_cpu(not backlog)
+            self._policy.set(idle=not backlog)  # gateway.store.priority
             paced = paced and not backlog
             with self._engine.begin() as conn:
                 write_items(conn, items, self._keys, chunk=CHUNK_ROWS if paced else None,
