@@ -96,9 +96,12 @@ def eval_cmd(
             write_output(plot_out, "--plot", lambda p: report.plot(reports, p))
         except ImportError:
             err.print("matplotlib is not installed (pip install 'mixroute[eval]'): no plot written", style="yellow")
-    not_run = {r.router: r.note for rep in reports for r in rep.results if all(v is None for v in r.values.values())}
-    failed = [n for n in (router or []) if n in not_run] if router else (
-        list(not_run) if set(not_run) >= {r.router for rep in reports for r in rep.results} else [])
+    results = [r for rep in reports for r in rep.results]
+    not_run = {r.router: r.note for r in results if all(v is None for v in r.values.values())}
+    if router:  # a router asked for by name must run
+        failed = [n for n in router if n in not_run]
+    else:  # all of them: fail only when none ran
+        failed = list(not_run) if set(not_run) >= {r.router for r in results} else []
     if failed:
         err.print(f"error: could not run {', '.join(failed)}: {not_run[failed[0]]}", style="red", markup=False,
                   highlight=False)
