@@ -94,6 +94,21 @@ class _Common(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     user: str | None = None
+    # Bounds of the OpenAI API reference (vLLM accepts the same ranges by default).
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _logit_bias(cls, bias: Any) -> Any:
+        # Keys are token ids (JSON object keys are strings), values a bias in [-100, 100].
+        for key, value in (bias or {}).items():
+            if not key.lstrip("-").isdigit():
+                raise ValueError(f"keys must be token ids (integers as strings), not {key!r}")
+            if not -100 <= value <= 100:
+                raise ValueError(f"the bias of token {key} must be between -100 and 100, not {value}")
+        return bias
 
     @field_validator("stream_options")
     @classmethod
@@ -112,6 +127,16 @@ class ChatCompletionRequest(_Common):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     response_format: ResponseFormat | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs(cls, top: Any, info: ValidationInfo) -> Any:
+        # The OpenAI API: top_logprobs needs logprobs set to true.
+        if top is not None and not info.data.get("logprobs"):
+            raise ValueError("needs 'logprobs': true")
+        return top
 
     @field_validator("tools")
     @classmethod

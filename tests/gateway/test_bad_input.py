@@ -102,6 +102,13 @@ def test_image_parts_pass_and_text_parts_are_read(demo_gateway):
     assert resp.status_code == 200, resp.text
 
 
+def test_in_range_sampling_parameters_pass(demo_gateway):
+    body = {"messages": MSG, "logprobs": True, "top_logprobs": 20, "logit_bias": {"50256": -100, "11": 2.5},
+            "presence_penalty": -2, "frequency_penalty": 2}
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+
+
 def test_completions_missing_prompt(demo_gateway):
     _assert_envelope(httpx.post(demo_gateway.v1 + "/completions", json={"model": "auto"}), 400,
                      "missing_required_parameter", "prompt")
@@ -151,6 +158,13 @@ def test_emoji_and_non_english_are_fine(demo_gateway):
      "response_format.json_schema", "valid dictionary"),
     ({"messages": [{"role": "user", "content": 5}]}, "messages.0.content", ""),
     ({"messages": MSG, "stop": 7}, "stop", ""),
+    ({"messages": MSG, "top_logprobs": 5}, "top_logprobs", "'logprobs': true"),
+    ({"messages": MSG, "logprobs": True, "top_logprobs": 21}, "top_logprobs", "20"),
+    ({"messages": MSG, "logit_bias": {"abc": 1}}, "logit_bias", "token ids"),
+    ({"messages": MSG, "logit_bias": {"50256": -1000}}, "logit_bias", "between -100 and 100"),
+    ({"messages": MSG, "logit_bias": {"50256": "x"}}, "logit_bias.50256", ""),
+    ({"messages": MSG, "presence_penalty": 3}, "presence_penalty", "2"),
+    ({"messages": MSG, "frequency_penalty": -2.5}, "frequency_penalty", "-2"),
 ])
 def test_openai_semantics(demo_gateway, body, param, fragment):
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
