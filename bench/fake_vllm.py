@@ -22,7 +22,8 @@ What it models:
 - **Metrics**: ``/metrics`` in Prometheus text with vLLM's names:
   ``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:kv_cache_usage_perc``,
   ``vllm:prefix_cache_queries_total`` and ``vllm:prefix_cache_hits_total`` (tokens),
-  ``vllm:time_to_first_token_seconds`` (histogram), ``vllm:request_success_total``.
+  ``vllm:time_to_first_token_seconds`` (histogram), ``vllm:request_success_total``,
+  ``vllm:cache_config_info`` (labels ``num_gpu_blocks`` = the capacity, ``block_size``).
   Usage reports ``prompt_tokens_details.cached_tokens``.
 - **Miss causes** (for benchmarks, not a vLLM metric): ``state.misses`` counts uncached
   prompt tokens by cause (:data:`MISS_KINDS`), using a ledger of which replicas ever
@@ -311,6 +312,10 @@ class FakeVllmReplica:
             ("vllm:request_success_total", "counter", st.requests),
         ):
             lines += [f"# TYPE {name} {kind}", f"{name}{label} {float(value)}"]
+        # vLLM's info gauge of its cache configuration (value 1; the facts are labels).
+        lines += ["# TYPE vllm:cache_config_info gauge",
+                  f'vllm:cache_config_info{{block_size="{st.model.block_tokens}",enable_prefix_caching="True",'
+                  f'num_gpu_blocks="{st.model.capacity_blocks}"}} 1.0']
         lines.append("# TYPE vllm:time_to_first_token_seconds histogram")
         for le, count in zip(TTFT_BUCKETS, st.ttft_buckets):
             lines.append(f'vllm:time_to_first_token_seconds_bucket{{le="{le}",model_name="{self.name}"}} {float(count)}')

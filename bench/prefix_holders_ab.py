@@ -32,12 +32,13 @@ def parse_variant(text: str) -> dict[str, float]:
     return out
 
 
-async def ab(variants: list[str], seeds: list[int], repeats: int) -> dict[str, list[tuple[float, float]]]:
+async def ab(variants: list[str], seeds: list[int], repeats: int,
+             concurrency: int = Params.concurrency) -> dict[str, list[tuple[float, float]]]:
     """``(hit rate, TTFT p90 s)`` per run, per variant (``tenants`` and ``volatile`` pooled)."""
     res: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     for rep in range(repeats):
         for seed in seeds:
-            p = Params(seed=seed)
+            p = Params(seed=seed, concurrency=concurrency)
             servers = serve_replicas(p.replicas, p.model)
             sessions = workload(p)
             try:
@@ -63,9 +64,10 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=None, help="chooser settings, e.g. holders=2,min_bound=8")
     ap.add_argument("--seeds", default="7,8,9")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--concurrency", type=int, default=Params.concurrency, help="sessions in flight at once")
     a = ap.parse_args()
     variants = a.variants or [f"holders={h}" for h in a.holders.split(",")]
-    res = asyncio.run(ab(variants, [int(x) for x in a.seeds.split(",")], a.repeats))
+    res = asyncio.run(ab(variants, [int(x) for x in a.seeds.split(",")], a.repeats, a.concurrency))
     for v, runs in res.items():
         hits, p90 = [r[0] for r in runs], [r[1] * 1e3 for r in runs]
         print(f"[{v}]: {len(runs)} runs, hit rate median {statistics.median(hits):.3f} mean "

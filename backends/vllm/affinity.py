@@ -31,6 +31,21 @@ For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
 3. **Fallback**: when none is acceptable, or the prompt is shorter than one block (nothing
    a prefix cache could hold), the least-loaded replica
    (:class:`backends.vllm.pool.LeastLoadedChooser`).
+
+**Capacity-aware mode** (``cache_model``, default on; active while every replica's cache
+capacity is known: scraped ``vllm:cache_config_info`` or the ``cache_blocks`` option):
+step 1 reads the gateway's model of each replica's LRU cache
+(:mod:`backends.vllm.cachemodel`) instead of the table: (a) the replicas modelled to hold
+the longest leading run of the prompt's blocks (at least ``match_threshold`` of them), by
+depth, then by how recently they received it; a prefix that other traffic has pushed out
+of every cache goes back to the replica the table remembers (as without the model); (b)
+then replicas still holding at least ``hrw_blocks`` leading blocks of a partly evicted
+prefix, deepest first; (c) then, for a prefix the table does not know, the replica whose
+cache turns over slowest (free room first, then the oldest least recently used block),
+rendezvous order breaking ties; with ``balance_new`` off, rendezvous order. When the pool is near its
+cache capacity this keeps tenants spread by what the caches can hold rather than by how
+many blocks each replica was ever sent (`python -m bench.prefix_holders_ab --variants
+cache_model=0 cache_model=1`, docs/PREFIX_CACHE.md).
 """
 
 from __future__ import annotations
@@ -40,7 +55,8 @@ import math
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
-from backends.vllm.blocks import BLOCK_TOKENS, block_hashes
+from backends.vllm.blocks import BLOCK_TOKENS, block_hashes, prompt_text
+from backends.vllm.cachemodel import ReplicaCaches
 from backends.vllm.pool import LeastLoadedChooser, Replica
 
 
@@ -58,6 +74,10 @@ class AffinityChooser:
         balance_new: send never-seen prefixes to the replica owning the fewest table blocks.
         match_threshold: share of a prompt's blocks a table match must cover to be followed.
         holders: replicas remembered per block (most recent first).
+        cache_model: model each replica's LRU cache when every capacity is known (module
+            docstring, "Capacity-aware mode").
+        cache_blocks: KV blocks of ``block_tokens`` tokens per replica, for replicas that do
+            not report ``vllm:cache_config_info`` (``None``: only scraped capacities).
 
     Attributes:
         on_choice: called with ``(block hashes, replica url)`` after each choice
@@ -68,7 +88,8 @@ class AffinityChooser:
 
     def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
                  load_factor: float = 1.25, min_bound: int = 4, queue_threshold: float = 8,
-                 balance_new: bool = True, match_threshold: float = 0.5, holders: int = 2):
+                 balance_new: bool = True, match_threshold: float = 0.5, holders: int = 2,
+                 cache_model: bool = True, cache_blocks: int | None = None):
         self.block_tokens = block_tokens
         self.hrw_blocks = hrw_blocks
         self.table_blocks = table_blocks
@@ -78,6 +99,10 @@ class AffinityChooser:
         self.balance_new = balance_new
         self.match_threshold = match_threshold
         self.holders = max(1, holders)
+        self.cache_model = cache_model
+        self.cache_blocks = cache_blocks
+        self.caches = ReplicaCaches(block_tokens)
+        self.capacities: dict[str, int] = {}  # replica url -> modelled capacity (gateway blocks), once known
         self.table: OrderedDict[int, tuple[str, ...]] = OrderedDict()
         self.owned: dict[str, int] = {}
         self.fallback = LeastLoadedChooser()
@@ -94,6 +119,7 @@ class AffinityChooser:
         bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.load for r in replicas) + 1)
                                               / len(replicas)))
         pick = None
+        self._update_capacities(replicas)
         for i, replica in enumerate(self.preference(replicas, hashes)):
             if replica.load < bound and replica.queue <= self.queue_threshold:
                 pick, self.last_reason = replica, ("prefix_match" if i < self._matched else "rendezvous")
@@ -108,11 +134,25 @@ class AffinityChooser:
 
     def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
         """Replicas in preference order: those holding the deepest table match first (by
-        depth, then recency), then rendezvous order. Sets ``_matched`` to the number of
+        depth, then recency), then rendezvous order (capacity-aware mode: the modelled
+        caches decide, see the module docstring). Sets ``_matched`` to the number of
         prefix-holding replicas at the front."""
-        by_url = {r.base_url: r for r in replicas}
         key = hashes[min(len(hashes), self.hrw_blocks) - 1].to_bytes(8, "big")
         order = sorted(replicas, key=lambda r: _weight(key, r.base_url), reverse=True)
+        if self.cache_model and all(r.base_url in self.capacities for r in replicas):
+            return self._modelled_preference(order, hashes)
+        matched = self._table_matched(replicas, hashes)
+        self._matched = len(matched)
+        if matched:
+            return [*matched, *(r for r in order if all(r is not m for m in matched))]
+        if self.balance_new:
+            order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
+        return order
+
+    def _table_matched(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
+        """Replicas the table remembers for the deepest block (at least ``match_threshold``
+        of the prompt), by depth, then recency."""
+        by_url = {r.base_url: r for r in replicas}
         matched: list[Replica] = []
         for depth in range(len(hashes), 0, -1):
             if depth < self.match_threshold * len(hashes) or len(matched) == len(replicas):
@@ -121,12 +161,50 @@ class AffinityChooser:
                 r = by_url.get(url)
                 if r is not None and all(r is not m for m in matched):
                     matched.append(r)
+        return matched
+
+    def _modelled_preference(self, order: list[Replica], hashes: Sequence[int]) -> list[Replica]:
+        caches, need = self.caches, max(1.0, self.match_threshold * len(hashes))
+        depth = {r.base_url: caches.depth(r.base_url, hashes) for r in order}
+        matched = sorted((r for r in order if depth[r.base_url] >= need), reverse=True,
+                         key=lambda r: (depth[r.base_url], caches.last_used(r.base_url, hashes[0])))
         self._matched = len(matched)
-        if matched:
-            return [*matched, *(r for r in order if all(r is not m for m in matched))]
+        rest = [r for r in order if depth[r.base_url] < need]
+        # A partly evicted prefix (tails go first) still saves its cached head: replicas
+        # holding at least ``hrw_blocks`` leading blocks come first, deepest first (a short
+        # preamble every tenant shares is on every replica, so it does not pull).
+        partial = {u: (d if d >= self.hrw_blocks else 0) for u, d in depth.items()}
+        if not matched and not any(partial.values()):
+            # Modelled as evicted everywhere: back to where the table says it went (its
+            # tenant's replica keeps it next time), as the plain table would; the model
+            # places only prefixes the table does not know.
+            remembered = self._table_matched(order, hashes)
+            if remembered:
+                self._matched = len(remembered)
+                return [*remembered, *(r for r in order if all(r is not m for m in remembered))]
+        self._matched += sum(1 for r in rest if partial[r.base_url])  # sorted to the front below
         if self.balance_new:
-            order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
-        return order
+            rest.sort(key=lambda r: (-partial[r.base_url], caches.coldness(r.base_url, self.capacities[r.base_url])))
+        else:
+            rest.sort(key=lambda r: -partial[r.base_url])  # stable: ties keep rendezvous order
+        return [*matched, *rest]
+
+    def _update_capacities(self, replicas: Sequence[Replica]) -> None:
+        """Each replica's modelled capacity in gateway blocks, from its scraped cache size
+        (else the ``cache_blocks`` option); replicas with neither are left out."""
+        if not self.cache_model:
+            return
+        for r in replicas:
+            tokens = r.metrics.cache_tokens or (self.cache_blocks * self.block_tokens if self.cache_blocks else None)
+            capacity = self.caches.capacity(tokens)
+            if capacity is not None:
+                self.capacities[r.base_url] = capacity
+
+    def observe_usage(self, body: dict, prompt_tokens: int) -> None:
+        """Learn the served model's characters per token from an answer's
+        ``usage.prompt_tokens`` for request ``body`` (capacity-aware mode's unit conversion)."""
+        if self.capacities and isinstance(prompt_tokens, int) and not isinstance(prompt_tokens, bool):
+            self.caches.observe(len(prompt_text(body)), prompt_tokens)
 
     def holder(self, block: int) -> str | None:
         """The replica that last received ``block`` (``None`` if the table does not hold it)."""
@@ -152,6 +230,9 @@ class AffinityChooser:
             _, old = table.popitem(last=False)
             for u in old:
                 owned[u] -= 1
+        capacity = self.capacities.get(url)
+        if capacity is not None:
+            self.caches.touch(url, hashes, capacity)
 
 
 def _weight(key: bytes, url: str) -> int:

@@ -123,7 +123,8 @@ class VllmBackend(Backend):
             chooser = AffinityChooser(block_tokens=o.block_tokens, hrw_blocks=o.hrw_blocks, load_factor=o.load_factor,
                                       min_bound=o.min_bound, queue_threshold=o.queue_threshold,
                                       match_threshold=o.match_threshold, balance_new=o.balance_new,
-                                      holders=o.prefix_holders)
+                                      holders=o.prefix_holders, cache_model=o.cache_model,
+                                      cache_blocks=o.cache_blocks)
         self.pool = Pool(config.endpoints, chooser, eject_after=o.eject_after, retry_ejected_s=o.retry_ejected_s)
         self._session: aiohttp.ClientSession | None = None
         # A non-streaming call's timeouts: timeout_s also bounds the whole call.
@@ -215,10 +216,21 @@ class VllmBackend(Backend):
         while True:
             replica = self._pick(payload, tried)
             try:
-                return await self._send_to(replica, endpoint, content)
+                out = await self._send_to(replica, endpoint, content)
             except BackendConnectError:
                 if not self._may_retry(tried, replica):
                     raise
+                continue
+            self._observe(payload, out)
+            return out
+
+    def _observe(self, payload: dict, answer: dict) -> None:
+        """Hand an answer's ``usage.prompt_tokens`` to a chooser that learns from it
+        (:meth:`backends.vllm.affinity.AffinityChooser.observe_usage`)."""
+        observe = getattr(self.pool.chooser, "observe_usage", None)
+        usage = answer.get("usage")
+        if observe is not None and isinstance(usage, dict):
+            observe(payload, usage.get("prompt_tokens"))
 
     async def _send_to(self, replica: Replica, endpoint: Endpoint, content: bytes) -> dict:
         with self.pool.occupy(replica):
@@ -274,6 +286,8 @@ class VllmBackend(Backend):
                             raise self._status_error(response.status, data, response.headers.get("retry-after"))
                         async for chunk in self._chunks(response):
                             sent += 1
+                            if chunk.get("usage"):
+                                self._observe(payload, chunk)
                             yield chunk
                         complete = True
                     finally:

@@ -13,6 +13,9 @@ summed):
 ``vllm:prefix_cache_hits_total``            counter: of those, tokens found
 ``vllm:time_to_first_token_seconds``        histogram; ``_sum``/``_count`` deltas between
                                             scrapes give the recent mean TTFT (seconds)
+``vllm:cache_config_info``                  info (value 1): labels ``num_gpu_blocks`` and
+                                            ``block_size`` give the prefix cache's capacity
+                                            (KV blocks of ``block_size`` tokens)
 ==========================================  ===============================================
 
 Health: a replica is ejected after ``eject_after`` consecutive failures, counting scrape
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +52,16 @@ class ReplicaMetrics:
     ttft_sum_s: float | None = None
     ttft_count: float | None = None
     recent_ttft_s: float | None = None
+    cache_blocks: int | None = None
+    cache_block_size: int | None = None
     scraped_at: float | None = None
+
+    @property
+    def cache_tokens(self) -> int | None:
+        """Prefix-cache capacity in tokens (``num_gpu_blocks x block_size``), ``None`` when not reported."""
+        if not self.cache_blocks or not self.cache_block_size:
+            return None
+        return self.cache_blocks * self.cache_block_size
 
     @property
     def prefix_hit_rate(self) -> float | None:
@@ -92,9 +105,27 @@ def parse_prometheus(text: str) -> dict[str, float]:
     return out
 
 
-def to_metrics(samples: dict[str, float], previous: ReplicaMetrics | None = None) -> ReplicaMetrics:
-    """:class:`ReplicaMetrics` from parsed samples; ``previous`` gives the TTFT delta."""
+_CONFIG_LABEL = re.compile(r'(num_gpu_blocks|block_size)="(\d+)"')
+
+
+def cache_config(text: str) -> tuple[int, int] | None:
+    """``(num_gpu_blocks, block_size)`` from the ``vllm:cache_config_info`` sample of a
+    ``/metrics`` text, ``None`` when absent or without both labels as positive integers."""
+    at = text.find("vllm:cache_config_info{")
+    if at < 0:
+        return None
+    labels = dict(_CONFIG_LABEL.findall(text[at:text.find("}", at)]))
+    blocks, size = int(labels.get("num_gpu_blocks", 0)), int(labels.get("block_size", 0))
+    return (blocks, size) if blocks > 0 and size > 0 else None
+
+
+def to_metrics(samples: dict[str, float], previous: ReplicaMetrics | None = None,
+               config: tuple[int, int] | None = None) -> ReplicaMetrics:
+    """:class:`ReplicaMetrics` from parsed samples; ``previous`` gives the TTFT delta;
+    ``config`` is :func:`cache_config`'s answer."""
     m = ReplicaMetrics(scraped_at=time.monotonic())
+    if config is not None:
+        m.cache_blocks, m.cache_block_size = config
     for name, attr in _NAMES.items():
         if name in samples:
             setattr(m, attr, samples[name])
@@ -163,7 +194,8 @@ class Scraper:
             return
         self.pool.succeeded(replica)
         if response.status_code == 200:
-            replica.metrics = to_metrics(parse_prometheus(response.text), replica.metrics)
+            text = response.text
+            replica.metrics = to_metrics(parse_prometheus(text), replica.metrics, cache_config(text))
 
 
 def sum_metrics(replicas: Sequence) -> dict[str, float]:

@@ -39,6 +39,11 @@ class PoolOptions(BaseModel):
         balance_new: a never-seen prefix goes to the replica owning the fewest blocks of
             this gateway's table; off: to its rendezvous-hash replica, which every gateway
             process agrees on (prefer off with several gateway replicas).
+        cache_model: capacity-aware affinity: model each replica's LRU prefix cache once
+            every capacity is known (:mod:`backends.vllm.cachemodel`).
+        cache_blocks: KV blocks of ``block_tokens`` tokens per replica (vLLM's
+            ``num_gpu_blocks``), for replicas whose ``/metrics`` has no
+            ``vllm:cache_config_info``; unset: scraped capacities only.
         metrics_interval_s: seconds between ``/metrics`` scrapes of every replica, which
             feed ``queue_threshold`` and replica health; 0 disables scraping (and so probing
             ejected replicas back in: they return on their next successful request).
@@ -61,12 +66,14 @@ class PoolOptions(BaseModel):
     match_threshold: float = Field(default=0.5, ge=0, le=1)
     prefix_holders: int = Field(default=2, ge=1, le=16)
     balance_new: bool = True
+    cache_model: bool = True
+    cache_blocks: int | None = Field(default=None, ge=1)
     metrics_interval_s: float = Field(default=5.0, ge=0)
     eject_after: int = Field(default=3, ge=1)
     retry_ejected_s: float = Field(default=10.0, gt=0)
 
     @field_validator("block_tokens", "hrw_blocks", "load_factor", "min_bound", "queue_threshold", "match_threshold",
-                     "prefix_holders", "metrics_interval_s", "eject_after", "retry_ejected_s", mode="before")
+                     "prefix_holders", "cache_blocks", "metrics_interval_s", "eject_after", "retry_ejected_s", mode="before")
     @classmethod
     def _not_a_boolean(cls, value: Any) -> Any:
         if isinstance(value, bool):  # YAML true/false would otherwise count as 1/0

@@ -171,7 +171,7 @@ VLLM_OPTIONS = GOOD.replace("kind: fake\n    model: big-model", """kind: vllm
       bogus: 1
       eject_after: 0""")
 POOL_KEYS = ("affinity, block_tokens, hrw_blocks, load_factor, min_bound, queue_threshold, match_threshold, "
-             "prefix_holders, balance_new, metrics_interval_s, eject_after, retry_ejected_s")
+             "prefix_holders, balance_new, cache_model, cache_blocks, metrics_interval_s, eject_after, retry_ejected_s")
 
 
 def test_vllm_options_are_checked_against_pool_options():
