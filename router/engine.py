@@ -31,13 +31,13 @@ from typing import Any
 
 from backends.openai_shapes import estimate_tokens, prompt_text
 from router.cost import cost_usd, resolve_context, resolve_pricing
-from router.errors import ContextTooLong, InvalidRequest, NoCandidate, RequestRejected, UnknownModel
+from router.errors import BackendNotAllowed, ContextTooLong, InvalidRequest, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rules import apply_rules
+from router.rules import apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
 _EPS = 1e-9
@@ -164,6 +164,10 @@ class Router:
                                                          documents=self._documents))
         body, phash = rewritten
         text = prompt_text(req.endpoint, body)
+        # The classifier reads the client's own prompt: the rewriter's note of moved values
+        # ("[mixroute: values of the placeholders ...]") is not the user's text, and its
+        # instruction-like wording would read as an injection attempt.
+        original = text if body is req.body else prompt_text(req.endpoint, req.body)
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         override = req.headers.get(OVERRIDE_HEADER)
         if override and req.admin and route is None:
@@ -174,13 +178,25 @@ class Router:
             if pinned is None:
                 raise UnknownModel(f"{OVERRIDE_HEADER}: unknown backend '{override}'", param=OVERRIDE_HEADER)
         if pinned is not None:
+            ruled = None
+            if not req.admin:  # an admin's pin (model or override header) is trusted; anyone else's obeys the rules
+                signals = {}
+                if needs_signals(self.policy, pinned):
+                    signals = (await self.predictor.predict(original, [pinned])).signals
+                ruled = pinned_rules(self.policy, pinned, req.tenant, req.headers, signals)
             decision = await self._pinned(req, body, phash, text, pinned)
+            if ruled is not None:
+                cost = decision.candidates[0].expected_cost_usd
+                if ruled.max_cost_usd is not None and cost > ruled.max_cost_usd:
+                    raise BackendNotAllowed(f"Backend '{pinned.name}' would cost about {cost:.6f} USD for this request, "
+                                            f"over the policy's limit of {ruled.max_cost_usd} USD", param="model")
+                decision.record.signals["rules"] = ruled.notes
             if route is not None:
                 decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
             return decision
         backends = [self.policy.backend(n) for n in route.backends]
-        prediction = await self.predictor.predict(text, backends)
+        prediction = await self.predictor.predict(original, backends)
         ruled = apply_rules(self.policy, route, backends, req.tenant, req.headers, prediction.signals)
         if not ruled.backends:
             raise NoCandidate(f"No backend of route '{route.name}' is allowed for this request "

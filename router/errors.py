@@ -70,6 +70,14 @@ class UnknownModel(InvalidRequest):
     code = "model_not_found"
 
 
+class BackendNotAllowed(MixrouteError):
+    """A pinned request names a backend that the policy's rules do not allow for it."""
+
+    status = 403
+    type = "permission_error"
+    code = "backend_not_allowed"
+
+
 class NoCandidate(MixrouteError):
     status = 503
     type = "api_error"

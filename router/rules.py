@@ -2,7 +2,8 @@
 
 Errors::
 
-    PromptBlocked   400 invalid_request_error  prompt_blocked
+    PromptBlocked       400 invalid_request_error  prompt_blocked
+    BackendNotAllowed   403 permission_error       backend_not_allowed  (pinned requests)
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from router.errors import InvalidRequest
+from router.errors import BackendNotAllowed, InvalidRequest
 from router.policy.models import BackendConfig, Policy, RouteConfig, RuleConfig
 
 
@@ -28,11 +29,17 @@ class RuleResult:
     notes: list[str] = field(default_factory=list)
 
 
-def matching(policy: Policy, route: RouteConfig, tenant: str | None, headers: dict[str, str],
-             signals: dict[str, Any]) -> Iterator[RuleConfig]:
-    """The rules whose conditions hold for this request, in policy order."""
+def matching(policy: Policy, route: RouteConfig | None, tenant: str | None, headers: dict[str, str],
+             signals: dict[str, Any], pinned: BackendConfig | None = None) -> Iterator[RuleConfig]:
+    """The rules whose conditions hold for this request, in policy order. For a request
+    pinned to a backend (``route`` is ``None``), a rule scoped to ``routes`` holds when the
+    backend belongs to one of them: a route's rules govern its backends however they are
+    named."""
     for rule in policy.rules:
-        if rule.routes and route.name not in rule.routes:
+        if rule.routes and route is not None and route.name not in rule.routes:
+            continue
+        if rule.routes and route is None and not any(
+                pinned is not None and pinned.name in r.backends for r in policy.routes if r.name in rule.routes):
             continue
         if rule.tenants and tenant not in rule.tenants:
             continue
@@ -80,3 +87,38 @@ def _why(rule: RuleConfig, signals: dict[str, Any]) -> str:
         return ""
     parts = [f"{k}={signals[k]:.2f}>={v}" for k, v in rule.when_signal.items()]
     return f" ({', '.join(parts)})"
+
+
+def pinned_rules(policy: Policy, backend: BackendConfig, tenant: str | None, headers: dict[str, str],
+                 signals: dict[str, Any]) -> RuleResult:
+    """Apply the rules to a request whose ``model`` names ``backend``: the same rules as a
+    routed request (see :func:`matching`), but a pinned backend is never replaced, so a rule
+    that would route elsewhere or filter it out refuses the request instead.
+
+    Raises:
+        PromptBlocked: a matching rule has ``block: true``.
+        BackendNotAllowed: a matching rule's ``route_to``, ``allow_backends`` or
+            ``require_tags`` excludes ``backend``.
+    """
+    result = RuleResult(backends=[backend])
+    for rule in matching(policy, None, tenant, headers, signals, pinned=backend):
+        why = _why(rule, signals)
+        if rule.block:
+            raise PromptBlocked(f"The request was blocked by the policy rule '{rule.name}'{why}")
+        if (rule.route_to and rule.route_to != backend.name
+                or rule.allow_backends and backend.name not in rule.allow_backends
+                or rule.require_tags and not set(rule.require_tags) <= set(backend.tags)):
+            raise BackendNotAllowed(f"The policy rule '{rule.name}'{why} does not allow backend '{backend.name}' "
+                                    f"for this request", param="model")
+        if rule.max_cost_usd is not None:
+            cap = rule.max_cost_usd
+            result.max_cost_usd = cap if result.max_cost_usd is None else min(cap, result.max_cost_usd)
+        result.notes.append(rule.name + why)
+    return result
+
+
+def needs_signals(policy: Policy, backend: BackendConfig) -> bool:
+    """Whether any rule that could hold for a request pinned to ``backend`` reads a signal
+    (then the classifier must run; otherwise the pinned path skips it)."""
+    return any(rule.when_signal for rule in policy.rules
+               if not rule.routes or any(backend.name in r.backends for r in policy.routes if r.name in rule.routes))

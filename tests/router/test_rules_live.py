@@ -205,3 +205,71 @@ def test_hosted_context_from_litellm_map():
     cfg = BackendConfig(name="h", kind="hosted", model="openai/gpt-4o-mini")
     assert (resolve_context(cfg) or 0) >= 100_000
     assert resolve_context(BackendConfig(name="f", kind="fake", model="x")) is None
+
+
+class TextRecorder(SignalPredictor):
+    """Records the text the classifier was given."""
+
+    def __init__(self, **signals):
+        super().__init__(**signals)
+        self.texts: list[str] = []
+
+    async def predict(self, text, backends):
+        self.texts.append(text)
+        return await super().predict(text, backends)
+
+
+async def test_pinned_requests_obey_the_rules_unless_admin():
+    from router.errors import BackendNotAllowed
+
+    # Tenant allow list: acme may not pin 'strong'; another tenant may; an admin may.
+    with pytest.raises(BackendNotAllowed) as info:
+        await Router(parse_policy(POLICY)).decide(_req(model="strong", tenant="acme"))
+    assert info.value.status == 403 and info.value.code == "backend_not_allowed" and "acme-allow" in info.value.message
+    assert (await Router(parse_policy(POLICY)).decide(_req(model="mid", tenant="acme"))).record.chosen == "mid"
+    assert (await Router(parse_policy(POLICY)).decide(_req(model="strong", tenant="other"))).record.chosen == "strong"
+    assert (await Router(parse_policy(POLICY)).decide(_req(model="strong", tenant="acme", admin=True))).record.chosen \
+        == "strong"
+    # Signal rules run the classifier for pinned requests too: block, route_to, require_tags.
+    with pytest.raises(PromptBlocked, match="jailbreak"):
+        await Router(parse_policy(POLICY), SignalPredictor(injection=0.95)).decide(_req(model="local"))
+    with pytest.raises(BackendNotAllowed, match="suspicious"):
+        await Router(parse_policy(POLICY), SignalPredictor(injection=0.6)).decide(_req(model="mid"))
+    with pytest.raises(BackendNotAllowed, match="pii-local"):
+        await Router(parse_policy(POLICY), SignalPredictor(pii=0.9)).decide(_req(model="strong"))
+    d = await Router(parse_policy(POLICY), SignalPredictor(pii=0.9)).decide(_req(model="local"))
+    assert d.record.chosen == "local" and d.record.reason == "pinned" and any("pii-local" in n for n in d.record.signals["rules"])
+
+
+async def test_pinned_request_over_a_cost_limit_and_route_scoped_rules():
+    from router.errors import BackendNotAllowed
+
+    policy = POLICY + """  - {name: cheap-auto, routes: [auto], max_cost_usd: 0.0000001}
+  - {name: fast-only, routes: [fast-reject], when_signal: {pii: 0.01}, block: true}
+"""
+    with pytest.raises(BackendNotAllowed, match="over the policy's limit"):
+        await Router(parse_policy(policy)).decide(_req(model="strong"))  # strong is in route auto
+    # A route-scoped rule holds for the route's backends ('mid' is in fast-reject), not for
+    # 'hardened', which is in no route.
+    with pytest.raises(PromptBlocked, match="fast-only"):
+        await Router(parse_policy(policy), SignalPredictor(pii=0.2)).decide(_req(model="mid"))
+    assert (await Router(parse_policy(policy), SignalPredictor(pii=0.2)).decide(_req(model="hardened"))).record.chosen \
+        == "hardened"
+
+
+async def test_pinned_requests_without_signal_rules_skip_the_classifier():
+    recorder = TextRecorder()
+    policy = POLICY.split("rules:")[0] + "rules:\n  - {name: acme-allow, tenants: [acme], allow_backends: [mid]}\n"
+    await Router(parse_policy(policy), recorder).decide(_req(model="strong"))
+    assert recorder.texts == []
+
+
+async def test_the_classifier_reads_the_prompt_before_rewriting():
+    recorder = TextRecorder()
+    body = {"model": "auto", "messages": [
+        {"role": "system", "content": "You are a helpful assistant. The current date is 2024-05-01."},
+        {"role": "user", "content": "What is the capital of France?"}]}
+    d = await Router(parse_policy(POLICY), recorder).decide(RoutingRequest("chat", body))
+    sent = d.body["messages"]
+    assert "2024-05-01" not in sent[0]["content"]  # the rewriter moved the date out of the system prompt
+    assert recorder.texts and "2024-05-01" in recorder.texts[0] and "mixroute" not in recorder.texts[0]
