@@ -82,6 +82,16 @@ app.command("calibrate")(_calibrate)
 
 
 def main() -> None:
+    import sys
+
+    # Bytes that are not UTF-8 reach Python as lone surrogates, which no store, log or
+    # terminal can write: refuse them here, once for every command, instead of deep inside one.
+    for i, arg in enumerate(sys.argv[1:], 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"error: argument {i} ({ascii(arg)[:60]}) is not valid UTF-8 text", file=sys.stderr)
+            raise SystemExit(2) from None
     app()
 
 

@@ -18,7 +18,7 @@ import orjson
 
 from backends.base import Backend
 from backends.errors import BackendError
-from backends.openai_shapes import estimate_tokens
+from backends.openai_shapes import estimate_tokens, prompt_text
 from gateway import observability
 from gateway.runtime import Runtime
 from router.cost import cost_usd
@@ -48,6 +48,11 @@ class Attempt:
         if not usage and fallback_text:
             # The upstream sent no usage: count with the documented chars/4 estimate.
             tokens_out = estimate_tokens(fallback_text)
+        if not usage and status == "client_disconnected" and self.backend is not None:
+            # The client left before the usage arrived, but the prompt reached the backend,
+            # which bills it: count it with the same estimate, so that spend and budgets
+            # see abandoned requests.
+            tokens_in = estimate_tokens(prompt_text(self.endpoint, self.decision.body))
         cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         name = self.backend.name if self.backend else None
         cost = 0.0

@@ -95,7 +95,7 @@ class Settings(BaseSettings):
     store_writer_idle: bool = True
     policy_watch: bool = True
     admin_key: str | None = None
-    log_level: str = "info"
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     key_cache_ttl_s: float = Field(default=5.0, ge=0)
     redis_prefix: str = "mixroute"
     classifier: Literal["auto", "on", "off"] = "auto"
@@ -112,6 +112,12 @@ class Settings(BaseSettings):
             raise ValueError("int8 runs the frozen maps of a float32 encoder; with it, "
                              "MIXROUTE_CLASSIFIER_DTYPE must be auto or float32, not bfloat16")
         return linear
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level_any_case(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("store_journal_path", mode="before")
     @classmethod
     def _empty_journal_path_is_unset(cls, value: Any) -> Any:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -107,9 +108,19 @@ def journal_path_problem(path: Path) -> str | None:
         parent = parent.parent
     if not parent.is_dir():
         return f"{parent} is not a directory, so the journal {path} cannot be created"
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not os.access(parent, os.W_OK | os.X_OK) or not _can_create_in(parent):
         return f"{parent} is not writable, so the journal {path} cannot be written"
     return None
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can really be created in ``folder`` (``os.access`` says yes to root on
+    read-only or virtual file systems such as ``/proc``): create and remove a probe file."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".mixroute-probe-"):
+            return True
+    except OSError:
+        return False
 
 
 class Journal:

@@ -67,6 +67,8 @@ def test_client_disconnect_records_outcome(fallback_gateway):
         next(resp.iter_lines())
     outcome = _rows(fallback_gateway, "outcomes", rid)
     assert outcome["status"] == "client_disconnected"
+    # The backend got (and bills) the prompt: it is counted (chars/4), not recorded as 0 tokens.
+    assert outcome["tokens_in"] > 0
 
 
 def test_fallback_header_and_all_failed_message(fallback_gateway):

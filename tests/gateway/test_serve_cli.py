@@ -125,3 +125,27 @@ def test_journal_path_that_cannot_be_written_is_refused_and_a_folder_is_left_alo
 def test_bad_rank_space_setting_is_refused():
     res = _serve("--port", "18999", MIXROUTE_CLASSIFIER_RANK_SPACE="maybe")
     assert res.returncode == 2 and "MIXROUTE_CLASSIFIER_RANK_SPACE" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_database_whose_folder_cannot_take_files_is_refused():
+    # /proc passes os.access for root but takes no new file: neither the SQLite file nor its
+    # journal could be written, so every decision would be lost.
+    res = _serve("--port", "18999", "--database-url", "sqlite:////proc/mixroute-test.db")
+    assert res.returncode == 2 and "/proc is not writable" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_log_level_is_checked_and_any_case_is_fine():
+    res = _serve("--port", "18999", MIXROUTE_LOG_LEVEL="loud")
+    assert res.returncode == 2 and "MIXROUTE_LOG_LEVEL" in res.stderr and "Traceback" not in res.stderr
+    from gateway.settings import Settings
+
+    assert Settings(log_level="WARNING").log_level == "warning"
+
+
+def test_arguments_that_are_not_utf8_are_refused_once_for_every_command():
+    for args in (["keys", "create", "--tenant", "\udcff\udcfe"], ["tenants", "set", "\udcff", "--budget-usd", "1"],
+                 ["keys", "revoke", "\udcff"]):
+        res = subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, timeout=60,
+                             env={**os.environ})
+        err = res.stderr.decode("utf-8", "replace")
+        assert res.returncode == 2 and "not valid UTF-8" in err and "Traceback" not in err, (args, err)
