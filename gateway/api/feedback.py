@@ -28,9 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.api.deps import PrincipalDep, SettingsDep
-from gateway.auth.guard import Principal
+from gateway.auth.guard import OPEN, Principal
 from gateway.responses import FastJSONResponse
-from gateway.schemas import read_json, validate
+from gateway.schemas import read_json, refuse_cross_site, validate
 from gateway.store.feedback import DecisionRef, FeedbackRecord, new_feedback_id
 from router.errors import InvalidRequest, MixrouteError
 
@@ -74,6 +74,8 @@ def _owns(principal: Principal, ref: DecisionRef) -> bool:
 
 @router.post("/v1/feedback", status_code=202)
 async def feedback(request: Request, settings: SettingsDep, principal: PrincipalDep):
+    if principal is OPEN:  # auth off: a web page must not write feedback cross-site (what-if reads it)
+        refuse_cross_site(request.headers.get("content-type"))
     body = FeedbackRequest(**validate(FeedbackRequest, await read_json(request, settings.max_body_bytes)))
     if body.score is None and body.label is None:
         raise InvalidRequest("Give a score in [0, 1], a label, or both", param="score",

@@ -37,7 +37,9 @@ def check_output(path: Path | None, flag: str) -> None:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         _fail(flag, path, f"{ancestor} is not a folder")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
+    from gateway.store.journal import can_create_in
+
+    if not os.access(ancestor, os.W_OK | os.X_OK) or not can_create_in(ancestor):
         _fail(flag, path, f"folder {ancestor} is not writable")
 
 

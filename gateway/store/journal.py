@@ -108,12 +108,12 @@ def journal_path_problem(path: Path) -> str | None:
         parent = parent.parent
     if not parent.is_dir():
         return f"{parent} is not a directory, so the journal {path} cannot be created"
-    if not os.access(parent, os.W_OK | os.X_OK) or not _can_create_in(parent):
+    if not os.access(parent, os.W_OK | os.X_OK) or not can_create_in(parent):
         return f"{parent} is not writable, so the journal {path} cannot be written"
     return None
 
 
-def _can_create_in(folder: Path) -> bool:
+def can_create_in(folder: Path) -> bool:
     """Whether a file can really be created in ``folder`` (``os.access`` says yes to root on
     read-only or virtual file systems such as ``/proc``): create and remove a probe file."""
     try:

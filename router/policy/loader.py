@@ -256,10 +256,19 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
                 add(("routes", i, "backends", j), f"backend '{name}' is listed twice")
     if policy.default_route not in routes:
         add(("default_route",), f"unknown route '{policy.default_route}' (known: {', '.join(sorted(routes))})")
+    rule_names: set[str] = set()
+    tags = {t for b in policy.backends for t in b.tags}
     for i, rule in enumerate(policy.rules):
+        if rule.name in rule_names:
+            add(("rules", i, "name"), f"duplicate rule name '{rule.name}'")
+        rule_names.add(rule.name)
         for j, name in enumerate(rule.routes):
             if name not in routes:
                 add(("rules", i, "routes", j), f"unknown route '{name}'")
+        missing = [t for t in rule.require_tags if t not in tags]
+        if missing:
+            add(("rules", i, "require_tags"), f"no backend has the tag(s) {', '.join(map(repr, missing))}: "
+                                              "every request the rule matches would have no candidate")
         if rule.route_to is not None and rule.route_to not in seen:
             add(("rules", i, "route_to"), f"unknown backend '{rule.route_to}' (known: {known})")
         for j, name in enumerate(rule.allow_backends):

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from router.policy.endpoints import check_endpoint
 
@@ -261,6 +261,23 @@ class RuleConfig(_Strict):
     allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: Number | None = Field(default=None, ge=0)
+
+    @field_validator("when_signal")
+    @classmethod
+    def _thresholds_are_probabilities(cls, signals: dict[str, float]) -> dict[str, float]:
+        for name, threshold in signals.items():
+            if not 0 <= threshold <= 1:
+                raise ValueError(f"the threshold of '{name}' must be between 0 and 1 (signals are probabilities), "
+                                 f"not {threshold}")
+        return signals
+
+    @field_validator("when_header")
+    @classmethod
+    def _header_name(cls, name: str | None) -> str | None:
+        # RFC 9110 field names are tokens: no spaces, colons or other separators.
+        if name is not None and not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
+            raise ValueError(f"{name!r} is not an HTTP header name (letters, digits and - only, e.g. x-priority)")
+        return name
 
     @model_validator(mode="after")
     def _has_action(self) -> "RuleConfig":

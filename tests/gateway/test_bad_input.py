@@ -245,3 +245,12 @@ def test_with_auth_off_only_json_bodies_are_taken(demo_gateway, ctype):
     for good in ("application/json", "application/json; charset=utf-8", "application/vnd.api+json"):
         assert httpx.post(demo_gateway.v1 + "/chat/completions", content=body,
                           headers={"content-type": good}).status_code == 200
+
+
+def test_with_auth_off_feedback_takes_only_json_bodies(demo_gateway):
+    """Feedback feeds `policy what-if`: a web page must not write it cross-site either."""
+    body = b'{"request_id": "x", "score": 1}'
+    resp = httpx.post(demo_gateway.v1 + "/feedback", content=body, headers={"content-type": "text/plain"})
+    _assert_envelope(resp, 415, "unsupported_media_type", "content-type")
+    resp = httpx.post(demo_gateway.v1 + "/feedback", content=body, headers={"content-type": "application/json"})
+    assert resp.status_code == 404  # JSON is read (the request id is unknown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _serve(*args, **env):
@@ -149,3 +150,14 @@ def test_arguments_that_are_not_utf8_are_refused_once_for_every_command():
                              env={**os.environ})
         err = res.stderr.decode("utf-8", "replace")
         assert res.returncode == 2 and "not valid UTF-8" in err and "Traceback" not in err, (args, err)
+
+
+def test_offline_outputs_under_a_folder_that_takes_no_files_are_refused_before_the_work():
+    import pytest
+    import typer
+
+    from gateway.commands.output import check_output
+
+    with pytest.raises(typer.Exit) as info:
+        check_output(Path("/proc/mixroute-eval.json"), "--json")  # root passes os.access here
+    assert info.value.exit_code == 2

@@ -321,3 +321,29 @@ def test_serve_refuses_bad_options_with_the_same_lines(tmp_path):
     expected = [line.replace("policy.yaml", str(bad), 1) for line in _problem(VLLM_OPTIONS).splitlines()]
     assert len(expected) == 3 and result.stderr.splitlines() == expected
     assert "Traceback" not in result.output
+
+
+RULES_BASE = """version: 1
+backends:
+  - {name: big, kind: fake, model: gpt-4o, quality: 0.88, tags: [hosted]}
+routes:
+  - {name: auto, backends: [big]}
+rules:
+"""
+
+
+@pytest.mark.parametrize("rules, line, words", [
+    ("  - {name: r, when_signal: {injection: 2}, block: true}\n", 7, "between 0 and 1"),
+    ("  - {name: r, when_signal: {pii: -1}, block: true}\n", 7, "between 0 and 1"),
+    ("  - {name: r, when_header: 'bad header', block: true}\n", 7, "not an HTTP header name"),
+    ("  - {name: r, require_tags: [gpu]}\n", 7, "no backend has the tag(s) 'gpu'"),
+    ("  - {name: r, max_cost_usd: 1}\n  - {name: r, block: true}\n", 8, "duplicate rule name 'r'"),
+])
+def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, words):
+    problem = _problem(RULES_BASE + rules)
+    assert f"policy.yaml:{line} rules[" in problem and words in problem, problem
+
+
+def test_sensible_rules_still_load():
+    parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
+                 "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n")
