@@ -242,14 +242,22 @@ def _wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Pa
 
 
 def _check_route(url: str, route: str, api_key: str | None) -> None:
-    """Raise :class:`ReplayFailed` when the gateway lists its models and ``route`` is not
-    one of them (every request would be a 404); an unreadable list is not an error."""
+    """Raise :class:`ReplayFailed` when the gateway cannot be reached, refuses the key, or
+    lists its models and ``route`` is not one of them (every request would fail the same
+    way); an unreadable model list is not an error."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        ids = [m["id"] for m in httpx.get(f"{url}/v1/models", headers=headers, timeout=5.0).json()["data"]]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        resp = httpx.get(f"{url}/v1/models", headers=headers, timeout=5.0)
+    except (httpx.TransportError, httpx.InvalidURL, ValueError) as exc:
+        raise ReplayFailed(f"cannot reach the gateway at {url!r} ({type(exc).__name__}: {exc}); "
+                           "give its base URL, e.g. --gateway http://127.0.0.1:8000") from None
+    if resp.status_code in (401, 403):
+        raise ReplayFailed(f"the gateway at {url} refused the key (HTTP {resp.status_code}); pass --api-key")
+    try:
+        ids = [m["id"] for m in resp.json()["data"]]
+    except (ValueError, KeyError, TypeError):
         return
     if ids and route not in ids:
         raise ReplayFailed(f"--route {route!r}: the gateway serves no such route or backend "

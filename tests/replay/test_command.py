@@ -50,6 +50,14 @@ def test_cli_bad_data_exits_2(tmp_path):
     assert result.exit_code == 2 and "no such file or folder" in result.output
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://127.0.0.1:1", "http://127.0.0.1:1"])
+def test_an_unreachable_gateway_fails_before_sending_any_row(tmp_path, url):
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--json",
+                                          str(tmp_path / "o.json"), "--gateway", url])
+    assert result.exit_code != 0 and "cannot reach the gateway" in result.output
+    assert not (tmp_path / "o.json").exists()
+
+
 def _stub_gateway(plan: ReplayPlan) -> FastAPI:
     """Routes "Hard one" to the small model, everything else to the big one; "Capital"
     prompts fail once with 503 to exercise error counting."""
