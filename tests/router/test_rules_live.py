@@ -154,7 +154,7 @@ def test_gpu_pricing_needs_throughput():
 
 
 async def test_all_candidates_removed_by_rules_is_a_clear_error():
-    pol = parse_policy(POLICY + "  - {name: none-left, tenants: [t0], require_tags: [gpu-h100]}\n")
+    pol = parse_policy(POLICY + "  - {name: none-left, tenants: [t0], allow_backends: [hardened]}\n")  # not in route auto
     with pytest.raises(NoCandidate) as info:
         await Router(pol).decide(_req(tenant="t0"))
     assert "none-left" in info.value.message
