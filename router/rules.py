@@ -56,19 +56,29 @@ def _at_least(value: Any, threshold: float) -> bool:
 
 def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig], tenant: str | None,
                 headers: dict[str, str], signals: dict[str, Any]) -> RuleResult:
-    """Apply every matching rule's actions to ``backends``.
+    """Apply every matching rule's actions to ``backends``: any ``block`` refuses; the
+    first ``route_to`` replaces the candidates (a named backend may be outside the route,
+    e.g. a hardened model); then every ``allow_backends`` and ``require_tags`` filters what
+    is left, so no ``route_to`` escapes a tenant's allow list; ``max_cost_usd`` caps take
+    the lowest.
 
     Raises:
         PromptBlocked: a matching rule has ``block: true``.
     """
     result = RuleResult(backends=list(backends))
-    for rule in matching(policy, route, tenant, headers, signals):
-        why = _why(rule, signals)
+    rules = list(matching(policy, route, tenant, headers, signals))
+    for rule in rules:
         if rule.block:
-            raise PromptBlocked(f"The request was blocked by the policy rule '{rule.name}'{why}")
+            raise PromptBlocked(f"The request was blocked by the policy rule '{rule.name}'{_why(rule, signals)}")
+    # route_to first (the first matching one wins), then every filter on what it left: a
+    # later route_to must not undo a tenant's allow list, whatever the rules' order.
+    for rule in rules:
         if rule.route_to:
             result.backends = [policy.backend(rule.route_to)]
-            result.notes.append(f"{rule.name}: route to {rule.route_to}{why}")
+            result.notes.append(f"{rule.name}: route to {rule.route_to}{_why(rule, signals)}")
+            break
+    for rule in rules:
+        why = _why(rule, signals)
         if rule.allow_backends:
             result.backends = [b for b in result.backends if b.name in rule.allow_backends]
             result.notes.append(f"{rule.name}: allow {rule.allow_backends}{why}")

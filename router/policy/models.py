@@ -9,6 +9,7 @@ which reports ``FILE:LINE path: problem``.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -231,6 +232,13 @@ class RouteConfig(_Strict):
     rewrite: bool = True
 
 
+#: The shipped classifier's number signals (probabilities in [0, 1]) a rule can test;
+#: heads added under ``adapters/`` add their own names.
+NUMBER_SIGNALS = ("pii", "injection", "difficulty", "domain_confidence", "scan_coverage")
+#: Signals that are labels or lists, which no threshold can test.
+TEXT_SIGNALS = ("domain", "classifier_heads", "quality_prior_for", "predictor")
+
+
 class RuleConfig(_Strict):
     """A rule evaluated before scoring. A rule applies when all its conditions hold
     (``routes``, ``tenants``, ``when_header``, ``when_signal``); then each action it sets
@@ -262,10 +270,26 @@ class RuleConfig(_Strict):
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: Number | None = Field(default=None, ge=0)
 
+    @field_validator("when_signal", mode="before")
+    @classmethod
+    def _no_boolean_thresholds(cls, signals: Any) -> Any:
+        if isinstance(signals, dict):
+            for name, threshold in signals.items():
+                if isinstance(threshold, bool):  # YAML true/false would otherwise count as 1/0
+                    raise ValueError(f"the threshold of '{name}' must be a number, not {threshold}")
+        return signals
+
     @field_validator("when_signal")
     @classmethod
     def _thresholds_are_probabilities(cls, signals: dict[str, float]) -> dict[str, float]:
         for name, threshold in signals.items():
+            if name in TEXT_SIGNALS:
+                raise ValueError(f"'{name}' is not a number signal, so no threshold applies to it "
+                                 f"(number signals: {', '.join(NUMBER_SIGNALS)})")
+            near = difflib.get_close_matches(name, NUMBER_SIGNALS, n=1, cutoff=0.75)
+            if name not in NUMBER_SIGNALS and near:
+                raise ValueError(f"unknown signal '{name}': did you mean '{near[0]}'? (a rule on a signal that is "
+                                 "never produced never fires)")
             if not 0 <= threshold <= 1:
                 raise ValueError(f"the threshold of '{name}' must be between 0 and 1 (signals are probabilities), "
                                  f"not {threshold}")
@@ -276,7 +300,8 @@ class RuleConfig(_Strict):
     def _header_name(cls, name: str | None) -> str | None:
         # RFC 9110 field names are tokens: no spaces, colons or other separators.
         if name is not None and not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name):
-            raise ValueError(f"{name!r} is not an HTTP header name (letters, digits and - only, e.g. x-priority)")
+            raise ValueError(f"{name!r} is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only, "
+                             "e.g. x-priority)")
         return name
 
     @model_validator(mode="after")

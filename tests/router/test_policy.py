@@ -338,6 +338,9 @@ rules:
     ("  - {name: r, when_header: 'bad header', block: true}\n", 7, "not an HTTP header name"),
     ("  - {name: r, require_tags: [gpu]}\n", 7, "no backend has the tag(s) 'gpu'"),
     ("  - {name: r, max_cost_usd: 1}\n  - {name: r, block: true}\n", 8, "duplicate rule name 'r'"),
+    ("  - {name: r, when_signal: {pii: true}, block: true}\n", 7, "must be a number, not True"),
+    ("  - {name: r, when_signal: {injecton: 0.5}, block: true}\n", 7, "did you mean 'injection'"),
+    ("  - {name: r, when_signal: {domain: 0.5}, block: true}\n", 7, "not a number signal"),
 ])
 def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, words):
     problem = _problem(RULES_BASE + rules)
@@ -346,4 +349,5 @@ def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, wo
 
 def test_sensible_rules_still_load():
     parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
-                 "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n")
+                 "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n"
+                 "  - {name: c, when_signal: {my_custom_head: 0.5, domain_confidence: 1}, block: true}\n")

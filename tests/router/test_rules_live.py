@@ -273,3 +273,15 @@ async def test_the_classifier_reads_the_prompt_before_rewriting():
     sent = d.body["messages"]
     assert "2024-05-01" not in sent[0]["content"]  # the rewriter moved the date out of the system prompt
     assert recorder.texts and "2024-05-01" in recorder.texts[0] and "mixroute" not in recorder.texts[0]
+
+
+async def test_route_to_never_escapes_a_tenant_allow_list():
+    # acme-allow (mid, local) comes after suspicious (route_to hardened) in the policy: the
+    # allow list still holds, whatever the order, and the request has no candidate left.
+    policy = POLICY.replace("  - {name: suspicious, when_signal: {injection: 0.5}, route_to: hardened}\n", "") \
+        + "  - {name: suspicious, when_signal: {injection: 0.5}, route_to: hardened}\n"
+    for text in (POLICY, policy):
+        with pytest.raises(NoCandidate, match="acme-allow"):
+            await Router(parse_policy(text), SignalPredictor(injection=0.6)).decide(_req(tenant="acme"))
+        d = await Router(parse_policy(text), SignalPredictor(injection=0.6)).decide(_req(tenant="other"))
+        assert d.record.chosen == "hardened"
