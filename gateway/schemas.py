@@ -104,8 +104,8 @@ class _Common(BaseModel):
     def _logit_bias(cls, bias: Any) -> Any:
         # Keys are token ids (JSON object keys are strings), values a bias in [-100, 100].
         for key, value in (bias or {}).items():
-            if not key.lstrip("-").isdigit():
-                raise ValueError(f"keys must be token ids (integers as strings), not {key!r}")
+            if not (key.isascii() and key.isdigit() and int(key) < 2**31):
+                raise ValueError(f"keys must be token ids (non-negative integers as strings), not {key[:40]!r}")
             if not -100 <= value <= 100:
                 raise ValueError(f"the bias of token {key} must be between -100 and 100, not {value}")
         return bias
@@ -175,6 +175,8 @@ class CompletionRequest(_Common):
     """``POST /v1/completions`` body."""
 
     prompt: str | list[str] = Field(min_length=1)
+    # The legacy API's logprobs is a count of top tokens (OpenAI: at most 5; vLLM: 20).
+    logprobs: int | None = Field(default=None, ge=0, le=20)
 
 
 _MISSING = {"missing": "missing_required_parameter"}

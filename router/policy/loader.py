@@ -269,6 +269,14 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         if missing:
             add(("rules", i, "require_tags"), f"no backend has the tag(s) {', '.join(map(repr, missing))}: "
                                               "every request the rule matches would have no candidate")
+        elif rule.require_tags:
+            # The backends the rule can leave: its routes' (or all), plus any route_to target.
+            names = ({n for r in policy.routes if r.name in rule.routes for n in r.backends} if rule.routes
+                     else {b.name for b in policy.backends}) | {r.route_to for r in policy.rules if r.route_to}
+            if not any(set(rule.require_tags) <= set(b.tags) for b in policy.backends if b.name in names):
+                where = f"of routes {', '.join(rule.routes)} " if rule.routes else ""
+                add(("rules", i, "require_tags"), f"no backend {where}has all of the tags {rule.require_tags}: "
+                                                  "every request the rule matches would have no candidate")
         if rule.route_to is not None and rule.route_to not in seen:
             add(("rules", i, "route_to"), f"unknown backend '{rule.route_to}' (known: {known})")
         for j, name in enumerate(rule.allow_backends):

@@ -109,6 +109,13 @@ def test_in_range_sampling_parameters_pass(demo_gateway):
     assert resp.status_code == 200, resp.text
 
 
+def test_legacy_completions_logprobs_is_a_small_count(demo_gateway):
+    for bad in (True, 21, -1, "5"):
+        resp = httpx.post(demo_gateway.v1 + "/completions", json={"prompt": "hi", "logprobs": bad})
+        assert _assert_envelope(resp, 400)["param"] == "logprobs"
+    assert httpx.post(demo_gateway.v1 + "/completions", json={"prompt": "hi", "logprobs": 5}).status_code == 200
+
+
 def test_completions_missing_prompt(demo_gateway):
     _assert_envelope(httpx.post(demo_gateway.v1 + "/completions", json={"model": "auto"}), 400,
                      "missing_required_parameter", "prompt")
@@ -161,6 +168,8 @@ def test_emoji_and_non_english_are_fine(demo_gateway):
     ({"messages": MSG, "top_logprobs": 5}, "top_logprobs", "'logprobs': true"),
     ({"messages": MSG, "logprobs": True, "top_logprobs": 21}, "top_logprobs", "20"),
     ({"messages": MSG, "logit_bias": {"abc": 1}}, "logit_bias", "token ids"),
+    ({"messages": MSG, "logit_bias": {"-1": 1}}, "logit_bias", "token ids"),
+    ({"messages": MSG, "logit_bias": {"99999999999999999999999": 1}}, "logit_bias", "token ids"),
     ({"messages": MSG, "logit_bias": {"50256": -1000}}, "logit_bias", "between -100 and 100"),
     ({"messages": MSG, "logit_bias": {"50256": "x"}}, "logit_bias.50256", ""),
     ({"messages": MSG, "presence_penalty": 3}, "presence_penalty", "2"),

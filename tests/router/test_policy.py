@@ -347,6 +347,23 @@ def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, wo
     assert f"policy.yaml:{line} rules[" in problem and words in problem, problem
 
 
+def test_require_tags_must_be_reachable_together_and_within_the_rule_routes():
+    base = """version: 1
+backends:
+  - {name: a, kind: fake, model: a, tags: [x]}
+  - {name: b, kind: fake, model: b, tags: [y]}
+  - {name: c, kind: fake, model: c}
+routes:
+  - {name: auto, backends: [a, b]}
+  - {name: only-c, backends: [c]}
+rules:
+"""
+    assert "has all of the tags ['x', 'y']" in _problem(base + "  - {name: both, require_tags: [x, y]}\n")
+    assert "of routes only-c has all of the tags ['x']" in _problem(
+        base + "  - {name: scoped, routes: [only-c], require_tags: [x]}\n")
+    parse_policy(base + "  - {name: fine, routes: [auto], require_tags: [x]}\n")
+
+
 def test_sensible_rules_still_load():
     parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
                  "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n"
