@@ -125,7 +125,9 @@ def _check_journal_path_or_exit(settings) -> None:
     path = settings.store_journal_path or default_journal_path(settings.database_url)
     problem = journal_path_problem(path)
     if problem:
-        print(f"mixroute: invalid setting MIXROUTE_STORE_JOURNAL_PATH: {problem}", file=sys.stderr)
+        what = ("MIXROUTE_STORE_JOURNAL_PATH" if settings.store_journal_path
+                else "MIXROUTE_DATABASE_URL (or --database-url)")  # the journal goes next to the database
+        print(f"mixroute: invalid setting {what}: {problem}", file=sys.stderr)
         raise SystemExit(2)
 
 

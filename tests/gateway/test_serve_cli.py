@@ -133,6 +133,7 @@ def test_a_database_whose_folder_cannot_take_files_is_refused():
     # journal could be written, so every decision would be lost.
     res = _serve("--port", "18999", "--database-url", "sqlite:////proc/mixroute-test.db")
     assert res.returncode == 2 and "/proc is not writable" in res.stderr and "Traceback" not in res.stderr
+    assert "MIXROUTE_DATABASE_URL" in res.stderr  # the path came from the database URL, not the journal setting
 
 
 def test_log_level_is_checked_and_any_case_is_fine():
