@@ -15,6 +15,9 @@ decision's ``route``, ``chosen``, ``probability``, ``candidates`` with each back
 - **Model-based estimate** (direct method): mean predicted quality and expected cost
   (USD) of the chosen backend per request, logged choice vs new choice, both from the
   logged predictions; the difference with a percentile bootstrap 95% interval over requests.
+  Both choices are scored in the re-decision (same placeholder prompt, the new policy's
+  prices), so a request whose choice does not change contributes exactly 0; a logged
+  backend the new policy no longer has keeps its logged figures.
 - **Inverse propensity weighting** (Horvitz & Thompson, 1952; self-normalised, Swaminathan &
   Joachims, 2015): the feedback score of requests whose new choice equals the logged one,
   weighted by ``1 / probability``. Only where the logged policy randomised
@@ -197,10 +200,17 @@ def what_if(policy: LoadedPolicy, rows: list[Logged], *, bootstrap: int = BOOTST
     decided, skipped = asyncio.run(_redecide(policy, rows, predictor))
     oq, oc, nq, nc, same, fb, prob, moves = [], [], [], [], [], [], [], Counter()
     for row, d in decided:
-        old = row.candidate(row.chosen) or {}
         new = next(c for c in d.candidates if c.backend == d.record.chosen)
-        oq.append(float(old.get("predicted_quality") or 0.0))
-        oc.append(float(old.get("expected_cost_usd") or 0.0))
+        again = next((c for c in d.candidates if c.backend == row.chosen), None)
+        if again is not None:
+            # The logged choice re-scored on the same basis as the new one (placeholder
+            # prompt, the new policy's prices): an unchanged choice changes nothing.
+            oq.append(again.predicted_quality or 0.0)
+            oc.append(again.expected_cost_usd)
+        else:
+            old = row.candidate(row.chosen) or {}
+            oq.append(float(old.get("predicted_quality") or 0.0))
+            oc.append(float(old.get("expected_cost_usd") or 0.0))
         nq.append(new.predicted_quality)
         nc.append(new.expected_cost_usd)
         same.append(d.record.chosen == row.chosen)

@@ -63,6 +63,22 @@ def test_same_policy_changes_nothing():
     assert result.changed == 0.0 and result.new == result.old
 
 
+def test_same_policy_changes_nothing_with_token_prices_either():
+    """Token-priced backends: the logged expected cost came from the gateway's estimate of
+    the prompt (and a warm prefix), the re-decision from the outcome's tokens_in. An
+    unchanged choice must still contribute exactly 0 (it used to report a non-zero 95% CI)."""
+    policy = _policy(0.95).replace("{per_request: 0.001}", "{input_per_1m: 1, output_per_1m: 2}") \
+        .replace("{per_request: 0.02}", "{input_per_1m: 20, output_per_1m: 40}")
+    rows = []
+    for r in _log():
+        for c in r["candidates"]:
+            c["expected_cost_usd"] *= 0.7  # as if part of the prompt had been predicted to hit a prefix cache
+        rows.append(Logged.from_row(r))
+    result = what_if(parse_policy(policy), rows, bootstrap=50)
+    assert result.changed == 0.0 and result.new == result.old
+    assert result.delta_ci["cost"] == [0.0, 0.0] and result.delta_ci["quality"] == [0.0, 0.0]
+
+
 def test_ipw_when_the_log_randomised():
     rows = [Logged.from_row(r) for r in _log(probability=0.5)]
     result = what_if(parse_policy(_policy(0.95)), rows, bootstrap=20)
