@@ -1,0 +1,27 @@
+"""Shared building blocks of the policy models (:mod:`router.policy.models`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+
+def _number(value: Any) -> Any:
+    # YAML `true` where a number belongs is a typo that pydantic's lax mode reads as 1.0.
+    # Numeric strings stay accepted: PyYAML (YAML 1.1) reads a plain `1e-9` as a string.
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {value!r}")
+    return value
+
+
+#: A float field of the policy: finite (``_Strict``), never a boolean.
+Number = Annotated[float, BeforeValidator(_number)]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
+
+
+class _Strict(BaseModel):
+    # allow_inf_nan=False: `.inf` / `.nan` (or 1e400) in a policy is a typo, never a price,
+    # bar or SLO; an infinite willingness_to_pay made every decision fail.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
