@@ -13,6 +13,14 @@ from router.errors import UnknownModel
 router = APIRouter()
 
 
+def _visible(models: list[dict], principal) -> list[dict]:
+    """The models ``principal``'s key may use (a key limited with ``--routes`` sees only those)."""
+    key = getattr(principal, "key", None)
+    if key is None or not key.routes:
+        return models
+    return [m for m in models if m["id"] in key.routes]
+
+
 def _models(runtime: Runtime) -> list[dict]:
     """OpenAI ``model`` objects: the routes, then the backends; ``mixroute`` says whether each
     id is a route (routed) or a backend (pinned), and marks demo backends."""
@@ -36,8 +44,10 @@ def _models(runtime: Runtime) -> list[dict]:
 
 @router.get("/v1/models")
 async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
-    """OpenAI ``list`` of ``model`` objects (see :func:`_models`) and the policy hash."""
-    return FastJSONResponse({"object": "list", "data": _models(runtime), "policy_hash": runtime.loaded.hash})
+    """OpenAI ``list`` of ``model`` objects (see :func:`_models`) the key may use, and the
+    policy hash."""
+    return FastJSONResponse({"object": "list", "data": _visible(_models(runtime), principal),
+                             "policy_hash": runtime.loaded.hash})
 
 
 @router.get("/v1/models/{model_id:path}")
@@ -47,7 +57,7 @@ async def retrieve_model(model_id: str, runtime: RuntimeDep, principal: Principa
     Raises:
         router.errors.UnknownModel: no route or backend has that name (404 ``model_not_found``).
     """
-    models = _models(runtime)
+    models = _visible(_models(runtime), principal)
     for model in models:
         if model["id"] == model_id:
             return FastJSONResponse(model)

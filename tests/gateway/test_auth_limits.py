@@ -53,6 +53,10 @@ def test_auth_required_once_a_key_exists(tmp_path, caplog):
         assert ok.status_code == 200
         pinned = _post(gw, key, model="other")
         assert pinned.status_code == 403 and pinned.json()["error"]["type"] == "permission_error"
+        # A key limited to routes lists only those, and cannot look the others up.
+        auth = {"authorization": f"Bearer {key}"}
+        assert [m["id"] for m in httpx.get(gw.v1 + "/models", headers=auth).json()["data"]] == ["auto"]
+        assert httpx.get(gw.v1 + "/models/other", headers=auth).status_code == 404
         assert wait_row(db, "decisions", ok.headers["x-mixroute-request-id"])["tenant"] == "acme"
         engine = make_engine(db)
         assert revoke_key(engine, key[:8]) == 1
