@@ -113,10 +113,11 @@ def create(
                                routes=routes)
     except KeyError_ as exc:
         _error(str(exc))
-    limits = ", ".join(f"{k}={v}" for k, v in (("budget_usd", _usd(budget_usd) or None), ("rpm", rpm), ("tpm", tpm))
-                       if v is not None)
-    typer.echo(f"created key {info.key_id} ({info.prefix}...) for tenant '{tenant}'"
-               + (f" [{limits} per {period}]" if budget_usd is not None else (f" [{limits}]" if limits else "")))
+    per = "in total" if period == "total" else f"per {period}"
+    parts = [f"budget {_usd(budget_usd)} USD {per}" if budget_usd is not None else None,
+             f"{rpm} requests/min" if rpm is not None else None, f"{tpm} tokens/min" if tpm is not None else None]
+    limits = ", ".join(p for p in parts if p)
+    typer.echo(f"created key {info.key_id} ({info.prefix}...) for tenant '{tenant}'" + (f" [{limits}]" if limits else ""))
     typer.echo("store it now: it is shown only once")
     typer.echo(key)
 

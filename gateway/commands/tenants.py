@@ -30,7 +30,8 @@ def set_(
     except KeyError_ as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
-    what = f"{budget_usd:.6f} USD per {period}" if budget_usd is not None else "no budget"
+    per = "in total" if period == "total" else f"per {period}"
+    what = f"{budget_usd:.6f} USD {per}" if budget_usd is not None else "no budget"
     typer.echo(f"tenant '{tenant}': {what}")
 
 

@@ -58,6 +58,11 @@ class Limits:
     budget_usd: float | None = None
     period: str = "month"
 
+    @property
+    def per_period(self) -> str:
+        """``per day``, ``per month`` or ``in total``, for messages."""
+        return "in total" if self.period == "total" else f"per {self.period}"
+
 
 @dataclass
 class Reservation:

@@ -31,7 +31,7 @@ class MemoryLimiter(Limiter):
             s = self._spend[(limits.subject, pid)]
             if limits.budget_usd is not None and s[0] + s[1] >= to_nano(limits.budget_usd):
                 raise BudgetExceeded(
-                    f"Budget of {limits.budget_usd:.6f} USD per {limits.period} is spent ({s[0] / NANO:.6f} USD used)",
+                    f"Budget of {limits.budget_usd:.6f} USD {limits.per_period} is spent ({s[0] / NANO:.6f} USD used)",
                     retry_after_s=period_retry_after(limits.period))
             w[0] += 1
             w[1] += tokens

@@ -87,7 +87,7 @@ class RedisLimiter(Limiter):
             raise RateLimitExceeded(f"Rate limit reached: {limits.tpm} tokens per minute", retry_after_s=left)
         if verdict == 3:
             raise BudgetExceeded(
-                f"Budget of {limits.budget_usd:.6f} USD per {limits.period} is spent "
+                f"Budget of {limits.budget_usd:.6f} USD {limits.per_period} is spent "
                 f"({int(value) / NANO:.6f} USD used)",
                 retry_after_s=period_retry_after(limits.period))
         return Reservation(limits, window, pid, tokens, cost)

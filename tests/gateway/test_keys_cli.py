@@ -70,7 +70,9 @@ def test_list_json(db):
 
 def test_budget_is_shown_in_fixed_notation(db):
     res, _ = _create(db, "--budget-usd", "0.00002")
-    assert "budget_usd=0.000020" in res.stdout and "e-05" not in res.stdout
+    assert "budget 0.000020 USD per month" in res.stdout and "e-05" not in res.stdout
+    res, _ = _create(db, "--budget-usd", "1", "--period", "total", "--rpm", "5")
+    assert "[budget 1.000000 USD in total, 5 requests/min]" in res.stdout, res.stdout
     listed = _run("list", "--database-url", db).stdout
     assert "0.000020" in listed and "e-05" not in listed
 
