@@ -83,9 +83,11 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
                   file=sys.stderr)
             settings = settings.model_copy(update={"host": "127.0.0.1"})
         print("mixroute: auth is OFF (no keys exist, no admin key): open to local clients only", file=sys.stderr)
+    from gateway.commands.db import shown_url
+
     which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
     print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
-          f"(store {settings.database_url})", file=sys.stderr)
+          f"(store {shown_url(settings.database_url)})", file=sys.stderr)  # never the password: it ends up in pod logs
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False, timeout_keep_alive=settings.keep_alive_s, loop=settings.event_loop)
 

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import logging
 import time
 from dataclasses import dataclass
 
 from gateway.auth.keys import KeyInfo, any_keys, find_key, hash_key
 from router.errors import MixrouteError
+
+log = logging.getLogger(__name__)
 
 
 class AuthError(MixrouteError):
@@ -83,6 +86,7 @@ class Authenticator:
         self._cache: dict[str, tuple[KeyInfo | None, float]] = {}
         self._inflight: dict[str, asyncio.Future] = {}
         self._required: tuple[bool, float] = (False, 0.0)
+        self._known_required: bool | None = None  # the store's last answer to "any keys?"
 
     async def required(self) -> bool:
         """Whether requests must carry a key (admin key set, or any active key exists)."""
@@ -90,17 +94,23 @@ class Authenticator:
             return True
         value, expires = self._required
         if time.monotonic() >= expires:
-            value = await asyncio.to_thread(self._any_keys)
+            known = self._known_required
+            try:
+                value = await asyncio.to_thread(self._any_keys)
+            except Exception as exc:
+                # The store cannot say whether keys exist: keep its last answer (keys once
+                # required stay required), and fail closed when it never answered. Answering
+                # "no keys" here opened a keyed gateway to anyone during a database outage.
+                if known is None:
+                    raise AuthUnavailable("API keys cannot be checked right now; try again shortly") from exc
+                log.warning("auth: the store is unreachable (%s); keeping its last answer", type(exc).__name__)
+                value = known
+            self._known_required = value
             self._required = (value, time.monotonic() + self.ttl_s)
         return value
 
     def _any_keys(self) -> bool:
-        if self.engine is None:
-            return False
-        try:
-            return any_keys(self.engine)
-        except Exception:  # table missing on a store that failed to migrate: nothing to require
-            return False
+        return False if self.engine is None else any_keys(self.engine)
 
     async def authenticate(self, headers) -> Principal:
         """The principal of a request.
@@ -146,7 +156,15 @@ class Authenticator:
         try:
             info = await asyncio.to_thread(find_key, self.engine, key)
         except Exception as exc:  # database unreachable or locked: a clear 503, never a 500
-            raise AuthUnavailable("API keys cannot be checked right now; try again shortly") from exc
+            stale = self._cache.get(key_hash)
+            if stale is None:
+                raise AuthUnavailable("API keys cannot be checked right now; try again shortly") from exc
+            # A key seen before keeps its last known state through the outage (checked
+            # again every ttl_s), so a database outage does not stop keyed traffic; a key
+            # revoked during the outage works until the store answers again.
+            log.warning("auth: the store is unreachable (%s); using a key's last known state", type(exc).__name__)
+            self._cache[key_hash] = (stale[0], time.monotonic() + self.ttl_s)
+            return stale[0]
         if len(self._cache) > 100_000:
             self._cache.clear()
         self._cache[key_hash] = (info, time.monotonic() + self.ttl_s)

@@ -162,3 +162,30 @@ def test_offline_outputs_under_a_folder_that_takes_no_files_are_refused_before_t
     with pytest.raises(typer.Exit) as info:
         check_output(Path("/proc/mixroute-eval.json"), "--json")  # root passes os.access here
     assert info.value.exit_code == 2
+
+
+def test_the_start_banner_never_shows_the_database_password(tmp_path):
+    import time
+
+    url = os.environ.get("MIXROUTE_TEST_DATABASE_URL")
+    if not url or "@" not in url:
+        import pytest
+
+        pytest.skip("needs MIXROUTE_TEST_DATABASE_URL (PostgreSQL) to start a gateway on a password URL")
+    scheme, _, rest = url.partition("://")
+    user, _, host = rest.partition("@")
+    secret_url = f"{scheme}://{user.split(':')[0]}:s3cret-pw-123@{host}"  # trust auth ignores the password
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", "18997", "--database-url",
+                             secret_url], stderr=subprocess.PIPE, text=True, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"})
+    try:
+        deadline, lines = time.monotonic() + 60, []
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            lines.append(line)
+            if "serving" in line or not line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    banner = "".join(lines)
+    assert "serving" in banner and "s3cret-pw-123" not in banner and "***" in banner, banner
