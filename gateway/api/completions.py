@@ -63,8 +63,11 @@ def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, pri
         request_id=request_id, route="", policy_hash=runtime.loaded.hash, chosen="", reason=exc.code,
         candidates=[], tenant=principal.tenant, endpoint=endpoint)
     store.record_decision(rec)
-    store.record_outcome(OutcomeRecord(request_id=request_id, backend=None, model=None, status="rejected",
-                                       http_status=exc.status, error_code=exc.code))
+    # Through the finisher, so the refusal is counted in mixroute_requests_total{status="rejected"}
+    # like every other outcome row.
+    observability.finisher(rec, store.record_outcome)(OutcomeRecord(
+        request_id=request_id, backend=None, model=None, status="rejected", http_status=exc.status,
+        error_code=exc.code))
     exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": request_id}
 
 

@@ -111,7 +111,7 @@ class Metrics:
 
     def observe_outcome(self, decision: DecisionRecord, outcome: OutcomeRecord) -> None:
         """Count one finished request (tokens in tokens, cost in USD, times in seconds)."""
-        route, tenant, backend = decision.route, decision.tenant or "-", outcome.backend or "-"
+        route, tenant, backend = decision.route or "-", decision.tenant or "-", outcome.backend or "-"
         self.child(self.requests, route, backend, outcome.status).inc()
         for failed in outcome.fallbacks_taken:
             self.child(self.fallbacks, route, failed).inc()

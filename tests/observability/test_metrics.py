@@ -86,3 +86,26 @@ def test_grafana_dashboard_uses_only_exposed_metrics(gw):
     declared = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
     declared |= {n + "_total" for n in declared}
     assert names and names <= declared, names - declared
+
+
+def test_refusals_are_counted_as_rejected_outcomes(tmp_path):
+    """A rule's block is an outcome row with status 'rejected': the counter, which promises
+    one sample per outcome row, counts it too."""
+    policy = """version: 1
+backends:
+  - {name: b, kind: fake, model: m, quality: 0.9}
+routes:
+  - {name: auto, backends: [b]}
+rules:
+  - {name: no-danger, when_header: x-mixroute-danger, block: true}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        r = httpx.post(gw.v1 + "/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]},
+                       headers={"x-mixroute-danger": "1"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "prompt_blocked"
+        wait_row(gw.settings.database_url, "outcomes", r.headers["x-mixroute-request-id"])
+        text = httpx.get(gw.url + "/metrics").text
+        assert sample(text, "mixroute_requests_total", route="-", backend="-", status="rejected") == 1
+    finally:
+        gw.stop()
