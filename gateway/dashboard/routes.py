@@ -170,10 +170,16 @@ def parse_time(value: str, now: datetime, param: str) -> datetime:
 async def _form_key(request: Request) -> str:
     from urllib.parse import parse_qs
 
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_FORM_BYTES:
         return ""
-    return (parse_qs(body.decode(errors="replace")).get("key") or [""])[0].strip()
+    chunks, size = [], 0
+    async for chunk in request.stream():  # stop reading past the cap instead of buffering it all
+        size += len(chunk)
+        if size > MAX_FORM_BYTES:
+            return ""
+        chunks.append(chunk)
+    return (parse_qs(b"".join(chunks).decode(errors="replace")).get("key") or [""])[0].strip()
 
 
 def _login_page(message: str, status: int = 200) -> HTMLResponse:

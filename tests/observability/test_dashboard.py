@@ -132,6 +132,15 @@ def test_admin_key_requires_login_and_a_wrong_key_gets_a_message(keyed_gw):
     assert api.status_code == 401 and api.json()["error"]["code"] == "dashboard_login_required"
     wrong = httpx.post(gw.url + "/dashboard/login", data={"key": "nope"})
     assert wrong.status_code == 401 and "Wrong key" in wrong.text
+
+    def chunked():  # no content-length: the body is read only up to the form cap
+        yield f"key={ADMIN}&pad=".encode()
+        for _ in range(64):
+            yield b"x" * 65536
+
+    huge = httpx.post(gw.url + "/dashboard/login", content=chunked(),
+                      headers={"content-type": "application/x-www-form-urlencoded"})
+    assert huge.status_code == 401  # over the cap: not read, not a login, even with the right key
     with httpx.Client(base_url=gw.url) as client:
         r = client.post("/dashboard/login", data={"key": ADMIN})
         cookie = r.headers["set-cookie"]
@@ -190,12 +199,22 @@ def test_forged_cookie_is_refused(keyed_gw):
 
 def test_summary_and_feedback_say_503_while_the_database_is_down(tmp_path):
     """A store whose database refuses connections: requests are still served (rows go to the
-    journal), and the dashboard API answers 503 store_unavailable (as feedback does), not 500."""
-    gw = start_gateway(tmp_path, database_url="postgresql+psycopg://postgres@127.0.0.1:1/mixroute_down",
-                       store_journal_path=tmp_path / "journal.jsonl")
+    journal), and the dashboard API answers 503 store_unavailable (as feedback does), not 500.
+    Without an admin key the gateway cannot know whether keys exist in that store, so it
+    fails closed (503 auth_unavailable) instead of serving anyone; with one it serves."""
+    url = "postgresql+psycopg://postgres@127.0.0.1:1/mixroute_down"
+    gw = start_gateway(tmp_path, database_url=url, store_journal_path=tmp_path / "journal.jsonl")
     try:
-        assert chat(gw, "still served while the store is down").status_code == 200
-        down = httpx.get(gw.url + "/dashboard/api/summary", timeout=30)
+        closed = chat(gw, "nobody knows whether keys exist")
+        assert closed.status_code == 503 and closed.json()["error"]["code"] == "auth_unavailable"
+    finally:
+        gw.stop()
+    gw = start_gateway(tmp_path, database_url=url, store_journal_path=tmp_path / "journal.jsonl",
+                       admin_key="adm-test-key-0123456789")
+    try:
+        assert chat(gw, "still served while the store is down", key="adm-test-key-0123456789").status_code == 200
+        login = httpx.post(gw.url + "/dashboard/login", data={"key": "adm-test-key-0123456789"})
+        down = httpx.get(gw.url + "/dashboard/api/summary", cookies=login.cookies, timeout=30)
         assert down.status_code == 503, down.text
         assert down.json()["error"]["code"] == "store_unavailable"
     finally:
