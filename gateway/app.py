@@ -121,6 +121,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await holder.aclose()
             await app.state.limiter.aclose()
             await store.stop()
+            from gateway.dashboard import worker as dashboard_worker
+
+            dashboard_worker.shutdown()
 
     app = FastAPI(title="mixroute", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.settings = settings

@@ -34,7 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from gateway.api.feedback import StoreUnavailable
 from gateway.auth.guard import AuthError
 from gateway.auth.keys import list_keys
-from gateway.dashboard import queries
+from gateway.dashboard import queries, worker
 from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
 from gateway.responses import FastJSONResponse
 from router.errors import InvalidRequest, MixrouteError
@@ -140,8 +140,13 @@ async def summary(request: Request, since: str | None = None, until: str | None 
     engine = request.app.state.store.engine
     window = queries.Window(start, end, v.scope)
     try:
-        data = await asyncio.to_thread(queries.summary, engine, window, pricing, reference)
-    except SQLAlchemyError:
+        if engine.url.get_backend_name() == "sqlite" and engine.url.database in (None, "", ":memory:"):
+            # An in-memory database exists only in this process (tests): no worker.
+            data = await asyncio.to_thread(queries.summary, engine, window, pricing, reference)
+        else:
+            url = engine.url.render_as_string(hide_password=False)
+            data = await worker.summary(url, window, pricing, reference)
+    except (SQLAlchemyError, worker.StoreDown):
         raise StoreUnavailable("The store cannot be queried right now; retry later") from None
     data["viewer"] = {"admin": v.admin, "tenant": v.scope}
     return FastJSONResponse(data, headers={"cache-control": "no-store"})

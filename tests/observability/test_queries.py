@@ -88,3 +88,25 @@ def test_sessions_sign_expire_and_depend_on_the_admin_key():
 def test_loopback():
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("127.3.2.1")
     assert not is_loopback("10.0.0.1") and not is_loopback("testclient") and not is_loopback(None)
+
+
+async def test_the_worker_process_gives_the_same_summary_and_maps_store_errors(engine, tmp_path):
+    """The gateway computes summaries in a worker process (gateway/dashboard/worker.py), so a
+    large store never holds the request path's GIL: same answer as in-process."""
+    import os
+
+    from gateway.dashboard import worker
+
+    _request(engine, "a", "small", 0.002)
+    _request(engine, "c", "big", 0.025, pinned=True)
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    try:
+        here = queries.summary(engine, w, PRICES)
+        there = await worker.summary(str(engine.url), w, PRICES, None)
+        assert there == here
+        pids = {p.pid for p in worker._pool._processes.values()}
+        assert pids and os.getpid() not in pids
+        with pytest.raises(worker.StoreDown):
+            await worker.summary(f"sqlite:///{tmp_path}/missing-folder/none.db", w, PRICES, None)
+    finally:
+        worker.shutdown()
