@@ -29,6 +29,7 @@ Shapes: ``N`` memory rows, ``D`` encoder width (384), ``d`` projected width, ``M
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ class OutcomeMemory:
         basis: ``(D, d)`` projection; ``mean``: ``(D,)`` subtracted first. ``None``: no projection.
         k: neighbours per prompt; kappa: the head's weight, in neighbours.
         meta: provenance (rows per source, split, date, dims).
+        digest: sha256 (hex, 16 characters) of the file it was loaded from; empty for a
+            memory built in process. Caches of blended outputs are keyed on it.
     """
 
     vectors: np.ndarray
@@ -67,6 +70,7 @@ class OutcomeMemory:
     k: int = 40
     kappa: float = 10.0
     meta: dict[str, Any] = field(default_factory=dict)
+    digest: str = ""
 
     @property
     def n(self) -> int:
@@ -140,6 +144,7 @@ class OutcomeMemory:
         from safetensors import safe_open
 
         try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
             with safe_open(str(path), framework="numpy") as f:
                 meta = f.metadata() or {}
                 t = {k: f.get_tensor(k) for k in f.keys()}
@@ -151,7 +156,7 @@ class OutcomeMemory:
             basis = t["basis"].astype(np.float32) if "basis" in t else None
             mean = t["mean"].astype(np.float32) if "mean" in t else None
             mem = cls(vectors, scores, labels, basis, mean, int(meta.get("k", 40)), float(meta.get("kappa", 10.0)),
-                      json.loads(meta.get("meta", "{}")))
+                      json.loads(meta.get("meta", "{}")), digest)
         except Exception as exc:  # safetensors, json, key or shape errors: one message
             raise AdapterError(f"outcome memory {path}: cannot read ({exc})") from exc
         if scores.shape != (len(vectors), len(labels)) or (basis is not None and basis.shape[1] != vectors.shape[1]):

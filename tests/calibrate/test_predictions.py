@@ -62,3 +62,32 @@ def test_calibrate_runs_heads_once_per_prompt(policy_file, nested_csv):
     rows = load_rows([nested_csv])
     res = calibrate(load_policy(policy_file), "auto", rows, heads, target=0.9, resamples=200, grids=GRIDS)
     assert sum(heads.batches) == rows.n and res.chosen.lower >= 0.9
+
+
+def test_cache_file_follows_the_outcome_memory(tmp_path):
+    """Outputs blended with one memory are never served for another memory, another
+    ``k``/``kappa`` or another ``exclude_exact`` (a rebuilt memory keeps the heads' versions)."""
+    import numpy as np
+
+    from router.classify.memory import build
+
+    plain = FakeHeads()
+    mem = build(np.eye(3, dtype=np.float32), np.full((3, 1), 0.5, np.float32), ["m"], k=2)
+    mem.save(tmp_path / "memory.safetensors")
+    from router.classify.memory import OutcomeMemory
+
+    loaded = OutcomeMemory.load(tmp_path / "memory.safetensors")
+    assert len(loaded.digest) == 16
+    with_memory = FakeHeads()
+    with_memory.memory, with_memory.exclude_exact = loaded, True
+    paths = {cache_path(plain), cache_path(with_memory)}
+    with_memory.exclude_exact = False
+    paths.add(cache_path(with_memory))
+    loaded.k = 3
+    paths.add(cache_path(with_memory))
+    mem.scores[0, 0] = 1.0  # rebuilt: another file, another digest
+    mem.save(tmp_path / "memory.safetensors")
+    with_memory.memory = OutcomeMemory.load(tmp_path / "memory.safetensors")
+    paths.add(cache_path(with_memory))
+    assert len(paths) == 5
+    assert cache_path(with_memory) == cache_path(with_memory)
