@@ -23,11 +23,15 @@ from gateway.commands.output import check_output, write_output
 
 def _load_heads(adapters: Path | None) -> Any:
     """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
+    import os
+
     from router.classify import load_predictor
 
     # Benchmark rows: no long-prompt pii/injection scan; the outcome memory may hold these
-    # very rows, so a row never counts as its own neighbour.
-    return load_predictor(adapters, scan_windows=0, exclude_exact=True)
+    # very rows, so a row never counts as its own neighbour. MIXROUTE_CLASSIFIER_MEMORY=off
+    # calibrates the head alone, as the gateway with that setting decides (and as replay does).
+    memory = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY", "on").strip().lower() != "off"
+    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory)
 
 
 def _default_policy(data: Any) -> Any:

@@ -137,3 +137,23 @@ def test_build_from_data_keeps_train_split_rows_with_known_models(tmp_path):
     assert mem.meta["sources"] == {"routerbench": mem.n}
     with pytest.raises(FileNotFoundError):
         build_from_data(tmp_path / "data", tmp_path / "nowhere", embedder=HashingEmbedder(64))
+
+
+@pytest.mark.parametrize("setting", ["off", "on"])
+def test_calibrate_follows_the_memory_setting(monkeypatch, setting):
+    """``mixroute calibrate`` decides with the estimator the gateway will use: the head alone
+    under ``MIXROUTE_CLASSIFIER_MEMORY=off``, else the memory blend (never a row's own neighbour)."""
+    pytest.importorskip("torch")
+    from gateway.commands.calibrate import _load_heads
+    from router.classify import default_adapters_dir
+    from router.classify.memory import MEMORY_FILE
+
+    if not (default_adapters_dir() / "quality" / MEMORY_FILE).is_file():
+        pytest.skip("no shipped outcome memory (mixroute train --heads memory)")
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY", setting)
+    heads = _load_heads(None)
+    try:
+        assert (heads.memory is None) == (setting == "off")
+        assert heads.exclude_exact
+    finally:
+        heads.close()
