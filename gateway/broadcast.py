@@ -19,18 +19,27 @@ log = logging.getLogger("mixroute.broadcast")
 class PolicyBroadcast:
     """Publish applied policy hashes and reload on others' announcements.
 
+    While Redis cannot be reached the listener retries with exponential backoff (from
+    ``retry_s`` doubling up to ``max_retry_s`` seconds) and logs one WARNING per outage,
+    then one INFO line when it is subscribed again (replicas still converge through their
+    own file watchers meanwhile).
+
     Args:
         url: Redis URL. prefix: key/channel prefix.
         holder: the :class:`gateway.runtime.PolicyHolder` to reload.
+        retry_s, max_retry_s: first and longest wait between reconnection attempts (seconds).
     """
 
-    def __init__(self, url: str, prefix: str, holder):
+    def __init__(self, url: str, prefix: str, holder, *, retry_s: float = 1.0, max_retry_s: float = 30.0):
         import redis.asyncio as aioredis
 
         self.channel = f"{prefix}:policy"
         self.holder = holder
         self._redis = aioredis.Redis.from_url(url, socket_connect_timeout=1.0)
         self._task: asyncio.Task | None = None
+        self.retry_s, self.max_retry_s = retry_s, max_retry_s
+        #: Failed attempts since the listener was last subscribed (0 while it is).
+        self.failures = 0
 
     def announce(self, policy_hash: str) -> None:
         """Publish ``policy_hash`` in the background (failures are logged, never raised)."""
@@ -47,25 +56,42 @@ class PolicyBroadcast:
 
     async def _listen(self) -> None:
         while True:
+            pubsub = self._redis.pubsub()
             try:
-                pubsub = self._redis.pubsub()
                 await pubsub.subscribe(self.channel)
+                if self.failures:
+                    log.info("policy broadcast listener: subscribed again after %d failed attempts", self.failures)
+                    self.failures = 0
                 async for message in pubsub.listen():
                     if message.get("type") != "message":
                         continue
-                    announced = message["data"].decode() if isinstance(message["data"], bytes) else message["data"]
-                    current = self.holder.current.loaded.hash if self.holder.current else None
-                    if announced != current:
-                        log.info("replica announced policy %s (ours %s): reloading", announced, current)
-                        await self.holder.reload()
-                        now = self.holder.current.loaded.hash if self.holder.current else None
-                        if now != announced:
-                            log.warning("policy file here gives hash %s, not the announced %s", now, announced)
+                    await self._on_announce(message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("policy broadcast listener: %s; retrying in 1 s", exc)
-                await asyncio.sleep(1.0)
+                delay = min(self.max_retry_s, self.retry_s * 2 ** min(self.failures, 30))
+                if self.failures == 0:
+                    log.warning("policy broadcast listener: %s; retrying with backoff up to %g s "
+                                "(logged once until it reconnects)", exc, self.max_retry_s)
+                else:
+                    log.debug("policy broadcast listener: %s; retrying in %.1f s", exc, delay)
+                self.failures += 1
+                await asyncio.sleep(delay)
+            finally:
+                try:
+                    await pubsub.aclose()
+                except Exception:  # the connection is already gone
+                    pass
+
+    async def _on_announce(self, data: bytes | str) -> None:
+        announced = data.decode() if isinstance(data, bytes) else data
+        current = self.holder.current.loaded.hash if self.holder.current else None
+        if announced != current:
+            log.info("replica announced policy %s (ours %s): reloading", announced, current)
+            await self.holder.reload()
+            now = self.holder.current.loaded.hash if self.holder.current else None
+            if now != announced:
+                log.warning("policy file here gives hash %s, not the announced %s", now, announced)
 
     async def aclose(self) -> None:
         if self._task:

@@ -4,6 +4,7 @@ and the other re-reads its (shared) policy file."""
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import uuid
 
@@ -46,3 +47,71 @@ def test_policy_switch_reaches_the_other_replica(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+class _Holder:
+    """The two members of ``PolicyHolder`` the listener uses."""
+
+    def __init__(self):
+        self.current = None
+        self.reloads = 0
+
+    async def reload(self):
+        self.reloads += 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed (it starts a Redis of its own)")
+def test_listener_backs_off_logs_once_and_recovers(caplog):
+    """Redis down at start: one WARNING for the whole outage (it logged one every second),
+    waits that grow; when a Redis appears on that port it subscribes again (one INFO) and
+    announcements reach the holder."""
+    import asyncio
+    import logging
+    import subprocess
+
+    from gateway.broadcast import PolicyBroadcast
+
+    port = _free_port()
+
+    async def scenario():
+        holder = _Holder()
+        b = PolicyBroadcast(f"redis://127.0.0.1:{port}/0", "mrtest", holder, retry_s=0.05, max_retry_s=0.4)
+        b.start()
+        await asyncio.sleep(1.5)
+        failed = b.failures
+        server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = asyncio.get_running_loop().time() + 10
+            while b.failures and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            assert b.failures == 0, "the listener did not subscribe again"
+            import redis.asyncio as aioredis
+
+            pub = aioredis.Redis.from_url(f"redis://127.0.0.1:{port}/0")
+            while holder.reloads == 0 and asyncio.get_running_loop().time() < deadline:
+                await pub.publish("mrtest:policy", "a-new-hash")
+                await asyncio.sleep(0.05)
+            await pub.aclose()
+            assert holder.reloads >= 1
+        finally:
+            await b.aclose()
+            server.terminate()
+            server.wait(10)
+        return failed
+
+    with caplog.at_level(logging.DEBUG, logger="mixroute.broadcast"):
+        failed = asyncio.run(scenario())
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "listener" in r.getMessage()]
+    # 1.5 s at 0.05, 0.1, 0.2, 0.4, 0.4... s: a handful of attempts, not one per 50 ms
+    assert 3 <= failed <= 10, failed
+    assert len(warnings) == 1 and "logged once" in warnings[0].getMessage()
+    assert any(r.levelno == logging.INFO and "subscribed again" in r.getMessage() for r in caplog.records)
