@@ -4,7 +4,7 @@ One query reads the decisions of the time range joined with their outcomes (at m
 :data:`MAX_ROWS`, newest first; ``truncated`` says when more exist), and everything else is
 aggregated here in Python, the same way on SQLite and PostgreSQL.
 
-Savings (USD), per request with an outcome that is not an error::
+Savings (USD), per request with an outcome that is not an error or a refusal (``rejected``)::
 
     counterfactual = cost_usd(prices of X, tokens_in, tokens_out, tokens_cached)
     saving         = counterfactual - actual cost_usd
@@ -118,6 +118,7 @@ def _totals(rows) -> dict[str, Any]:
     return {
         "requests": len(rows),
         "errors": sum(1 for r in rows if r["status"] == "error"),
+        "rejected": sum(1 for r in rows if r["status"] == "rejected"),
         "spend_usd": sum(r["cost_usd"] for r in rows),
         "tokens_in": sum(r["tokens_in"] for r in rows),
         "tokens_out": sum(r["tokens_out"] for r in rows),
@@ -164,7 +165,7 @@ def _savings(rows, pricing: dict[str, Pricing], reference: str | None) -> dict[s
     actual = vs_strongest = vs_reference = 0.0
     counted = 0
     for r in rows:
-        if r["status"] == "error":
+        if r["status"] in ("error", "rejected"):  # nothing served: a refusal is not a routing saving
             continue
         best = strongest(r["candidates"] or [])
         if best is None:

@@ -53,6 +53,19 @@ def test_summary_without_feedback_table_and_savings(engine):
     assert data["totals"]["errors"] == 1 and data["mix"]["overall"] == {"small": 2, "big": 1}
 
 
+def test_refusals_are_counted_and_save_nothing(engine):
+    """A request refused after its decision (budget, rate limit, rule) served nothing: it is
+    counted in ``totals.rejected`` and adds no saving (repricing its prompt tokens at the
+    strongest candidate's prices made a refusal look like money saved)."""
+    _request(engine, "a", "small", 0.002)
+    _request(engine, "r", "small", 0.0, status="rejected")
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    data = queries.summary(engine, w, PRICES)
+    assert data["totals"]["rejected"] == 1 and data["totals"]["errors"] == 0 and data["totals"]["requests"] == 2
+    assert data["savings"]["requests"] == 1
+    assert data["savings"]["saved_vs_strongest_usd"] == pytest.approx(0.023)
+
+
 def test_savings_fall_back_to_expected_cost_when_the_policy_lost_the_backend(engine):
     _request(engine, "a", "small", 0.002)
     w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))

@@ -86,7 +86,7 @@
     const t = d.totals, s = d.savings, q = d.quality;
     const items = [
       ["Spend", usd(t.spend_usd), t.spend_usd],
-      ["Requests", t.requests.toLocaleString() + (t.errors ? " (" + t.errors + " errors)" : "")],
+      ["Requests", t.requests.toLocaleString() + ((t.errors || t.rejected) ? " (" + [t.errors ? t.errors + " errors" : "", t.rejected ? t.rejected + " rejected" : ""].filter(Boolean).join(", ") + ")" : "")],
       ["Saved vs strongest model", usd(s.saved_vs_strongest_usd) + " · " + pct(s.saved_vs_strongest_pct), s.saved_vs_strongest_usd],
       ["Saved vs " + (s.reference || "reference"), usd(s.saved_vs_reference_usd) + " · " + pct(s.saved_vs_reference_pct)],
       ["Prefix-cache hit rate", d.prefix_cache.overall == null ? "–" : pct(100 * d.prefix_cache.overall)],
