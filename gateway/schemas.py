@@ -1,10 +1,12 @@
 """Request parsing for the OpenAI endpoints: size limit, UTF-8, JSON, then a pydantic
-model that checks the fields mixroute relies on and lets every other field through
-(``extra="allow"``) so it reaches the backend unchanged.
+model that checks the fields mixroute relies on and the OpenAI API's rules for the fields it
+declares (content part types per role, tools, tool calls, typed options), and lets every
+other field through (``extra="allow"``) so it reaches the backend unchanged.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import orjson
@@ -17,44 +19,109 @@ from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
+class _Invalid(ValueError):
+    """A validator's error about something inside its field: ``at`` is the path below the
+    field (``(0, "type")`` for ``content[0].type``), which :func:`validate` appends to the
+    error's location so that ``param`` names the exact spot."""
+
+    def __init__(self, message: str, *at: str | int) -> None:
+        super().__init__(message)
+        self.at = at
+
+
+#: Content part types per role: the OpenAI API's (openai-python's message param types);
+#: user messages also take the media parts vLLM's chat API adds (``MM_PARSER_MAP`` in
+#: vllm/entrypoints/chat_utils.py), and assistant messages its ``thinking`` part.
+_PART_TYPES: dict[str, tuple[str, ...]] = {
+    "user": ("text", "image_url", "input_audio", "file", "audio_url", "video_url", "image_embeds", "audio_embeds"),
+    "assistant": ("text", "refusal", "thinking"),
+    "system": ("text",), "developer": ("text",), "tool": ("text",), "function": ("text",),
+}
+
+
+def _check_parts(content: list, role: str | None) -> None:
+    # Text parts are read by the router (classifier, rewriter, token estimate): their
+    # ``text`` must be a string. Other known part types (images, audio, files) pass through.
+    allowed = _PART_TYPES.get(role or "")
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            raise _Invalid(f"must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
+                           f"not {type(part).__name__}", i)
+        kind = part.get("type")
+        if not isinstance(kind, str):
+            raise _Invalid("a content part needs a string 'type' (e.g. 'text', 'image_url')", i, "type")
+        if allowed is not None and kind not in allowed:
+            raise _Invalid(f"unknown content part type {kind[:40]!r} in a '{role}' message "
+                           f"(expected {', '.join(map(repr, allowed))})", i, "type")
+        if kind == "text" and not isinstance(part.get("text"), str):
+            raise _Invalid("a 'text' part needs a string 'text'", i, "text")
+
+
+def _check_tool_calls(calls: list[dict[str, Any]]) -> None:
+    # The OpenAI API's assistant tool calls: {id, type: function, function: {name, arguments}}
+    # or {id, type: custom, custom: {name, input}}; arguments/input are strings (JSON text).
+    for i, call in enumerate(calls):
+        if not isinstance(call.get("id"), str):
+            raise _Invalid("a tool call needs a string 'id'", i, "id")
+        kind = call.get("type")
+        if kind not in ("function", "custom"):
+            raise _Invalid(f"a tool call's 'type' must be 'function' or 'custom', not {_short(kind)}", i, "type")
+        inner, text = call.get(kind), "arguments" if kind == "function" else "input"
+        if not isinstance(inner, dict):
+            raise _Invalid(f"a '{kind}' tool call needs a '{kind}' object", i, kind)
+        if not isinstance(inner.get("name"), str):
+            raise _Invalid("needs a string 'name'", i, kind, "name")
+        if not isinstance(inner.get(text), str):
+            raise _Invalid(f"needs a string '{text}'", i, kind, text)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 class Message(BaseModel):
     """One chat message. ``content`` may be null only for an assistant message that
-    carries ``tool_calls`` (or a legacy ``function_call``); a ``tool`` message needs
-    ``tool_call_id`` (the OpenAI API's rules)."""
+    carries ``tool_calls`` (or a legacy ``function_call``); only assistant messages carry
+    ``tool_calls``; a ``tool`` message needs ``tool_call_id``; content parts must be of a
+    type the role takes (the OpenAI API's rules)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
     role: Role
     content: str | list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
     name: str | None = None
 
     @field_validator("content", mode="before")
     @classmethod
-    def _parts(cls, content: Any) -> Any:
-        # Text parts are read by the router (classifier, rewriter, token estimate): their
-        # ``text`` must be a string. Other part types (images, audio, files) pass through.
+    def _parts(cls, content: Any, info: ValidationInfo) -> Any:
+        # A field validator (role is declared first), so parts are checked against the role.
         if isinstance(content, list):
-            for i, part in enumerate(content):
-                if not isinstance(part, dict):
-                    raise ValueError(f"part {i} must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
-                                     f"not {type(part).__name__}")
-                kind = part.get("type")
-                if not isinstance(kind, str):
-                    raise ValueError(f"part {i} needs a string 'type' (e.g. 'text', 'image_url')")
-                if kind == "text" and not isinstance(part.get("text"), str):
-                    raise ValueError(f"part {i} is of type 'text' and needs a string 'text'")
+            _check_parts(content, info.data.get("role"))
         return content
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, calls: Any, info: ValidationInfo) -> Any:
+        if calls is not None and info.data.get("role") not in (None, "assistant"):
+            raise ValueError(f"only assistant messages carry 'tool_calls', not a '{info.data['role']}' message")
+        _check_tool_calls(calls or [])
+        return calls
 
     @model_validator(mode="after")
     def _rules(self) -> "Message":
         extra = self.model_extra or {}
-        if self.content is None and not (self.role == "assistant" and (extra.get("tool_calls")
-                                                                       or extra.get("function_call"))):
+        if self.content is None and not (self.role == "assistant" and (self.tool_calls or extra.get("function_call"))):
             raise ValueError(f"a '{self.role}' message needs 'content'")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a 'tool' message needs 'tool_call_id'")
         return self
+
+
+#: The OpenAI API's rule for function names.
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class ResponseFormat(BaseModel):
@@ -129,6 +196,13 @@ class ChatCompletionRequest(_Common):
     response_format: ResponseFormat | None = None
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    parallel_tool_calls: bool | None = None
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    # The values of openai-python 3.51's ReasoningEffort; case matters, as in the API.
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+    # Only its type: providers name their tiers differently (OpenAI, Groq...).
+    service_tier: str | None = None
 
     @field_validator("top_logprobs")
     @classmethod
@@ -138,17 +212,42 @@ class ChatCompletionRequest(_Common):
             raise ValueError("needs 'logprobs': true")
         return top
 
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, metadata: Any) -> Any:
+        # The OpenAI API reference: at most 16 pairs, keys up to 64 characters, values up to 512.
+        if metadata and len(metadata) > 16:
+            raise ValueError(f"has {len(metadata)} keys; at most 16 are allowed")
+        for key, value in (metadata or {}).items():
+            if len(key) > 64:
+                raise ValueError(f"key {key[:40]!r}... is longer than 64 characters")
+            if len(value) > 512:
+                raise _Invalid(f"is {len(value)} characters long; at most 512 are allowed", key)
+        return metadata
+
     @field_validator("tools")
     @classmethod
     def _tools(cls, tools: Any) -> Any:
+        # The OpenAI API's tools: function tools (name: letters, digits, '_' and '-', at most
+        # 64) and custom tools; names are unique, as tool calls and tool_choice name them.
+        seen: dict[str, int] = {}
         for i, tool in enumerate(tools or ()):
             kind = tool.get("type")
-            if not isinstance(kind, str):
-                raise ValueError(f"tool {i} needs a string 'type' (e.g. 'function')")
-            if kind == "function":
-                function = tool.get("function")
-                if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-                    raise ValueError(f"tool {i} is of type 'function' and needs a 'function' object with a 'name'")
+            if kind not in ("function", "custom"):
+                raise _Invalid(f"a tool's 'type' must be 'function' or 'custom', not {_short(kind)}", i, "type")
+            inner = tool.get(kind)
+            if not isinstance(inner, dict):
+                raise _Invalid(f"a '{kind}' tool needs a '{kind}' object with a 'name'", i, kind)
+            name = inner.get("name")
+            if not isinstance(name, str) or not name:
+                raise _Invalid(f"needs a non-empty string 'name', not {_short(name)}", i, kind, "name")
+            if kind == "function" and not _FUNCTION_NAME.fullmatch(name):
+                raise _Invalid(f"{_short(name)} is not a valid function name (letters, digits, '_' and '-', "
+                               "at most 64 characters)", i, kind, "name")
+            if name in seen:
+                raise _Invalid(f"{_short(name)} is also the name of tool {seen[name]}; tool names must be unique",
+                               i, kind, "name")
+            seen[name] = i
         return tools
 
     @field_validator("tool_choice")
@@ -160,14 +259,29 @@ class ChatCompletionRequest(_Common):
         tools = info.data.get("tools")
         if not tools:
             raise ValueError("is set but no 'tools' are given")
-        names = {name for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
-                 and isinstance(name := t["function"].get("name"), str)}
-        if isinstance(choice, dict):
-            wanted = (choice.get("function") or {}).get("name") if isinstance(choice.get("function"), dict) else None
-            if not isinstance(wanted, str):
-                raise ValueError(f"needs a function name (a string), not {wanted!r}")
-            if wanted not in names:
-                raise ValueError(f"names the function {wanted!r}, which is not in 'tools'")
+        if not isinstance(choice, dict):
+            return choice  # "required"
+        kind = choice.get("type")
+        if kind == "allowed_tools":
+            allowed = choice.get("allowed_tools")
+            if not (isinstance(allowed, dict) and allowed.get("mode") in ("auto", "required")
+                    and isinstance(allowed.get("tools"), list) and allowed["tools"]):
+                raise ValueError("type 'allowed_tools' needs an 'allowed_tools' object with a 'mode' "
+                                 "('auto' or 'required') and a non-empty list of 'tools'")
+            wanted = allowed["tools"]
+        elif kind in ("function", "custom"):
+            wanted = [choice]
+        else:
+            raise ValueError(f"'type' must be 'function', 'custom' or 'allowed_tools', not {_short(kind)}")
+        offered = {(t["type"], t[t["type"]]["name"]) for t in tools}
+        for ref in wanted:
+            ref_kind = ref.get("type") if isinstance(ref, dict) else None
+            inner = ref.get(ref_kind) if ref_kind in ("function", "custom") else None
+            name = inner.get("name") if isinstance(inner, dict) else None
+            if not isinstance(name, str):
+                raise ValueError(f"needs a {ref_kind or 'function'} name (a string), not {_short(name)}")
+            if (ref_kind, name) not in offered:
+                raise ValueError(f"names the {ref_kind} {name[:64]!r}, which is not in 'tools'")
         return choice
 
 
@@ -177,6 +291,21 @@ class CompletionRequest(_Common):
     prompt: str | list[str] = Field(min_length=1)
     # The legacy API's logprobs is a count of top tokens (OpenAI: at most 5; vLLM: 20).
     logprobs: int | None = Field(default=None, ge=0, le=20)
+    suffix: str | None = None
+    echo: bool | None = None
+    best_of: int | None = Field(default=None, ge=1)
+
+    @field_validator("best_of")
+    @classmethod
+    def _best_of(cls, best_of: Any, info: ValidationInfo) -> Any:
+        # The OpenAI API: best_of candidates are generated to return n of them, and cannot be
+        # streamed (the best is only known at the end).
+        n = info.data.get("n")
+        if best_of is not None and n is not None and best_of < n:
+            raise ValueError(f"must be at least 'n' ({n}), not {best_of}")
+        if best_of is not None and best_of > 1 and info.data.get("stream"):
+            raise ValueError("cannot be more than 1 with 'stream': true")
+        return best_of
 
 
 _MISSING = {"missing": "missing_required_parameter"}
@@ -272,7 +401,7 @@ def validate(model: type[BaseModel], data: dict) -> dict:
         model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        param = _param(data, err["loc"])
+        param = _param(data, err["loc"], getattr((err.get("ctx") or {}).get("error"), "at", ()))
         if err["type"] == "literal_error" and err["loc"] and err["loc"][-1] == "role":
             msg = f"{param}: unknown role {err.get('input')!r} (expected one of {', '.join(Role.__args__)})"
         elif err["type"] == "too_short" and param in ("messages", "prompt"):
@@ -287,13 +416,13 @@ def validate(model: type[BaseModel], data: dict) -> dict:
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "dict", "list"}
 
 
-def _param(data: Any, loc: tuple) -> str:
+def _param(data: Any, loc: tuple, at: tuple = ()) -> str:
     """The request field a validation error is about, as ``a.0.b``: the error location
-    without pydantic's union-member and validator tags (``str``, ``list[...]``...)."""
+    without pydantic's union-member and validator tags (``str``, ``list[...]``...), then
+    ``at``, the path below that field a validator named (taken as it is)."""
+    fields = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_TAGS))]
     parts, node = [], data
-    for part in loc:
-        if isinstance(part, str) and ("[" in part or part in _TYPE_TAGS):
-            continue  # a union member or validator tag, not a field
+    for part in (*fields, *at):
         parts.append(str(part))
         if isinstance(node, dict) and part in node:
             node = node[part]

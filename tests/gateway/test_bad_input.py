@@ -37,19 +37,21 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
     (b'{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "invalid_value", "stream"),
     (b'{"model": "gpt5", "messages": [{"role": "user", "content": "x"}]}', 404, "model_not_found", "model"),
     (b'{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}', 400, "invalid_value",
-     "messages.0.content"),
+     "messages.0.content.0.text"),
     (b'{"messages": [{"role": "system", "content": [{"type": "text", "text": null}]}, {"role": "user", '
-     b'"content": "x"}]}', 400, "invalid_value", "messages.0.content"),
-    (b'{"messages": [{"role": "user", "content": [{"type": "text"}]}]}', 400, "invalid_value", "messages.0.content"),
-    (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value", "messages.0.content"),
+     b'"content": "x"}]}', 400, "invalid_value", "messages.0.content.0.text"),
+    (b'{"messages": [{"role": "user", "content": [{"type": "text"}]}]}', 400, "invalid_value",
+     "messages.0.content.0.text"),
+    (b'{"messages": [{"role": "user", "content": [{"text": "x"}]}]}', 400, "invalid_value",
+     "messages.0.content.0.type"),
     (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a"}}],'
      b' "tool_choice": {"type": "function", "function": {"name": {"a": 1}}}}', 400, "invalid_value", "tool_choice"),
-    (b'{"messages": [{"role": "user", "content": ["a", "b"]}]}', 400, "invalid_value", "messages.0.content"),
+    (b'{"messages": [{"role": "user", "content": ["a", "b"]}]}', 400, "invalid_value", "messages.0.content.0"),
     (b'{"messages": [{"role": "user", "content": "x", "name": 5}]}', 400, "invalid_value", "messages.0.name"),
     (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}', 400, "invalid_value",
-     "tools"),
+     "tools.0.function"),
     (b'{"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": "f"}}]}', 400,
-     "invalid_value", "tools"),
+     "invalid_value", "tools.0.type"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream_options": {"include_usage": true}}', 400,
      "invalid_value", "stream_options"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": {"include_usage": "yes"}}',
@@ -198,7 +200,8 @@ def test_tool_schemas_the_client_got_wrong_are_answered_not_a_500(demo_gateway):
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": MSG, "tool_choice": "required"})
     assert "Value error" not in resp.json()["error"]["message"]
     nameless = {"messages": MSG, "tools": [{"type": "function", "function": {"parameters": {}}}]}
-    _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", json=nameless), 400, param="tools")
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", json=nameless), 400,
+                     param="tools.0.function.name")
 
 
 def test_assistant_tool_call_without_content_is_fine(demo_gateway):
