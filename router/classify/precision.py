@@ -7,7 +7,8 @@ from __future__ import annotations
 import torch
 
 from router.classify.errors import AdapterError
-from router.classify.layers import cpu_flags, cpu_has_vnni, int8_linear_available, onednn_linear_available
+from router.classify.layers import (cpu_flags, cpu_has_vnni, int8_linear_available, onednn_bf16_available,
+                                    onednn_linear_available)
 
 
 def cpu_has_bf16() -> bool:
@@ -53,12 +54,14 @@ def resolve_linear(linear: str, device: str, dtype: str) -> str:
     dot-product instruction (:func:`router.classify.layers.cpu_has_vnni`) where torch has the
     op, else ``onednn`` on the CPU where torch has it (float32 or bfloat16: weights reordered
     once, GELU and residual adds fused into the matmuls; bfloat16 on a 2-vCPU Intel Xeon with
-    AMX: ``python -m bench.classifier_linear_ab --dtype bfloat16``, docs/CLASSIFIER.md), else
-    ``default``.
+    AMX: ``python -m bench.classifier_linear_ab --dtype bfloat16``, docs/CLASSIFIER.md; for
+    bfloat16 only where oneDNN runs it on this CPU, :func:`router.classify.layers.onednn_bf16_available`),
+    else ``default``.
 
     Raises:
         AdapterError: an unknown value, or ``int8``/``onednn`` asked for where they cannot run
-            (not the CPU, ``int8`` not float32, or missing from this torch build).
+            (not the CPU, ``int8`` not float32, ``onednn`` with bfloat16 on a CPU without
+            oneDNN's bfloat16 support, or missing from this torch build).
     """
     if linear not in LINEAR_CHOICES:
         raise AdapterError(f"linear must be one of {', '.join(LINEAR_CHOICES)}, not {linear!r}")
@@ -71,10 +74,14 @@ def resolve_linear(linear: str, device: str, dtype: str) -> str:
             raise AdapterError("linear=int8 needs dtype float32 on the CPU and a torch build with the quantised "
                                "int8 engine")
         return linear
+    onednn = cpu and (onednn_bf16_available() if dtype == "bfloat16" else onednn_linear_available())
     if linear == "onednn":
         if not (cpu and onednn_linear_available()):
             raise AdapterError("linear=onednn needs the CPU and a torch build with oneDNN")
+        if not onednn:
+            raise AdapterError("linear=onednn with dtype bfloat16 needs a CPU on which oneDNN runs bfloat16 "
+                               "(AVX-512 BW/VL/DQ or AVX-NE-CONVERT); use dtype float32 or linear default")
         return linear
     if cpu32 and cpu_has_vnni() and int8_linear_available():
         return "int8"
-    return "onednn" if cpu and onednn_linear_available() else "default"
+    return "onednn" if onednn else "default"

@@ -23,7 +23,7 @@ from router.classify.errors import AdapterError
 from router.classify.heads import Head
 from router.classify.layers import (LINEARS, POOLING, Int8Linear, LayerWeights, PackedLinear, PlainLinear,
                                     StackedLinear, attention_bias, bert_layer, cpu_has_vnni, int8_linear_available,
-                                    onednn_linear_available)
+                                    onednn_bf16_available, onednn_linear_available)
 from router.classify.pooled import RankSpacePooler, rank_space_ok
 from router.classify.precision import resolve_dtype, resolve_linear
 from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
@@ -143,9 +143,13 @@ class BaseEncoder:
         """Set up every frozen linear map as ``onednn`` (prepacked float32 or bfloat16,
         :class:`router.classify.layers.PackedLinear`) or ``int8`` (dynamic int8,
         :class:`router.classify.layers.Int8Linear`, float32 weights): CPU weights only, and
-        only where torch has the op. Returns whether it did."""
+        only where torch has the op (bfloat16: where oneDNN runs it on this CPU). Returns
+        whether it did."""
         w0 = self.layers[0].w[LINEARS[0]][0]
-        available = onednn_linear_available() if kind == "onednn" else int8_linear_available()
+        if kind == "onednn":
+            available = onednn_bf16_available() if w0.dtype == torch.bfloat16 else onednn_linear_available()
+        else:
+            available = int8_linear_available()
         dtypes = (torch.float32, torch.bfloat16) if kind == "onednn" else (torch.float32,)
         if w0.device.type != "cpu" or w0.dtype not in dtypes or not available:
             return False

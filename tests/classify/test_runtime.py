@@ -170,10 +170,17 @@ def test_auto_linear_follows_the_cpu(monkeypatch):
 
     monkeypatch.setattr(precision, "int8_linear_available", lambda: True)
     monkeypatch.setattr(precision, "onednn_linear_available", lambda: True)
+    monkeypatch.setattr(precision, "onednn_bf16_available", lambda: True)
     monkeypatch.setattr(precision, "cpu_has_vnni", lambda: True)
     assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
     assert precision.resolve_linear("auto", "cpu", "bfloat16") == "onednn"  # prepacked bfloat16, fused
     assert precision.resolve_linear("onednn", "cpu", "bfloat16") == "onednn"
+    monkeypatch.setattr(precision, "onednn_bf16_available", lambda: False)  # AVX2 only (AMD Zen 2)
+    assert precision.resolve_linear("auto", "cpu", "bfloat16") == "default"
+    assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
+    with pytest.raises(AdapterError, match="oneDNN runs bfloat16"):
+        precision.resolve_linear("onednn", "cpu", "bfloat16")
+    monkeypatch.setattr(precision, "onednn_bf16_available", lambda: True)
     with pytest.raises(AdapterError, match="needs the CPU"):
         precision.resolve_linear("onednn", "cuda", "float32")
     assert precision.resolve_linear("auto", "cuda", "float32") == "default"
@@ -295,7 +302,7 @@ def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
     survives a deepcopy, and is dropped again when the weights move or change dtype."""
     import copy
 
-    from router.classify.layers import onednn_linear_available
+    from router.classify.layers import onednn_bf16_available, onednn_linear_available
 
     folder, base, _ = tiny
     head = _head(tmp_path, folder, base, "h", ["output.dense"], seed=5)[1]
@@ -314,6 +321,11 @@ def test_onednn_prepacked_linear_matches_the_default(tiny, tmp_path):
     assert not enc.base.layers[0].packed  # moving drops the packed copies
     assert not enc.base.prepack("int8")  # int8 maps need float32 weights
     # bfloat16 prepacked (GELU and residual adds fused): within bfloat16 rounding of the default
+    if not onednn_bf16_available():
+        with pytest.raises(AdapterError, match="oneDNN runs bfloat16"):
+            MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16", linear="onednn")
+        assert MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16").linear == "default"
+        pytest.skip("oneDNN does not run bfloat16 on this CPU (needs AVX-512 BW/VL/DQ or AVX-NE-CONVERT)")
     ref16 = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16", linear="default")
     enc16 = MultiHeadEncoder(copy.deepcopy(base), [head], dtype="bfloat16", linear="onednn")
     assert enc16.linear == "onednn" and ref16.linear == "default"
