@@ -111,10 +111,11 @@ async def _cancel_on_disconnect(request: Request, task: asyncio.Task) -> bool:
     return True
 
 
-def _error_response(exc: BackendError, decision: Decision, attempt: dispatch.Attempt) -> FastJSONResponse:
+def _error_response(exc: BackendError, decision: Decision, attempt: dispatch.Attempt,
+                    limit_headers: dict[str, str]) -> FastJSONResponse:
     """The envelope of the last backend error, with its own headers (an upstream's
-    ``retry-after``) and the ``x-mixroute-*`` ones."""
-    headers = {**(getattr(exc, "headers", None) or {}),
+    ``retry-after``), the key's ``x-ratelimit-*`` ones and the ``x-mixroute-*`` ones."""
+    headers = {**(getattr(exc, "headers", None) or {}), **limit_headers,
                **_headers(decision, attempt.backend.name if attempt.backend else None)}
     return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)
 
@@ -177,10 +178,11 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
         _record_refusal(state.store, runtime, request_id, endpoint, principal, exc, decision)
         raise
     observability.record_decision(state.store, decision.record)
+    limit_headers = admission.headers()
     attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
-        return await _stream(request, runtime, finish, attempt, decision.body)
+        return await _stream(request, runtime, finish, attempt, decision.body, limit_headers)
     try:
         resp = await _unless_client_leaves(request, dispatch.send(runtime, attempt, decision.body))
     except ClientGone:
@@ -188,14 +190,14 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
         return Response(status_code=CLIENT_CLOSED)  # nobody reads it
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
-        return _error_response(exc, decision, attempt)
+        return _error_response(exc, decision, attempt, limit_headers)
     recorded = resp.pop(COST_KEY, None)
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
                               recorded_cost=recorded, ttft=elapsed)
     finish(outcome)
-    headers = _headers(decision, attempt.backend.name, attempt.tried)
+    headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
     return FastJSONResponse(resp, headers=headers)
 
@@ -216,7 +218,8 @@ def _finisher(store, admission: Admission, live, prefix_hash: str | None = None)
     return finish
 
 
-async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict):
+async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict,
+                  limit_headers: dict[str, str]):
     decision = attempt.decision
     try:
         first, chunks = await _unless_client_leaves(request, dispatch.open_stream(runtime, attempt, body))
@@ -225,11 +228,11 @@ async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.
         return Response(status_code=CLIENT_CLOSED)
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
-        return _error_response(exc, decision, attempt)
+        return _error_response(exc, decision, attempt, limit_headers)
     wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     gen = _relay(runtime, finish, attempt, first, chunks, wants_usage)
     return StreamingResponse(gen, media_type="text/event-stream",
-                             headers={**_headers(decision, attempt.backend.name, attempt.tried),
+                             headers={**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried),
                                       "cache-control": "no-cache"})
 
 

@@ -33,6 +33,15 @@ class Admission:
     limiter: Limiter | None = None
     reservations: list[Reservation] = field(default_factory=list)
 
+    def headers(self) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-*`` headers of the key's window (its reservation with
+        rpm or tpm), for the response; empty without such limits or when admitted without
+        the limiter (Redis down, policy ``open``)."""
+        for res in self.reservations:
+            if res.limits.rpm is not None or res.limits.tpm is not None:
+                return res.headers()
+        return {}
+
     def settle(self, outcome: OutcomeRecord) -> None:
         if self.limiter is None or not self.reservations:
             return

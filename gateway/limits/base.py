@@ -14,6 +14,10 @@ Errors::
 
     RateLimitExceeded  429 rate_limit_error    rate_limit_exceeded  (retry-after: window end)
     BudgetExceeded     429 insufficient_quota  budget_exceeded      (retry-after: period end)
+
+Headers: every answer to a key with ``rpm`` or ``tpm`` carries OpenAI's rate-limit headers
+(:func:`ratelimit_headers`), the 429 of a reached limit included, so clients can pace
+themselves before they are refused.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ NANO = 1_000_000_000
 
 
 class RateLimitExceeded(RequestRejected):
+    """A request or token limit of the current window is reached; ``headers`` are the
+    window's :func:`ratelimit_headers` (sent with the 429)."""
+
     code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: float, headers: dict[str, str] | None = None, **kw):
+        super().__init__(message, retry_after_s=retry_after_s, **kw)
+        self.headers = headers or {}
 
 
 class BudgetExceeded(RequestRejected):
@@ -66,13 +77,49 @@ class Limits:
 
 @dataclass
 class Reservation:
-    """What :meth:`Limiter.admit` reserved, to settle later."""
+    """What :meth:`Limiter.admit` reserved, to settle later, and the window's counts once
+    this request was counted (``window_requests``, ``window_tokens``; ``reset_s``: seconds
+    left in the window), for :meth:`headers`."""
 
     limits: Limits
     window: int
     period_id: str
     tokens: int
     cost_nano: int
+    window_requests: int = 0
+    window_tokens: int = 0
+    reset_s: float = 0.0
+
+    def headers(self) -> dict[str, str]:
+        """This window's :func:`ratelimit_headers` (empty when the limits set no rpm/tpm)."""
+        return ratelimit_headers(self.limits, self.window_requests, self.window_tokens, self.reset_s)
+
+
+def ratelimit_headers(limits: Limits, requests: int, tokens: int, reset_s: float) -> dict[str, str]:
+    """OpenAI's rate-limit response headers for ``limits`` after ``requests`` requests and
+    ``tokens`` tokens were counted in the current window (``reset_s`` seconds left):
+    ``x-ratelimit-limit-requests``, ``x-ratelimit-remaining-requests`` and
+    ``x-ratelimit-reset-requests`` when ``rpm`` is set, the same three ``-tokens`` headers
+    when ``tpm`` is set (names and the duration format, e.g. ``1s``, ``6m0s``, ``120ms``, as
+    in the OpenAI API's rate-limit guide). Tokens are the window's reserved expected tokens,
+    replaced by the real ones as answers settle. Empty when neither limit is set."""
+    headers: dict[str, str] = {}
+    reset = _duration(reset_s)
+    for kind, limit, used in (("requests", limits.rpm, requests), ("tokens", limits.tpm, tokens)):
+        if limit is not None:
+            headers[f"x-ratelimit-limit-{kind}"] = str(limit)
+            headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, limit - used))
+            headers[f"x-ratelimit-reset-{kind}"] = reset
+    return headers
+
+
+def _duration(seconds: float) -> str:
+    """``0.12`` -> ``120ms``, ``7.5`` -> ``7.5s``, ``360`` -> ``6m0s`` (the OpenAI headers' format)."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
 
 
 def to_nano(usd: float) -> int:

@@ -6,7 +6,7 @@ import asyncio
 from collections import defaultdict
 
 from gateway.limits.base import (NANO, BudgetExceeded, Limiter, Limits, RateLimitExceeded, Reservation, period_id,
-                                 period_retry_after, to_nano, window_now)
+                                 period_retry_after, ratelimit_headers, to_nano, window_now)
 
 
 class MemoryLimiter(Limiter):
@@ -25,9 +25,11 @@ class MemoryLimiter(Limiter):
             self._gc(window)
             w = self._windows[(limits.subject, window)]
             if limits.rpm is not None and w[0] >= limits.rpm:
-                raise RateLimitExceeded(f"Rate limit reached: {limits.rpm} requests per minute", retry_after_s=left)
+                raise RateLimitExceeded(f"Rate limit reached: {limits.rpm} requests per minute", retry_after_s=left,
+                                        headers=ratelimit_headers(limits, w[0], w[1], left))
             if limits.tpm is not None and w[1] >= limits.tpm:
-                raise RateLimitExceeded(f"Rate limit reached: {limits.tpm} tokens per minute", retry_after_s=left)
+                raise RateLimitExceeded(f"Rate limit reached: {limits.tpm} tokens per minute", retry_after_s=left,
+                                        headers=ratelimit_headers(limits, w[0], w[1], left))
             s = self._spend[(limits.subject, pid)]
             if limits.budget_usd is not None and s[0] + s[1] >= to_nano(limits.budget_usd):
                 raise BudgetExceeded(
@@ -36,7 +38,7 @@ class MemoryLimiter(Limiter):
             w[0] += 1
             w[1] += tokens
             s[1] += cost
-        return Reservation(limits, window, pid, tokens, cost)
+            return Reservation(limits, window, pid, tokens, cost, w[0], w[1], left)
 
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         async with self._lock:

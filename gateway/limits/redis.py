@@ -9,22 +9,25 @@ Keys (``{p}`` = ``mixroute``): ``{p}:w:<subject>:<window>`` hash ``r`` (requests
 from __future__ import annotations
 
 from gateway.limits.base import (NANO, BudgetExceeded, Limiter, LimiterUnavailable, Limits, RateLimitExceeded,
-                                 Reservation, period_id, period_retry_after, to_nano, window_now)
+                                 Reservation, period_id, period_retry_after, ratelimit_headers, to_nano,
+                                 window_now)
 
+# Returns {verdict, window requests, window tokens, spent}: verdict 0 admitted (counts
+# include this request), 1 rpm reached, 2 tpm reached, 3 budget spent.
 _ADMIT = """
 local r = tonumber(redis.call('HGET', KEYS[1], 'r') or '0')
 local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0')
-if tonumber(ARGV[1]) >= 0 and r >= tonumber(ARGV[1]) then return {1, r} end
-if tonumber(ARGV[2]) >= 0 and t >= tonumber(ARGV[2]) then return {2, t} end
+if tonumber(ARGV[1]) >= 0 and r >= tonumber(ARGV[1]) then return {1, r, t, 0} end
+if tonumber(ARGV[2]) >= 0 and t >= tonumber(ARGV[2]) then return {2, r, t, 0} end
 local spent = tonumber(redis.call('HGET', KEYS[2], 'spent') or '0')
 local reserved = tonumber(redis.call('HGET', KEYS[2], 'reserved') or '0')
-if tonumber(ARGV[3]) >= 0 and spent + reserved >= tonumber(ARGV[3]) then return {3, spent} end
-redis.call('HINCRBY', KEYS[1], 'r', 1)
-redis.call('HINCRBY', KEYS[1], 't', ARGV[4])
+if tonumber(ARGV[3]) >= 0 and spent + reserved >= tonumber(ARGV[3]) then return {3, r, t, spent} end
+r = redis.call('HINCRBY', KEYS[1], 'r', 1)
+t = redis.call('HINCRBY', KEYS[1], 't', ARGV[4])
 redis.call('EXPIRE', KEYS[1], 120)
 redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[5])
 if tonumber(ARGV[6]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[6]) end
-return {0, 0}
+return {0, r, t, 0}
 """
 
 _SETTLE = """
@@ -80,17 +83,18 @@ class RedisLimiter(Limiter):
         budget = to_nano(limits.budget_usd) if limits.budget_usd is not None else -1
         args = [limits.rpm if limits.rpm is not None else -1, limits.tpm if limits.tpm is not None else -1,
                 budget, tokens, cost, _PERIOD_TTL_S.get(limits.period, 0)]
-        verdict, value = await self._call(self._admit, self._keys(limits.subject, window, pid), args)
-        if verdict == 1:
-            raise RateLimitExceeded(f"Rate limit reached: {limits.rpm} requests per minute", retry_after_s=left)
-        if verdict == 2:
-            raise RateLimitExceeded(f"Rate limit reached: {limits.tpm} tokens per minute", retry_after_s=left)
+        verdict, requests, window_tokens, spent = await self._call(
+            self._admit, self._keys(limits.subject, window, pid), args)
+        if verdict in (1, 2):
+            what = f"{limits.rpm} requests" if verdict == 1 else f"{limits.tpm} tokens"
+            raise RateLimitExceeded(f"Rate limit reached: {what} per minute", retry_after_s=left,
+                                    headers=ratelimit_headers(limits, int(requests), int(window_tokens), left))
         if verdict == 3:
             raise BudgetExceeded(
                 f"Budget of {limits.budget_usd:.6f} USD {limits.per_period} is spent "
-                f"({int(value) / NANO:.6f} USD used)",
+                f"({int(spent) / NANO:.6f} USD used)",
                 retry_after_s=period_retry_after(limits.period))
-        return Reservation(limits, window, pid, tokens, cost)
+        return Reservation(limits, window, pid, tokens, cost, int(requests), int(window_tokens), left)
 
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         keys = self._keys(reservation.limits.subject, reservation.window, reservation.period_id)

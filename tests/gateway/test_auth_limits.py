@@ -80,6 +80,33 @@ def test_rpm_limit_over_http(tmp_path):
         limited = [r for r in codes if r.status_code == 429]
         assert limited and limited[0].json()["error"]["code"] == "rate_limit_exceeded"
         assert 1 <= int(limited[0].headers["retry-after"]) <= 60
+        assert limited[0].headers["x-ratelimit-remaining-requests"] == "0"
+        assert limited[0].headers["x-ratelimit-limit-requests"] == "3"
+    finally:
+        gw.stop()
+
+
+def test_rate_limit_headers_over_http(tmp_path):
+    """Answers to a key with rpm/tpm carry OpenAI's x-ratelimit-* headers, streamed ones too;
+    a key without rate limits and the admin key get none."""
+    db = f"sqlite:///{tmp_path}/keys.db"
+    key = _keys(db, tenant="acme", rpm=50, tpm=100000)
+    plain = _keys(db, tenant="acme")
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        first, second = _post(gw, key), _post(gw, key)
+        assert first.status_code == second.status_code == 200
+        assert first.headers["x-ratelimit-limit-requests"] == "50"
+        left = int(first.headers["x-ratelimit-remaining-requests"])
+        assert int(second.headers["x-ratelimit-remaining-requests"]) == left - 1
+        assert int(second.headers["x-ratelimit-remaining-tokens"]) < int(first.headers["x-ratelimit-remaining-tokens"])
+        assert first.headers["x-ratelimit-reset-tokens"].endswith("s")
+        with httpx.stream("POST", gw.v1 + "/chat/completions", json={"messages": MSG, "stream": True},
+                          headers={"authorization": f"Bearer {key}"}, timeout=30) as streamed:
+            assert streamed.status_code == 200
+            assert int(streamed.headers["x-ratelimit-remaining-requests"]) == left - 2
+            streamed.read()
+        assert not any(h.startswith("x-ratelimit") for h in _post(gw, plain).headers)
     finally:
         gw.stop()
 

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from gateway.limits.base import BudgetExceeded, LimiterUnavailable, Limits, RateLimitExceeded, window_now
+from gateway.limits.base import (BudgetExceeded, LimiterUnavailable, Limits, RateLimitExceeded, ratelimit_headers,
+                                 window_now)
 
 
 
@@ -35,6 +36,39 @@ async def test_tpm_admits_while_below(limiter):
         await limiter.admit(limits, 30, 0.0)  # 0, 30, 60, 90 used before each: all below 100
     with pytest.raises(RateLimitExceeded):
         await limiter.admit(limits, 30, 0.0)
+
+
+async def test_rate_limit_headers_count_down_within_the_window(limiter):
+    """Each admission reports the window's counts after itself (OpenAI's x-ratelimit-*
+    headers), concurrent admissions get distinct request counts, and the 429 of a reached
+    limit says 0 remaining."""
+    limits = Limits(subject=_subject(), rpm=5, tpm=1000)
+    first = (await limiter.admit(limits, 100, 0.0)).headers()
+    assert first["x-ratelimit-limit-requests"] == "5" and first["x-ratelimit-remaining-requests"] == "4"
+    assert first["x-ratelimit-limit-tokens"] == "1000" and first["x-ratelimit-remaining-tokens"] == "900"
+    assert first["x-ratelimit-reset-requests"] == first["x-ratelimit-reset-tokens"]
+    assert first["x-ratelimit-reset-requests"].endswith("s")
+    rest = await asyncio.gather(*(limiter.admit(limits, 10, 0.0) for _ in range(4)))
+    assert sorted(int(r.headers()["x-ratelimit-remaining-requests"]) for r in rest) == [0, 1, 2, 3]
+    assert sorted(int(r.headers()["x-ratelimit-remaining-tokens"]) for r in rest) == [860, 870, 880, 890]
+    with pytest.raises(RateLimitExceeded) as refused:
+        await limiter.admit(limits, 10, 0.0)
+    assert refused.value.headers["x-ratelimit-remaining-requests"] == "0"
+    assert refused.value.headers["x-ratelimit-remaining-tokens"] == "860"
+    only_budget = await limiter.admit(Limits(subject=_subject(), budget_usd=1.0), 10, 0.001)
+    assert only_budget.headers() == {}
+
+
+def test_rate_limit_header_values():
+    both = ratelimit_headers(Limits(subject="k", rpm=10, tpm=50), 12, 20, 0.1234)
+    assert both == {"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "0",
+                    "x-ratelimit-reset-requests": "123ms", "x-ratelimit-limit-tokens": "50",
+                    "x-ratelimit-remaining-tokens": "30", "x-ratelimit-reset-tokens": "123ms"}
+    assert ratelimit_headers(Limits(subject="k", tpm=5), 1, 1, 7.5) == {
+        "x-ratelimit-limit-tokens": "5", "x-ratelimit-remaining-tokens": "4", "x-ratelimit-reset-tokens": "7.5s"}
+    assert ratelimit_headers(Limits(subject="k", rpm=1), 0, 0, 360)["x-ratelimit-reset-requests"] == "6m0s"
+    assert ratelimit_headers(Limits(subject="k", rpm=1), 0, 0, 59.9996)["x-ratelimit-reset-requests"] == "60s"
+    assert ratelimit_headers(Limits(subject="k", budget_usd=1.0), 3, 3, 1.0) == {}
 
 
 async def test_settle_corrects_tokens(limiter):
