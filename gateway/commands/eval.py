@@ -217,9 +217,13 @@ def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 if line.strip():
                     try:
-                        rows.append(json.loads(line))
+                        row = json.loads(line)
                     except ValueError as exc:
                         raise ValueError(f"line {i}: {exc}") from None
+                    if not isinstance(row, dict):
+                        raise ValueError(f"line {i}: not a JSON object (one request per line, as "
+                                         "`mixroute logs export` writes)")
+                    rows.append(row)
         return [r for r in rows if _in_window(r.get("created_at"), start, end)]
     if path is not None and "://" not in str(logs):
         raise OSError("no such export file, and not a database URL")

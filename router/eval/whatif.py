@@ -64,26 +64,26 @@ class Logged:
         """From an export row (JSON columns nested, or as JSON text as in CSV exports).
 
         Raises:
-            ValueError: a required column (``request_id``, ``chosen``, ``candidates``) is missing.
+            ValueError: ``request ID: ...`` for a required column (``request_id``, ``chosen``,
+                ``candidates``) that is missing, or a column of the wrong shape (``candidates``
+                not a list of objects with a ``backend`` name and numeric predictions,
+                ``signals`` not an object, a token count not a whole number in
+                0..:data:`MAX_LOGGED_TOKENS`, a probability not a number).
         """
-        def js(v: Any, default: Any) -> Any:
-            if isinstance(v, str):
-                return json.loads(v) if v.strip() else default
-            return default if v is None else v
-
-        def num(v: Any) -> float | None:
-            return None if v in (None, "") else float(v)
-
+        rid = row.get("request_id", "?")
         for key in ("request_id", "chosen", "candidates"):
             if row.get(key) in (None, ""):
-                raise ValueError(f"request {row.get('request_id', '?')}: no {key!r} column")
-        return cls(request_id=str(row["request_id"]), route=str(row.get("route") or ""), chosen=str(row["chosen"]),
-                   probability=num(row.get("probability")) or 1.0, candidates=js(row["candidates"], []),
-                   signals=js(row.get("signals"), {}), tokens_in=int(num(row.get("tokens_in")) or 0),
-                   tokens_out=int(num(row.get("tokens_out")) or 0), cost_usd=num(row.get("cost_usd")),
-                   feedback=num(row.get("feedback_score_mean")), tenant=row.get("tenant") or None,
-                   endpoint=str(row.get("endpoint") or "chat"),
-                   pinned=str(row.get("pinned")).lower() in ("true", "1"))
+                raise ValueError(f"request {rid}: no {key!r} column")
+        try:
+            return cls(request_id=str(row["request_id"]), route=str(row.get("route") or ""), chosen=str(row["chosen"]),
+                       probability=_number(row, "probability") or 1.0, candidates=_candidates(row),
+                       signals=_json_column(row, "signals", dict, {}), tokens_in=_tokens(row, "tokens_in"),
+                       tokens_out=_tokens(row, "tokens_out"), cost_usd=_number(row, "cost_usd"),
+                       feedback=_number(row, "feedback_score_mean"), tenant=row.get("tenant") or None,
+                       endpoint=str(row.get("endpoint") or "chat"),
+                       pinned=str(row.get("pinned")).lower() in ("true", "1"))
+        except ValueError as exc:
+            raise ValueError(f"request {rid}: {exc}") from None
 
     def candidate(self, backend: str, model: str | None = None) -> dict[str, Any] | None:
         for c in self.candidates:
@@ -93,6 +93,82 @@ class Logged:
             if model is not None and c.get("model") == model:
                 return c
         return None
+
+
+#: Largest token count a logged row may carry: beyond every context window (the re-decision
+#: builds a placeholder prompt of 4 characters per token, so a damaged count of 1e300 asked
+#: for an impossible string).
+MAX_LOGGED_TOKENS = 10_000_000
+
+_CANDIDATE_NUMBERS = ("predicted_quality", "expected_cost_usd", "expected_output_tokens")
+
+
+def _json_column(row: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    """Column ``key``: nested JSON, or JSON text (CSV exports); empty -> ``default``.
+
+    Raises:
+        ValueError: not JSON, or not of ``kind`` (list or dict).
+    """
+    value = row.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError:
+            raise ValueError(f"column {key!r} is not JSON: {value[:60]!r}") from None
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise ValueError(f"column {key!r} must be a JSON {'list' if kind is list else 'object'}, "
+                         f"not {type(value).__name__}")
+    return value
+
+
+def _candidates(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``candidates`` column: objects with a ``backend`` name and numeric (or null) predictions.
+
+    Raises:
+        ValueError: any other shape, naming the candidate.
+    """
+    candidates = _json_column(row, "candidates", list, [])
+    for i, c in enumerate(candidates):
+        if not isinstance(c, dict) or not isinstance(c.get("backend"), str):
+            raise ValueError(f"column 'candidates': entry {i} is not an object with a 'backend' name")
+        for key in _CANDIDATE_NUMBERS:
+            v = c.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v)):
+                raise ValueError(f"column 'candidates': entry {i} ({c['backend']}) {key} is not a number: {v!r}")
+    return candidates
+
+
+def _number(row: dict[str, Any], key: str) -> float | None:
+    """A numeric column (empty -> ``None``).
+
+    Raises:
+        ValueError: not a finite number.
+    """
+    value = row.get(key)
+    if value in (None, ""):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"column {key!r} is not a number: {str(value)[:60]!r}") from None
+    if not np.isfinite(number):
+        raise ValueError(f"column {key!r} is not a finite number: {value!r}")
+    return number
+
+
+def _tokens(row: dict[str, Any], key: str) -> int:
+    """A token count column (tokens; empty -> 0).
+
+    Raises:
+        ValueError: not a whole number in 0..MAX_LOGGED_TOKENS.
+    """
+    number = _number(row, key) or 0.0
+    if not 0 <= number <= MAX_LOGGED_TOKENS or number != int(number):
+        raise ValueError(f"column {key!r} must be a whole number of tokens in 0..{MAX_LOGGED_TOKENS:,}, "
+                         f"not {row.get(key)!r}")
+    return int(number)
 
 
 class LoggedPredictor:
@@ -149,7 +225,7 @@ class WhatIf:
     def summary(self) -> str:
         """The change in plain language."""
         if self.n == 0:
-            return "No logged request could be re-decided under the new policy."
+            return "\n".join(["No logged request could be re-decided under the new policy.", *self._skipped_line()])
         dq, dc = self.new["quality"] - self.old["quality"], self.new["cost"] - self.old["cost"]
         rel = f" ({dc / self.old['cost']:+.0%})" if self.old["cost"] > 0 else ""
         lines = [f"Under the new policy {self.changed:.0%} of {self.n} logged requests would go to another backend."]
@@ -163,9 +239,13 @@ class WhatIf:
         lines.append(f"Feedback (IPW): {self.ipw:.3f}" if self.ipw is not None else f"Feedback (IPW): {self.ipw_note}")
         if self.unknown_backends:
             lines.append("No logged prediction for " + ", ".join(self.unknown_backends) + ": their policy prior was used.")
-        if self.skipped:
-            lines.append("Not re-decided: " + ", ".join(f"{v} {k}" for k, v in self.skipped.items()) + ".")
-        return "\n".join(lines)
+        return "\n".join([*lines, *self._skipped_line()])
+
+    def _skipped_line(self) -> list[str]:
+        """``Not re-decided: 4 pinned, ...`` (empty when nothing was skipped)."""
+        if not self.skipped:
+            return []
+        return ["Not re-decided: " + ", ".join(f"{v} {k}" for k, v in self.skipped.items()) + "."]
 
 
 async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedPredictor):

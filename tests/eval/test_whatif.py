@@ -163,3 +163,47 @@ def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
     bad.write_text('{"a": 1}\n{"b": 2}\n{bad\n')
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(bad)])
     assert res.exit_code == 2 and "line 3" in res.output
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"tokens_in": 1e300}, "'tokens_in'"),
+    ({"tokens_in": -5}, "'tokens_in'"),
+    ({"tokens_in": "x"}, "'tokens_in'"),
+    ({"probability": "abc"}, "'probability'"),
+    ({"candidates": "oops"}, "'candidates'"),
+    ({"candidates": [1]}, "'candidates'"),
+    ({"candidates": {"a": 1}}, "'candidates'"),
+    ({"candidates": [{"backend": "small", "predicted_quality": "hi"}]}, "'candidates'"),
+    ({"signals": [1]}, "'signals'"),
+])
+def test_cli_names_the_request_and_column_of_a_damaged_row(tmp_path, change, needle):
+    """From a new-user pass: a huge tokens_in was an OverflowError traceback; a malformed
+    candidates or signals column made every request 'not re-decided' with no reason given;
+    a bad number said only "could not convert string to float"."""
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    rows = _log(3)
+    rows[1].update(change)
+    log = tmp_path / "export.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log), "--bootstrap", "0"])
+    assert res.exit_code == 2, res.output
+    assert "request r1" in res.output and needle in res.output and "Traceback" not in res.output, res.output
+
+
+def test_cli_a_jsonl_line_that_is_not_an_object_is_named(tmp_path):
+    """It was an AttributeError traceback ('list' object has no attribute 'get')."""
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    log = tmp_path / "export.jsonl"
+    log.write_text(json.dumps(_log(1)[0]) + "\n[1, 2]\n")
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log)])
+    assert res.exit_code == 2 and "line 2" in res.output and "JSON object" in res.output, res.output
+
+
+def test_nothing_re_decided_says_why():
+    """With every request skipped the summary said only 'No logged request could be
+    re-decided' and hid the reasons it prints otherwise."""
+    rows = [Logged.from_row({**r, "pinned": True}) for r in _log(4)]
+    result = what_if(parse_policy(_policy(0.6)), rows, bootstrap=0)
+    assert result.n == 0 and "4 pinned" in result.summary()
