@@ -71,6 +71,11 @@ class Settings(BaseSettings):
         classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
             by the pii and injection heads (0 = head and tail windows only); each costs one
             more encoder row for that prompt.
+        classifier_scan_budget_ms: the time one 100,000-character prompt may take to classify
+            on this machine (ms); at start the gateway measures it with the default scan
+            windows and reads fewer where it is over (logged; ``scan_coverage`` in each
+            decision's signals says what was read). Not applied when
+            ``classifier_scan_windows`` is set explicitly; 0 = no budget.
         classifier_memory: ``on`` blends the quality head with the outcome memory shipped
             next to it (the recorded scores of the 40 most similar training prompts,
             router/classify/memory.py); ``off`` uses the head alone; ``exclude-exact`` ignores
@@ -132,4 +137,5 @@ class Settings(BaseSettings):
         return url
 
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
+    classifier_scan_budget_ms: float = Field(default=150.0, ge=0, le=60_000, allow_inf_nan=False)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"

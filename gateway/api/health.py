@@ -29,5 +29,5 @@ async def readyz(request: Request):
     encoder = getattr(predictor, "encoder", None)
     if encoder is not None:  # which precision the classifier really runs (settings resolve per machine)
         body["classifier"] = {"dtype": str(encoder.dtype).removeprefix("torch."), "linear": encoder.linear,
-                              "heads": [h.name for h in encoder.heads]}
+                              "heads": [h.name for h in encoder.heads], "scan_windows": encoder.scan_windows}
     return FastJSONResponse(body)
