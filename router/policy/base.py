@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -17,6 +17,11 @@ def _number(value: Any) -> Any:
 
 #: A float field of the policy: finite (``_Strict``), never a boolean.
 Number = Annotated[float, BeforeValidator(_number)]
+#: A whole-number field of the policy, never a boolean (lax mode read `context_tokens: true`
+#: as a 1-token context window).
+Integer = Annotated[int, BeforeValidator(_number)]
+#: The policy's ``version``: 1 (and not ``true``, which lax mode compares equal to 1).
+Version = Annotated[Literal[1], BeforeValidator(_number)]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
 

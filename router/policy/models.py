@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from router.policy.base import NAME_PATTERN, Number, _Strict
+from router.policy.base import NAME_PATTERN, Integer, Number, Version, _Strict
 from router.policy.endpoints import check_endpoint
 from router.policy.rewrite_config import RewriteConfig
 
@@ -98,8 +98,8 @@ class BackendConfig(_Strict):
     tags: list[str] = Field(default_factory=list)
     timeout_s: Number = Field(default=600.0, gt=0)
     connect_timeout_s: Number = Field(default=5.0, gt=0)
-    max_concurrency: int | None = Field(default=None, ge=1)
-    context_tokens: int | None = Field(default=None, ge=1)
+    max_concurrency: Integer | None = Field(default=None, ge=1)
+    context_tokens: Integer | None = Field(default=None, ge=1)
     data: list[Path] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict)
     demo: bool = False
@@ -138,7 +138,7 @@ class CalibrationEvidence(_Strict):
     ratio_lower_bound: Number = Field(ge=0)
     cost_ratio: Number = Field(ge=0)
     miss_rate: Number = Field(ge=0, le=1)
-    n: int = Field(ge=1)
+    n: Integer = Field(ge=1)
     method: str = ""
     date: str = ""
     data: list[str] = Field(default_factory=list)
@@ -207,7 +207,7 @@ class RouteConfig(_Strict):
     backends: list[str] = Field(min_length=1)
     quality_bar: QualityBar = QualityBar(target=0.95)
     on_no_candidate: Literal["best_quality", "cheapest", "reject"] = "best_quality"
-    max_attempts: int = Field(default=3, ge=1, le=10)
+    max_attempts: Integer = Field(default=3, ge=1, le=10)
     ttft_slo_s: Number | None = Field(default=None, gt=0)
     on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
@@ -311,7 +311,7 @@ class LimitsConfig(_Strict):
 class Policy(_Strict):
     """A whole routing policy (``version: 1``)."""
 
-    version: Literal[1]
+    version: Version
     default_route: str = "auto"
     backends: list[BackendConfig] = Field(min_length=1)
     routes: list[RouteConfig] = Field(min_length=1)

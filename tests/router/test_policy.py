@@ -56,6 +56,20 @@ def test_wrong_type_and_range():
     assert msg.startswith("policy.yaml:6 backends[0].quality: ")
 
 
+@pytest.mark.parametrize("old, new, where", [
+    ("version: 1", "version: true", "policy.yaml:1 version: "),
+    ("quality: 0.9", "quality: 0.9\n    context_tokens: true", "policy.yaml:7 backends[0].context_tokens: "),
+    ("quality: 0.9", "quality: 0.9\n    max_concurrency: true", "policy.yaml:7 backends[0].max_concurrency: "),
+    ("backends: [big, small]", "backends: [big, small]\n    max_attempts: true", "policy.yaml:14 routes[0].max_attempts: "),
+])
+def test_true_is_not_an_integer(old, new, where):
+    """From a new-user pass: YAML `true` where a whole number belongs was read as 1 and the
+    policy validated: `context_tokens: true` gave the backend a 1-token context window
+    (every request then failed context_length_exceeded), `version: true` passed as 1."""
+    msg = _problem(GOOD.replace(old, new))
+    assert msg.startswith(where) and "true" in msg.lower(), msg
+
+
 def test_bad_yaml_reports_line():
     msg = _problem(GOOD.replace("  - name: small", "  - name: [small"))
     assert msg.startswith("policy.yaml:") and "invalid YAML" in msg
