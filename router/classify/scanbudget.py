@@ -56,16 +56,17 @@ def fit_scan_windows(predictor, budget_ms: float, *, repeats: int = 2, clock=tim
     """Lower ``predictor.encoder.scan_windows`` until one :data:`LONG_PROMPT_CHARS`-character
     prompt classifies within ``budget_ms`` on this machine (blocking; run before serving).
 
-    Times ``predictor.classify_batch`` on :func:`long_prompt` with the current windows (one
-    warm-up, then the best of ``repeats``); when that is over budget, also with no extra
-    window, and keeps ``k = floor((budget - t_0) / ((t_full - t_0) / wanted))`` windows (each
-    window costs about the same encoder row), at least 0 and at most ``wanted``.
+    Times ``predictor.classify_batch`` on :func:`long_prompt` with the current ``wanted``
+    windows: a warm-up, then one timed run, and up to ``repeats - 1`` more while the best is
+    over budget (noise only adds time). Such a prompt is ``1 + wanted`` encoder rows of the
+    same length, so one row costs ``t / (1 + wanted)`` and ``floor(budget / row) - 1`` windows
+    fit (at least 0, at most ``wanted``).
 
     Args:
         predictor: a :class:`router.classify.predictor.ClassifierPredictor`.
         budget_ms: the time one long prompt may take (ms); ``<= 0`` measures nothing and keeps
             the windows.
-        repeats: timed runs per measurement (the best counts: noise only adds time).
+        repeats: most timed runs (at least 1).
         clock: seconds, monotonic (tests pass their own).
 
     Returns:
@@ -76,22 +77,15 @@ def fit_scan_windows(predictor, budget_ms: float, *, repeats: int = 2, clock=tim
     if budget_ms <= 0 or wanted == 0:
         return ScanFit(wanted, wanted, math.nan, math.nan)
     text = long_prompt()
-
-    def best_ms() -> float:
-        predictor.classify_batch([text])  # warm-up for this shape
-        times = []
-        for _ in range(max(1, repeats)):
-            t0 = clock()
-            predictor.classify_batch([text])
-            times.append((clock() - t0) * 1e3)
-        return min(times)
-
-    full = best_ms()
-    if full <= budget_ms:
-        return ScanFit(wanted, wanted, full, full)
-    encoder.scan_windows = 0
-    base = best_ms()
-    per_window = max((full - base) / wanted, 1e-6)
-    windows = max(0, min(wanted, math.floor((budget_ms - base) / per_window)))
+    predictor.classify_batch([text])  # warm-up for this shape
+    best = math.inf
+    for _ in range(max(1, repeats)):
+        t0 = clock()
+        predictor.classify_batch([text])
+        best = min(best, (clock() - t0) * 1e3)
+        if best <= budget_ms:
+            return ScanFit(wanted, wanted, best, best)
+    row = best / (1 + wanted)
+    windows = max(0, min(wanted, math.floor(budget_ms / row) - 1))
     encoder.scan_windows = windows
-    return ScanFit(windows, wanted, full, base + windows * per_window)
+    return ScanFit(windows, wanted, best, row * (1 + windows))
