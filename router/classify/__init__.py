@@ -71,15 +71,16 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
             (see :class:`router.classify.runtime.MultiHeadEncoder`).
 
     Raises:
-        ClassifierUnavailable: torch, transformers or safetensors is not installed.
+        ClassifierUnavailable: torch, safetensors or tokenizers is not installed (or
+            transformers, for a base folder that must be loaded through it).
         AdapterError: no heads, a broken head folder, or heads that disagree on the base
             model or tokenisation.
     """
     try:
         import safetensors  # noqa: F401
+        import tokenizers  # noqa: F401
         import torch
-        import transformers  # noqa: F401
-    except ImportError as exc:
+    except ImportError as exc:  # transformers is imported only where a base folder needs it (1.3 s)
         raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
     from router.classify.heads import discover, load_head
     from router.classify.runtime import BaseEncoder, MultiHeadEncoder
@@ -97,8 +98,11 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
             raise AdapterError(f"head {c.name!r} was trained on {c.base_model} with {c.max_tokens}/{c.head_tokens} "
                                f"tokens, head {first.name!r} on {first.base_model} with "
                                f"{first.max_tokens}/{first.head_tokens}; retrain them together")
-    base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
-                                       head_tokens=first.head_tokens, name=first.base_model)
+    try:
+        base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
+                                           head_tokens=first.head_tokens, name=first.base_model)
+    except ImportError as exc:
+        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
                             linear=linear, rank_space=rank_space)
@@ -115,9 +119,9 @@ def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", lin
     """
     try:
         import safetensors  # noqa: F401
+        import tokenizers  # noqa: F401
         import torch
-        import transformers  # noqa: F401
-    except ImportError as exc:
+    except ImportError as exc:  # transformers is imported only where a base folder needs it (1.3 s)
         raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
     from router.classify.heads import discover, load_head
     from router.classify.precision import resolve_dtype, resolve_linear

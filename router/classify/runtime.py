@@ -52,7 +52,17 @@ class BaseEncoder:
     @classmethod
     def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
                         name: str = "") -> "BaseEncoder":
-        """Load a local Hugging Face BERT-style encoder folder (no network)."""
+        """Load a local Hugging Face BERT-style encoder folder (no network): straight from its
+        files where :func:`router.classify.basefiles.load_base_files` covers it (no
+        ``transformers`` import), else through ``transformers``."""
+        from router.classify.basefiles import load_base_files
+
+        files = load_base_files(path)
+        if files is not None:
+            cfg = files.config
+            return cls.from_state(files.state, files.tokenizer, n_layers=cfg["num_hidden_layers"],
+                                  n_attn_heads=cfg["num_attention_heads"], eps=cfg.get("layer_norm_eps", 1e-12),
+                                  max_tokens=max_tokens, head_tokens=head_tokens, name=name or str(path))
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         cfg = AutoConfig.from_pretrained(path, local_files_only=True)

@@ -83,11 +83,11 @@ def test_int8_maps_with_a_bfloat16_encoder_are_refused_at_start():
 def test_classifier_on_that_cannot_load_is_one_line(tmp_path):
     """MIXROUTE_CLASSIFIER=on without the classifier's libraries: one line, exit 2 (was a
     traceback from the server's lifespan and exit 3)."""
-    (tmp_path / "transformers.py").write_text("raise ImportError('blocked for this test', name='transformers')\n")
+    (tmp_path / "tokenizers.py").write_text("raise ImportError('blocked for this test', name='tokenizers')\n")
     res = _serve("--port", "18779", MIXROUTE_CLASSIFIER="on", MIXROUTE_ADMIN_KEY="sk-test",
                  PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
-    assert "MIXROUTE_CLASSIFIER=on but the classifier cannot load: transformers is not installed" in res.stderr
+    assert "MIXROUTE_CLASSIFIER=on but the classifier cannot load: tokenizers is not installed" in res.stderr
 
 
 def test_unusable_database_url_is_one_line():
