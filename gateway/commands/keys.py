@@ -22,18 +22,27 @@ MAX_TENANT_CHARS = 128
 _COLUMNS = ("key id", "prefix", "tenant", "budget USD", "period", "rpm", "tpm", "routes", "created", "revoked")
 
 
-def _engine(database_url: str | None):
+def _engine(database_url: str | None, create: bool = True):
     """An engine on the migrated store; a bad URL or an unreachable database is one line
-    (:func:`gateway.commands.db.fail`), never a traceback."""
+    (:func:`gateway.commands.db.fail`), never a traceback.
+
+    Args:
+        create: whether a SQLite file that does not exist may be created (``keys create``,
+            ``tenants set``); the reading commands exit 1 instead, so that a mistyped
+            ``--database-url`` is not answered by a new, empty store ("no keys").
+    """
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gateway.commands.db import fail
+    from gateway.commands.db import fail, shown_url
     from gateway.settings import Settings
-    from gateway.store.db import make_engine, upgrade
+    from gateway.store.db import make_engine, sqlite_path, upgrade
 
     url = database_url or Settings().database_url
     try:
+        path = sqlite_path(url)
+        if not create and path is not None and not path.exists():
+            _error(f"{shown_url(url)}: no database at {path} (check --database-url or MIXROUTE_DATABASE_URL)", 1)
         engine = make_engine(url)
         upgrade(engine)
     except (SQLAlchemyError, ImportError, CommandError) as err:
@@ -144,7 +153,7 @@ def list_(tenant: Annotated[Optional[str], typer.Option(help="Only this tenant."
     otherwise, JSON with --json."""
     from gateway.auth.keys import list_keys
 
-    keys = list_keys(_engine(database_url), tenant, include_revoked=all_)
+    keys = list_keys(_engine(database_url, create=False), tenant, include_revoked=all_)
     if as_json:
         typer.echo(json.dumps([_json(k) for k in keys], indent=2))
         return
@@ -173,7 +182,7 @@ def revoke(key: Annotated[str, typer.Argument(help="Key id or display prefix.")]
     from gateway.auth.keys import KeyError_, revoke_key
 
     try:
-        n = revoke_key(_engine(database_url), key)
+        n = revoke_key(_engine(database_url, create=False), key)
     except KeyError_ as exc:
         _error(str(exc))
     if not n:

@@ -41,5 +41,5 @@ def list_(database_url: Annotated[Optional[str], typer.Option(help="Store URL.")
     from gateway.auth.keys import list_tenants
     from gateway.commands.keys import _engine
 
-    for name, budget, period in list_tenants(_engine(database_url)):
+    for name, budget, period in list_tenants(_engine(database_url, create=False)):
         typer.echo(f"{name}\t{'' if budget is None else f'{budget:.6f}'}\t{period}")

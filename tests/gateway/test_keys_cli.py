@@ -32,6 +32,15 @@ def _create(db: str, *args: str, tenant: str = "acme"):
     return res, key_id
 
 
+def _no_keys(db: str) -> None:
+    """No key was created: the store holds none, or was not even created."""
+    res = _run("list", "--json", "--database-url", db)
+    if res.exit_code == 1:
+        assert "no database at" in res.stderr, res.output
+    else:
+        assert res.exit_code == 0 and json.loads(res.stdout) == [], res.output
+
+
 @pytest.fixture
 def db(tmp_path) -> str:
     return f"sqlite:///{tmp_path}/keys.db"
@@ -86,7 +95,7 @@ def test_budget_is_shown_in_fixed_notation(db):
 def test_create_rejects_bad_tenants(db, tenant, problem):
     res = _run("create", "--tenant", tenant, "--database-url", db)
     assert res.exit_code == 2 and problem in res.stderr
-    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+    _no_keys(db)
 
 
 def test_create_accepts_a_128_character_unicode_tenant(db):
@@ -116,7 +125,7 @@ def test_bad_policy_file_exits_2_without_creating_a_key(db, tmp_path):
     bad.write_text("version: 1\nroutes: [\n")
     res = _run("create", "--tenant", "acme", "--routes", "auto", "--policy", str(bad), "--database-url", db)
     assert res.exit_code == 2 and "bad.yaml" in res.stderr
-    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+    _no_keys(db)
 
 
 def test_budget_429_over_http_uses_fixed_notation(tmp_path, db):
@@ -144,7 +153,7 @@ def test_budget_429_over_http_uses_fixed_notation(tmp_path, db):
 def test_create_refuses_limits_the_store_cannot_hold_and_empty_routes(db, args):
     res = _run("create", "--tenant", "t1", *args, "--database-url", db)
     assert res.exit_code == 2 and "Traceback" not in res.output and res.stderr.startswith("error: "), res.output
-    assert json.loads(_run("list", "--json", "--database-url", db).stdout) == []
+    _no_keys(db)
 
 
 def test_create_refuses_a_tenant_with_surrounding_spaces(db):
@@ -155,3 +164,24 @@ def test_create_refuses_a_tenant_with_surrounding_spaces(db):
 def test_create_refuses_an_invisible_tenant(db):
     res = _run("create", "--tenant", "\u200b", "--database-url", db)
     assert res.exit_code == 2 and "invisible" in res.stderr
+
+
+@pytest.mark.parametrize("args", [("keys", "list"), ("keys", "revoke", "abc"), ("tenants", "list")])
+def test_reading_commands_do_not_create_a_store_at_a_mistyped_path(tmp_path, args):
+    """From a new-user pass: `keys list --database-url sqlite:///typo.db` created and migrated
+    typo.db and printed an empty table (as if every key were gone), as `keys revoke` and
+    `tenants list` did; `logs export` already refused a missing database."""
+    typo = tmp_path / "typo.db"
+    res = CliRunner().invoke(app, [*args, "--database-url", f"sqlite:///{typo}"])
+    assert res.exit_code == 1, res.output
+    assert "no database at" in res.output and str(typo) in res.output
+    assert not typo.exists()
+
+
+def test_creating_commands_still_create_the_store(tmp_path):
+    db = tmp_path / "new.db"
+    _create(f"sqlite:///{db}")
+    assert db.exists()
+    res = CliRunner().invoke(app, ["tenants", "set", "acme", "--budget-usd", "1",
+                                   "--database-url", f"sqlite:///{tmp_path}/other.db"])
+    assert res.exit_code == 0, res.output

@@ -87,3 +87,12 @@ def _importable(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is not None
+
+
+def test_current_does_not_create_a_missing_sqlite_file(tmp_path: Path):
+    """`db current` on a mistyped path created an empty database file."""
+    typo = tmp_path / "typo.db"
+    res = _run("db", "current", "--database-url", f"sqlite:///{typo}")
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("none") and "no database at" in res.output
+    assert not typo.exists()
