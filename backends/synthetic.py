@@ -6,7 +6,10 @@ estimate of :func:`backends.openai_shapes.estimate_tokens`.
 
 With ``n > 1`` every choice carries the same answer: a response lists choices ``0..n-1``,
 a stream interleaves chunks of every index (role, each word, tool calls, finish), and
-usage counts the completion tokens of all ``n`` choices, streaming or not.
+usage counts the completion tokens of all ``n`` choices, streaming or not. A legacy
+completion whose ``prompt`` is a list answers each prompt on its own, as the OpenAI API
+and vLLM do: choice ``i * n + j`` is the ``j``-th answer to prompt ``i``, and usage sums
+over the prompts.
 """
 
 from __future__ import annotations
@@ -56,6 +59,14 @@ def _n(body: dict) -> int:
     return int(body.get("n") or 1)
 
 
+def _per_prompt(endpoint: Endpoint, body: dict) -> list[dict]:
+    """The bodies answered one by one: one per prompt of a legacy completion's list, else ``body``."""
+    prompt = body.get("prompt")
+    if endpoint == "chat" or not isinstance(prompt, list) or len(prompt) < 2:
+        return [body]
+    return [{**body, "prompt": p} for p in prompt]
+
+
 class SyntheticBackend(Backend):
     """Backend answering from :meth:`answer`; see module docstring."""
 
@@ -63,22 +74,37 @@ class SyntheticBackend(Backend):
     async def answer(self, endpoint: Endpoint, body: dict) -> Answer:
         """Produce the answer for ``body``; may raise :class:`backends.errors.BackendError`."""
 
-    def _usage(self, endpoint: Endpoint, body: dict, answer: Answer) -> dict:
-        """Usage of the whole response: the prompt once, completion tokens summed over the
-        ``n`` (identical) choices."""
-        per_choice = shapes.estimate_tokens(answer.text) + sum(
-            shapes.estimate_tokens(c["function"]["arguments"]) + 4 for c in answer.tool_calls
-        )
-        return shapes.usage(shapes.estimate_tokens(shapes.prompt_text(endpoint, body)), per_choice * _n(body))
+    async def _answers(self, endpoint: Endpoint, body: dict) -> list[tuple[dict, Answer]]:
+        """``(body, answer)`` for each prompt of ``body`` (see :func:`_per_prompt`)."""
+        return [(b, await self.answer(endpoint, b)) for b in _per_prompt(endpoint, body)]
+
+    def _usage(self, endpoint: Endpoint, answers: list[tuple[dict, Answer]]) -> dict:
+        """Usage of the whole response: each prompt once, completion tokens summed over the
+        ``n`` (identical) choices of each prompt."""
+        prompt = completion = 0
+        for body, answer in answers:
+            per_choice = shapes.estimate_tokens(answer.text) + sum(
+                shapes.estimate_tokens(c["function"]["arguments"]) + 4 for c in answer.tool_calls
+            )
+            prompt += shapes.estimate_tokens(shapes.prompt_text(endpoint, body))
+            completion += per_choice * _n(body)
+        return shapes.usage(prompt, completion)
+
+    @staticmethod
+    def _cost(answers: list[tuple[dict, Answer]]) -> float | None:
+        """The recorded cost (USD) of all prompts, or ``None`` unless every one is known."""
+        costs = [a.cost_usd for _, a in answers]
+        return None if any(c is None for c in costs) else sum(costs)
 
     async def send(self, endpoint: Endpoint, body: dict) -> dict:
-        answer = await self.answer(endpoint, body)
-        if answer.fail_after_chunks is not None:
+        answers = await self._answers(endpoint, body)
+        answer = answers[0][1]
+        if any(a.fail_after_chunks is not None for _, a in answers):
             from backends.errors import BackendServerError
 
             raise BackendServerError(f"{self.name}: upstream closed the connection", backend=self.name)
         await asyncio.sleep(answer.first_token_delay_s)
-        use = self._usage(endpoint, body, answer)
+        use = self._usage(endpoint, answers)
         n = _n(body)
         if endpoint == "chat":
             message: dict = {"role": "assistant", "content": answer.text or None, "refusal": None}
@@ -87,32 +113,37 @@ class SyntheticBackend(Backend):
             out = shapes.chat_completion(self.model, message, answer.finish, use, n)
         else:
             out = shapes.text_completion(self.model, answer.text, answer.finish, use, n)
-        if answer.cost_usd is not None:
-            out[COST_KEY] = answer.cost_usd
+            out["choices"] = [{"index": k * n + j, "text": a.text, "logprobs": None, "finish_reason": a.finish}
+                              for k, (_, a) in enumerate(answers) for j in range(n)]
+        cost = self._cost(answers)
+        if cost is not None:
+            out[COST_KEY] = cost
         return out
 
     async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
-        answer = await self.answer(endpoint, body)
-        await asyncio.sleep(answer.first_token_delay_s)
+        answers = await self._answers(endpoint, body)
+        await asyncio.sleep(answers[0][1].first_token_delay_s)
         cid = shapes.new_id("chatcmpl" if endpoint == "chat" else "cmpl")
-        sent = 0
-        for chunk in self._chunks(endpoint, cid, answer, _n(body)):
-            if answer.fail_after_chunks is not None and sent >= answer.fail_after_chunks:
-                raise BackendStreamError(f"{self.name}: upstream dropped the stream", backend=self.name)
-            if sent and answer.token_delay_s:
-                await asyncio.sleep(answer.token_delay_s)
-            sent += 1
-            yield chunk
+        sent, n = 0, _n(body)
+        for k, (_, answer) in enumerate(answers):
+            for chunk in self._chunks(endpoint, cid, answer, n, first=k * n):
+                if answer.fail_after_chunks is not None and sent >= answer.fail_after_chunks:
+                    raise BackendStreamError(f"{self.name}: upstream dropped the stream", backend=self.name)
+                if sent and answer.token_delay_s:
+                    await asyncio.sleep(answer.token_delay_s)
+                sent += 1
+                yield chunk
         obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
-        last = shapes.usage_chunk(cid, self.model, obj, self._usage(endpoint, body, answer))
-        if answer.cost_usd is not None:
-            last[COST_KEY] = answer.cost_usd
+        last = shapes.usage_chunk(cid, self.model, obj, self._usage(endpoint, answers))
+        cost = self._cost(answers)
+        if cost is not None:
+            last[COST_KEY] = cost
         yield last
 
-    def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer, n: int = 1):
-        """Chunks of all ``n`` choices, interleaved step by step as an upstream sends them."""
+    def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer, n: int = 1, first: int = 0):
+        """Chunks of the ``n`` choices ``first..first+n-1``, interleaved step by step as an upstream sends them."""
         words = _WORDS.findall(answer.text)
-        indices = range(n)
+        indices = range(first, first + n)
         if endpoint == "chat":
             for i in indices:
                 yield shapes.chat_chunk(cid, self.model, {"role": "assistant", "content": ""}, index=i)

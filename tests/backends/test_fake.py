@@ -141,6 +141,27 @@ async def test_stream_with_n_emits_every_choice_and_bills_them_all(fake, extra):
     assert full["usage"]["completion_tokens"] == 3 * single["usage"]["completion_tokens"]
 
 
+async def test_a_list_of_prompts_gets_n_choices_per_prompt(fake):
+    """From a new-user pass: the legacy API answers every prompt of a list (choice
+    ``i * n + j`` is the ``j``-th answer to prompt ``i``, as OpenAI and vLLM do); the fake
+    answered ``["a", "b"]`` with one choice to the prompts joined."""
+    body = {"model": "demo", "prompt": ["first prompt", "second one"], "n": 2}
+    full = await fake.send("completion", body)
+    texts = [c["text"] for c in full["choices"]]
+    assert [c["index"] for c in full["choices"]] == [0, 1, 2, 3]
+    assert texts[0] == texts[1] and texts[2] == texts[3] and texts[0] != texts[2]
+    assert texts[0].endswith("first prompt") and texts[2].endswith("second one")
+    singles = [await fake.send("completion", {"model": "demo", "prompt": p}) for p in body["prompt"]]
+    assert full["usage"]["prompt_tokens"] == sum(s["usage"]["prompt_tokens"] for s in singles)
+    assert full["usage"]["completion_tokens"] == 2 * sum(s["usage"]["completion_tokens"] for s in singles)
+    chunks = [c async for c in fake.stream("completion", body)]
+    streamed: dict[int, str] = {}
+    for ch in chunks:
+        for c in ch["choices"]:
+            streamed[c["index"]] = streamed.get(c["index"], "") + c["text"]
+    assert streamed == dict(enumerate(texts)) and chunks[-1]["usage"] == full["usage"]
+
+
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory) -> Iterator[Gateway]:
     gw = start_gateway(tmp_path_factory.mktemp("fake"))
