@@ -12,6 +12,14 @@ one, or when the estimated prefix (chars / 4, see
 :func:`backends.openai_shapes.estimate_tokens`) is below the minimum. Hints the client set
 are never removed or moved.
 
+**Claude on Bedrock and Vertex AI** (litellm providers ``bedrock`` and ``vertex_ai``, a model
+name containing ``claude``): the same breakpoint, by the same rules (AWS's Bedrock prompt
+caching guide gives Claude the same four checkpoints and per-model minimums). litellm turns
+it into a Converse ``cachePoint`` block after the marked system text on Bedrock
+(``AmazonConverseConfig._transform_system_message``) and keeps Anthropic's format on
+Vertex AI (``VertexAIAnthropicConfig`` is an ``AnthropicConfig``). Other Bedrock and Vertex
+models (Nova, Gemini) get nothing.
+
 **OpenAI** (litellm provider ``openai``): caching is automatic for prompts of 1024+
 tokens; ``prompt_cache_key`` steers requests that share a prefix to the same cache
 shard. When the client did not set one, it is ``"mr-" + sha256(tenant NUL prefix_hash)``
@@ -34,6 +42,8 @@ from backends.openai_shapes import estimate_tokens
 
 MAX_BREAKPOINTS = 4
 EPHEMERAL = {"type": "ephemeral"}
+#: litellm providers that also serve Claude models with Anthropic's cache_control breakpoints.
+CLAUDE_HOSTS = ("bedrock", "vertex_ai")
 
 
 def anthropic_min_tokens(model: str) -> int:
@@ -58,13 +68,13 @@ def add_cache_hints(kwargs: dict[str, Any], provider: str, scope: dict | None) -
     """Add the provider's hints to litellm call ``kwargs`` in place (copies what it changes).
 
     Args:
-        provider: litellm provider name (``openai``, ``anthropic``, ...).
+        provider: litellm provider name (``openai``, ``anthropic``, ``bedrock``, ``vertex_ai``, ...).
         scope: ``{"tenant", "prefix_hash"}`` from :data:`router.rewrite.CACHE_SCOPE_KEY`.
 
     Returns:
         What was added (``"cache_control"``, ``"prompt_cache_key"``) or ``None``.
     """
-    if provider == "anthropic":
+    if provider == "anthropic" or (provider in CLAUDE_HOSTS and "claude" in str(kwargs.get("model", "")).lower()):
         return "cache_control" if _anthropic(kwargs) else None
     if provider == "openai" and scope and "prompt_cache_key" not in kwargs and scope.get("prefix_hash"):
         kwargs["prompt_cache_key"] = prompt_cache_key(scope.get("tenant"), str(scope["prefix_hash"]))

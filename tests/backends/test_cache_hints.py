@@ -68,6 +68,41 @@ def test_anthropic_hint_reaches_the_provider_request_via_litellm():
     assert system[-1]["cache_control"] == {"type": "ephemeral"}
 
 
+@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+                                   "bedrock/us.anthropic.claude-sonnet-4-20250514-v1:0",
+                                   "bedrock/converse/us.anthropic.claude-3-7-sonnet-20250219-v1:0",
+                                   "vertex_ai/claude-3-5-sonnet@20240620"])
+def test_claude_on_bedrock_and_vertex_gets_the_breakpoint(model):
+    kw = hosted(model).call_kwargs(body())
+    assert kw["messages"][0]["content"] == [{"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}}]
+    assert "cache_control" not in str(hosted(model).call_kwargs(body("short")))  # under the 1024-token minimum
+
+
+def test_other_bedrock_and_vertex_models_get_no_breakpoint():
+    for model in ("bedrock/amazon.nova-pro-v1:0", "vertex_ai/gemini-2.0-flash", "bedrock/meta.llama3-70b-instruct-v1:0"):
+        kw = hosted(model).call_kwargs(body())
+        assert "cache_control" not in str(kw) and "prompt_cache_key" not in kw, model
+    assert "cache_control" not in str(hosted("bedrock/us.anthropic.claude-haiku-4-5-20251001-v1:0").call_kwargs(body()))
+
+
+def test_bedrock_breakpoint_becomes_a_converse_cache_point_via_litellm():
+    from litellm.llms.bedrock.chat.converse_transformation import AmazonConverseConfig
+
+    model = "bedrock/us.anthropic.claude-sonnet-4-20250514-v1:0"
+    kw = hosted(model).call_kwargs(body())
+    rest, system = AmazonConverseConfig()._transform_system_message(list(kw["messages"]), model=model.split("/", 1)[1])
+    assert system[0] == {"text": LONG} and "cachePoint" in system[1]
+    assert len(system) == 2 and rest == [{"role": "user", "content": "q"}]
+
+
+def test_vertex_breakpoint_reaches_the_anthropic_request_via_litellm():
+    from litellm.llms.vertex_ai.vertex_ai_partner_models.anthropic.transformation import VertexAIAnthropicConfig
+
+    kw = hosted("vertex_ai/claude-3-5-sonnet@20240620").call_kwargs(body())
+    system = VertexAIAnthropicConfig().translate_system_message(list(kw["messages"]))
+    assert system[-1]["cache_control"] == {"type": "ephemeral"}
+
+
 def test_openai_prompt_cache_key_per_tenant_and_prefix_unless_client_set_one():
     kw = hosted("openai/gpt-4o-mini").call_kwargs(body())
     assert kw["prompt_cache_key"] == prompt_cache_key("acme", SCOPE["prefix_hash"])
