@@ -121,6 +121,10 @@ class Authenticator:
         key = presented_key(headers)
         if not await self.required():
             return OPEN
+        if not key and headers.get("authorization"):
+            # Never echoed: the header may be the bare key itself.
+            raise AuthError("The Authorization header is not of the form 'Bearer <key>': "
+                            "send 'Authorization: Bearer <key>'")
         if not key:
             raise AuthError("Missing API key: send 'Authorization: Bearer <key>'")
         if self.admin_key and hmac.compare_digest(key.encode(), self.admin_key.encode()):

@@ -266,3 +266,29 @@ def test_with_auth_off_feedback_takes_only_json_bodies(demo_gateway):
     _assert_envelope(resp, 415, "unsupported_media_type", "content-type")
     resp = httpx.post(demo_gateway.v1 + "/feedback", content=body, headers={"content-type": "application/json"})
     assert resp.status_code == 404  # JSON is read (the request id is unknown)
+
+
+def test_an_authorization_header_that_is_not_bearer_is_named(tmp_path):
+    """From a new-user pass: `Authorization: Basic ...` or the bare key without `Bearer` was
+    answered 'Missing API key', though the client had sent one (in the wrong form)."""
+    from gateway.auth.keys import create_key
+    from gateway.store.db import make_engine, upgrade
+
+    db = f"sqlite:///{tmp_path}/keys.db"
+    engine = make_engine(db)
+    upgrade(engine)
+    key, _ = create_key(engine, tenant="acme")
+    engine.dispose()
+    gw = start_gateway(tmp_path, database_url=db)
+    try:
+        for header in (f"Basic {key}", key, "Bearer"):
+            resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG}, headers={"authorization": header})
+            err = _assert_envelope(resp, 401, "invalid_api_key")
+            assert "Missing" not in err["message"] and "Bearer <key>" in err["message"], err
+            assert key not in resp.text
+        missing = _assert_envelope(httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG}), 401)
+        assert missing["message"].startswith("Missing API key")
+        ok = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG}, headers={"authorization": f"Bearer {key}"})
+        assert ok.status_code == 200
+    finally:
+        gw.stop()
