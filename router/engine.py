@@ -215,9 +215,10 @@ class Router:
             for c in cands:
                 c.utility_usd = qb.willingness_to_pay * c.predicted_quality - c.expected_cost_usd
         bar = self._bar(route, cands)
+        by_name = {b.name: b for b in fitting}
         for c in cands:
             c.eligible = c.predicted_quality + _EPS >= bar
-            c.predicted_ttft_s = self.live.predicted_ttft(self.policy.backend(c.backend))
+            c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
         bar_kind = qb.kind

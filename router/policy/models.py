@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -320,7 +321,22 @@ class Policy(_Strict):
     rewrite: RewriteConfig = RewriteConfig()
 
     def backend(self, name: str) -> BackendConfig | None:
-        return next((b for b in self.backends if b.name == name), None)
+        """The backend called ``name`` (``None`` if there is none): a dict lookup, since the
+        decision path looks every candidate up."""
+        return self._by_name[0].get(name)
 
     def route(self, name: str) -> RouteConfig | None:
-        return next((r for r in self.routes if r.name == name), None)
+        """The route called ``name`` (``None`` if there is none)."""
+        return self._by_name[1].get(name)
+
+    @cached_property
+    def _by_name(self) -> tuple[dict[str, BackendConfig], dict[str, RouteConfig]]:
+        # The model is frozen, so its lists never change; the first of a name wins, as a
+        # scan would (names are unique once validated). Equality and dumps ignore it.
+        backends: dict[str, BackendConfig] = {}
+        routes: dict[str, RouteConfig] = {}
+        for b in self.backends:
+            backends.setdefault(b.name, b)
+        for r in self.routes:
+            routes.setdefault(r.name, r)
+        return backends, routes

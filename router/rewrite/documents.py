@@ -94,14 +94,19 @@ def finders(tags: tuple[str, ...], markers: tuple[tuple[str, str], ...]) -> tupl
     out: list[Finder] = []
     for tag in tags:
         t = re.escape(tag)
-        out.append(_pairing(re.compile(rf"<{t}(?:\s[^<>]{{0,2000}})?>"), re.compile(rf"</{t}\s*>")))
+        out.append(_pairing(re.compile(rf"<{t}(?:\s[^<>]{{0,2000}})?>"), re.compile(rf"</{t}\s*>"), f"</{tag}"))
     for start, end in markers:
-        out.append(_pairing(re.compile(re.escape(start)), re.compile(re.escape(end))))
+        out.append(_pairing(re.compile(re.escape(start)), re.compile(re.escape(end)), end))
     return tuple(out)
 
 
-def _pairing(opening: re.Pattern[str], closing: re.Pattern[str]) -> Finder:
+def _pairing(opening: re.Pattern[str], closing: re.Pattern[str], needle: str) -> Finder:
+    # ``needle``: a literal every closing match contains; a text without it has no span, and
+    # most prompts have none, so the two regex scans are skipped (the decision path runs this
+    # on every text part).
     def find(text: str) -> list[tuple[int, int]]:
+        if needle not in text:
+            return []
         # two linear scans, then pairing: no backtracking over unclosed tags
         closes = [m.span() for m in closing.finditer(text)]
         spans, ci, pos = [], 0, 0
