@@ -39,9 +39,30 @@ _PART_TYPES: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The payload a media part must carry, per type: ``(key, inner keys that must be strings)``
+#: (openai-python's ``ChatCompletionContentPart*Param``; vLLM's video/audio URL parts).
+_PART_PAYLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "image_url": ("image_url", ("url",)), "input_audio": ("input_audio", ("data", "format")),
+    "video_url": ("video_url", ("url",)), "audio_url": ("audio_url", ("url",)), "file": ("file", ()),
+}
+
+
+def _check_payload(part: dict, kind: str, i: int) -> None:
+    key, strings = _PART_PAYLOADS[kind]
+    inner = part.get(key)
+    if not isinstance(inner, dict):
+        example = ", ".join(f'"{k}": "..."' for k in strings) or '"file_id": "..."'
+        raise _Invalid(f"{_article(kind)} '{kind}' part needs {_article(key)} '{key}' object such as {{{example}}}, "
+                       f"not {_short(inner)}", i, key)
+    for name in strings:
+        if not isinstance(inner.get(name), str):
+            raise _Invalid(f"needs a string '{name}'", i, key, name)
+
+
 def _check_parts(content: list, role: str | None) -> None:
     # Text parts are read by the router (classifier, rewriter, token estimate): their
-    # ``text`` must be a string. Other known part types (images, audio, files) pass through.
+    # ``text`` must be a string. Media parts must carry their payload object; what is in it
+    # (an image's bytes, a file id) is the backend's to judge.
     allowed = _PART_TYPES.get(role or "")
     for i, part in enumerate(content):
         if not isinstance(part, dict):
@@ -55,6 +76,10 @@ def _check_parts(content: list, role: str | None) -> None:
                            f"(expected {', '.join(map(repr, allowed))})", i, "type")
         if kind == "text" and not isinstance(part.get("text"), str):
             raise _Invalid("a 'text' part needs a string 'text'", i, "text")
+        if kind == "refusal" and not isinstance(part.get("refusal"), str):
+            raise _Invalid("a 'refusal' part needs a string 'refusal'", i, "refusal")
+        if kind in _PART_PAYLOADS:
+            _check_payload(part, kind, i)
 
 
 def _check_tool_calls(calls: list[dict[str, Any]]) -> None:
@@ -73,6 +98,10 @@ def _check_tool_calls(calls: list[dict[str, Any]]) -> None:
             raise _Invalid("needs a string 'name'", i, kind, "name")
         if not isinstance(inner.get(text), str):
             raise _Invalid(f"needs a string '{text}'", i, kind, text)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _short(value: Any) -> str:
@@ -114,7 +143,8 @@ class Message(BaseModel):
     def _rules(self) -> "Message":
         extra = self.model_extra or {}
         if self.content is None and not (self.role == "assistant" and (self.tool_calls or extra.get("function_call"))):
-            raise ValueError(f"a '{self.role}' message needs 'content'")
+            also = " (or non-empty 'tool_calls')" if self.role == "assistant" else ""
+            raise ValueError(f"{_article(self.role)} '{self.role}' message needs 'content'{also}")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a 'tool' message needs 'tool_call_id'")
         return self
@@ -197,6 +227,9 @@ class ChatCompletionRequest(_Common):
     logprobs: bool | None = None
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     parallel_tool_calls: bool | None = None
+    # The legacy function-calling fields (deprecated by tools, still accepted by the API).
+    functions: list[dict[str, Any]] | None = None
+    function_call: Literal["none", "auto"] | dict[str, Any] | None = None
     store: bool | None = None
     metadata: dict[str, str] | None = None
     # The values of openai-python 3.51's ReasoningEffort; case matters, as in the API.
@@ -211,6 +244,27 @@ class ChatCompletionRequest(_Common):
         if top is not None and not info.data.get("logprobs"):
             raise ValueError("needs 'logprobs': true")
         return top
+
+    @field_validator("functions")
+    @classmethod
+    def _functions(cls, functions: Any) -> Any:
+        for i, fn in enumerate(functions or ()):
+            name = fn.get("name")
+            if not isinstance(name, str) or not _FUNCTION_NAME.fullmatch(name):
+                raise _Invalid(f"needs a 'name' of letters, digits, '_' and '-' (at most 64), not {_short(name)}",
+                               i, "name")
+        return functions
+
+    @field_validator("function_call")
+    @classmethod
+    def _function_call(cls, call: Any, info: ValidationInfo) -> Any:
+        if isinstance(call, dict):
+            names = {fn.get("name") for fn in info.data.get("functions") or ()}
+            if not isinstance(call.get("name"), str):
+                raise ValueError(f"needs a function 'name' (a string), not {_short(call.get('name'))}")
+            if call["name"] not in names:
+                raise ValueError(f"names the function {call['name'][:64]!r}, which is not in 'functions'")
+        return call
 
     @field_validator("metadata")
     @classmethod
@@ -290,6 +344,18 @@ class CompletionRequest(_Common):
 
     prompt: str | list[str] = Field(min_length=1)
     # The legacy API's logprobs is a count of top tokens (OpenAI: at most 5; vLLM: 20).
+
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _text_prompt(cls, prompt: Any) -> Any:
+        # The OpenAI API also takes token ids (a list of ints, or of such lists); the router
+        # reads the prompt's text (classifier, rewriter, token estimate), so they are refused.
+        if isinstance(prompt, list) and prompt and all(
+                isinstance(p, int) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p))
+                for p in prompt):
+            raise ValueError("token-id prompts are not supported (the router reads the prompt's text); "
+                             "send the prompt as a string or a list of strings")
+        return prompt
     logprobs: int | None = Field(default=None, ge=0, le=20)
     suffix: str | None = None
     echo: bool | None = None

@@ -61,6 +61,20 @@ def _forwarded(gw: Gateway, upstream: RunningServer, body: dict, path: str = "/c
     return upstream.state.last_body
 
 
+@pytest.mark.parametrize("part, param, fragment", [
+    ({"type": "image_url", "image_url": "https://x/y.png"}, "image_url",
+     "an 'image_url' part needs an 'image_url' object such as {\"url\": \"...\"}, not 'https://x/y.png'"),
+    ({"type": "image_url"}, "image_url", "not None"),
+    ({"type": "image_url", "image_url": {"url": 5}}, "image_url.url", "needs a string 'url'"),
+    ({"type": "input_audio", "input_audio": {"data": "UklGRg=="}}, "input_audio.format", "needs a string 'format'"),
+    ({"type": "file", "file": "file-1"}, "file", "a 'file' part needs a 'file' object"),
+    ({"type": "video_url", "video_url": {}}, "video_url.url", "needs a string 'url'"),
+])
+def test_media_parts_without_their_payload_are_refused(gateway, upstream, part, param, fragment):
+    _refused(gateway, upstream, {"messages": [{"role": "user", "content": [part]}]},
+             f"messages.0.content.0.{param}", fragment)
+
+
 @pytest.mark.parametrize("messages, param, fragment", [
     ([USER, {"role": "assistant", "content": "ok"}, {"role": "user", "content": [{"type": "bogus", "x": 1}]}],
      "messages.2.content.0.type", "unknown content part type 'bogus' in a 'user' message"),
@@ -167,6 +181,8 @@ def test_valid_tools_and_choices_reach_the_backend(gateway, upstream):
     ({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
      "messages.0.tool_calls.0.function", "needs a 'function' object"),
     ({"role": "tool", "content": "sunny"}, "messages.0", "needs 'tool_call_id'"),
+    ({"role": "assistant", "content": None, "tool_calls": []}, "messages.0",
+     "an 'assistant' message needs 'content' (or non-empty 'tool_calls')"),
 ])
 def test_tool_calls_only_on_assistant_messages_and_well_formed(gateway, upstream, message, param, fragment):
     messages = [USER, message] if message["role"] != "user" else [message]
@@ -213,6 +229,31 @@ def test_chat_options_and_vllm_extensions_reach_the_backend_unchanged(gateway, u
     assert {k: sent.get(k) for k in extras} == extras
     for effort in ("minimal", "low", "medium", "high", "xhigh", "max"):
         assert _forwarded(gateway, upstream, {"messages": [USER], "reasoning_effort": effort})["reasoning_effort"] == effort
+
+
+@pytest.mark.parametrize("extra, param, fragment", [
+    ({"functions": 5}, "functions", "valid list"),
+    ({"functions": [{"name": "get weather"}]}, "functions.0.name", "not 'get weather'"),
+    ({"functions": [{"description": "no name"}]}, "functions.0.name", "not None"),
+    ({"functions": [{"name": "f"}], "function_call": {"name": "g"}}, "function_call",
+     "names the function 'g', which is not in 'functions'"),
+    ({"function_call": "maybe"}, "function_call", "'none' or 'auto'"),
+])
+def test_legacy_function_fields_are_checked(gateway, upstream, extra, param, fragment):
+    _refused(gateway, upstream, {"messages": [USER], **extra}, param, fragment)
+
+
+def test_legacy_functions_within_the_rules_reach_the_backend(gateway, upstream):
+    extra = {"functions": [{"name": "get_weather", "parameters": {"type": "object"}}],
+             "function_call": {"name": "get_weather"}}
+    sent = _forwarded(gateway, upstream, {"messages": [USER], **extra})
+    assert {k: sent.get(k) for k in extra} == extra
+
+
+@pytest.mark.parametrize("prompt", [[1, 2, 3], [[1, 2], [3]]])
+def test_token_id_prompts_are_refused_with_why(gateway, upstream, prompt):
+    _refused(gateway, upstream, {"prompt": prompt}, "prompt", "token-id prompts are not supported",
+             path="/completions")
 
 
 @pytest.mark.parametrize("extra, param, fragment", [
