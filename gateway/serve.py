@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
             print(f"mixroute: invalid setting MIXROUTE_{field.upper()}{f' (or {flag})' if flag else ''}: "
                   f"{err['msg']} (got {err.get('input')!r})", file=sys.stderr)
         raise SystemExit(2)
+    _warn_near_miss_settings(os.environ, Settings.model_fields)
     _check_database_url_or_exit(settings.database_url)
     _check_journal_path_or_exit(settings)
     if settings.policy_path is not None:
@@ -83,6 +85,7 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
                   file=sys.stderr)
             settings = settings.model_copy(update={"host": "127.0.0.1"})
         print("mixroute: auth is OFF (no keys exist, no admin key): open to local clients only", file=sys.stderr)
+    _check_port_free_or_exit(settings.host, settings.port)
     from gateway.commands.db import shown_url
 
     which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
@@ -90,6 +93,46 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
           f"(store {shown_url(settings.database_url)})", file=sys.stderr)  # never the password: it ends up in pod logs
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
                 access_log=False, timeout_keep_alive=settings.keep_alive_s, loop=settings.event_loop)
+
+
+#: ``MIXROUTE_*`` variables that are not settings but are read elsewhere (tests, the bench policies).
+_OTHER_VARS = frozenset({"MIXROUTE_TEST_DATABASE_URL", "MIXROUTE_TEST_REDIS_URL", "MIXROUTE_UPSTREAM_URL"})
+
+
+def _warn_near_miss_settings(environ, fields) -> None:
+    """One line per ``MIXROUTE_*`` variable that is no setting but nearly spells one
+    (``MIXROUTE_POLICY_PTH``): settings ignore unknown variables, so a typo would otherwise
+    silently serve the defaults. Variables far from every setting (a policy's own
+    ``${MIXROUTE_...}`` references) are left alone."""
+    import difflib
+
+    known = [name.upper() for name in fields]
+    for var in sorted(environ):
+        if not var.startswith("MIXROUTE_") or var in _OTHER_VARS:
+            continue
+        name = var.removeprefix("MIXROUTE_")
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if close:
+            print(f"mixroute: {var} is not a setting and is ignored; did you mean MIXROUTE_{close[0]}?",
+                  file=sys.stderr)
+
+
+def _check_port_free_or_exit(host: str, port: int) -> None:
+    """One line and exit 2 when ``host:port`` cannot be bound (in use, an address this machine
+    does not have, a privileged port), instead of uvicorn's error and exit 3 after start-up."""
+    import errno
+    import socket
+
+    try:
+        with socket.create_server((host, port)):  # SO_REUSEADDR, as uvicorn binds
+            pass
+    except OSError as exc:
+        why = ("is already in use (another server on it?); choose another with --port or MIXROUTE_PORT"
+               if exc.errno == errno.EADDRINUSE else f"cannot be bound: {exc.strerror or exc}")
+        print(f"mixroute: {host}:{port} {why}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _check_database_url_or_exit(url: str) -> None:

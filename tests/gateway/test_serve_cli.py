@@ -189,3 +189,18 @@ def test_the_start_banner_never_shows_the_database_password(tmp_path):
         proc.wait(timeout=30)
     banner = "".join(lines)
     assert "serving" in banner and "s3cret-pw-123" not in banner and "***" in banner, banner
+
+
+def test_port_in_use_is_one_line_and_a_near_miss_setting_is_named():
+    """A port another server holds: one line and exit 2 (was uvicorn's error, exit 3). A
+    misspelt MIXROUTE_ variable is named with the setting it nearly spells; one far from any
+    setting (a policy's own variable) is not mentioned."""
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as held:
+        port = held.getsockname()[1]
+        res = _serve("--port", str(port), MIXROUTE_POLICY_PTH="p.yaml", MIXROUTE_MY_UPSTREAM="http://x")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"127.0.0.1:{port} is already in use" in res.stderr
+    assert "MIXROUTE_POLICY_PTH is not a setting and is ignored; did you mean MIXROUTE_POLICY_PATH?" in res.stderr
+    assert "MIXROUTE_MY_UPSTREAM" not in res.stderr
