@@ -3,6 +3,10 @@ one component switched off at a time, measured side by side in one run.
 
 Run: ``python -m bench.tail_latency [--variants base,no-store-db,no-obs] [--rounds 5] [--duration 8]``
 
+With ``--concurrency N`` wrk keeps N requests in flight instead of 1: the same variants at
+and beyond saturation (e.g. ``--variants base,asyncio-loop --concurrency 64``, uvloop
+against the standard loop where the gateway's core is full).
+
 With ``--routed RATE`` the variants serve ``bench/policies/routed.yaml`` with the classifier
 on, and each round sends an open-loop load of RATE requests/s (:func:`bench.loadgen.open_loop`,
 as :mod:`bench.gateway_overhead` measures the routed target) instead of ``wrk -c1``: the
@@ -243,6 +247,7 @@ def main() -> None:
     parser.add_argument("--variants", default="base,no-store-db,no-store,no-obs,no-gc,bare")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests wrk keeps in flight (default 1)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--database-url", help=argparse.SUPPRESS)
@@ -256,6 +261,8 @@ def main() -> None:
         return
     if args.routed < 0:
         parser.error("--routed RATE must be positive")
+    if args.concurrency < 1:
+        parser.error("--concurrency must be at least 1")
     variants = [v for v in args.variants.split(",") if v]
     unknown = {v for v in variants if v not in VARIANTS and not (v.startswith("chunk-") and v[6:].replace("-", "").isdigit())}
     if unknown:
@@ -274,7 +281,7 @@ def main() -> None:
         def load(url: str, model: str = "bench"):
             if args.routed:
                 return asyncio.run(open_loop(url, args.routed, args.duration, model=model))
-            return wrk(url, 1, args.duration, cpu=LOAD_CPU)
+            return wrk(url, args.concurrency, args.duration, cpu=LOAD_CPU)
 
         model = "auto" if args.routed else "bench"
         for _ in range(3):  # warm-up: connection pools, caches, first batches
