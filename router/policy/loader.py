@@ -97,8 +97,10 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         raise PolicyError(source, [PolicyProblem(line, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
     except RecursionError:  # a policy is a few levels deep; hundreds of levels are a broken file
         raise PolicyError(source, [PolicyProblem(1, "", "invalid YAML: nested too deeply")]) from None
-    if problems:
-        raise PolicyError(source, problems)
+    # Unset variables are reported with every other problem of the file, not alone: the
+    # value they stood in becomes "", and problems on those lines (the empty value's own)
+    # are left out as consequences.
+    env_problems = problems
     try:
         data = yaml.SafeLoader(text).construct_document(root)
     except (yaml.YAMLError, RecursionError, ValueError) as exc:
@@ -109,13 +111,13 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         raise PolicyError(source, [PolicyProblem(root.start_mark.line + 1, "", "the top level must be a mapping")])
     problems = _huge_integers(data, root)
     if problems:
-        raise PolicyError(source, problems)
+        raise PolicyError(source, _with_env(env_problems, problems))
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(source, _schema_problems(exc, root)) from None
+        raise PolicyError(source, _with_env(env_problems, _schema_problems(exc, root))) from None
     problems = _cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
-    problems.sort(key=lambda p: p.line)  # in file order (stable: same-line problems keep theirs)
+    problems = _with_env(env_problems, problems)
     if problems:
         raise PolicyError(source, problems)
     if base_dir is not None:
@@ -166,6 +168,14 @@ def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, path + (i,), inner) for i, item in enumerate(node.value))
     return problems
+
+
+def _with_env(env_problems: list[PolicyProblem], problems: list[PolicyProblem]) -> list[PolicyProblem]:
+    """``env_problems`` and the ``problems`` not on their lines, in file order (stable)."""
+    lines = {p.line for p in env_problems}
+    merged = [*env_problems, *(p for p in problems if p.line not in lines)]
+    merged.sort(key=lambda p: p.line)
+    return merged
 
 
 def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) -> None:

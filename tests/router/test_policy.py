@@ -118,6 +118,21 @@ def test_env_substitution(monkeypatch):
     assert msg == "policy.yaml:5 backends[0].model: environment variable MR_UNSET_Y is not set"
 
 
+def test_an_unset_variable_does_not_hide_the_files_other_problems():
+    """The missing variable is reported with the rest (it used to be the only line, so a
+    user without the provider's key set saw none of the file's real errors); the empty value
+    it leaves is not reported again."""
+    from router.policy.loader import PolicyError
+
+    text = GOOD.replace("model: big-model", "model: ${MR_UNSET_Z}").replace("quality: 0.7", "quality: 7")
+    with pytest.raises(PolicyError) as err:
+        parse_policy(text, source="policy.yaml")
+    lines = str(err.value).splitlines()
+    assert "policy.yaml:5 backends[0].model: environment variable MR_UNSET_Z is not set" in lines
+    assert any("quality" in line and "less than or equal to 1" in line for line in lines), lines
+    assert not any(line.startswith("policy.yaml:5") and "MR_UNSET_Z" not in line for line in lines), lines
+
+
 def test_hash_ignores_secrets_and_formatting(monkeypatch):
     a = parse_policy(GOOD)
     b = parse_policy("# comment\n" + GOOD.replace("quality: 0.7", "quality:   0.7"))
