@@ -323,20 +323,30 @@ class Policy(_Strict):
     def backend(self, name: str) -> BackendConfig | None:
         """The backend called ``name`` (``None`` if there is none): a dict lookup, since the
         decision path looks every candidate up."""
-        return self._by_name[0].get(name)
+        return self._index()[0].get(name)
 
     def route(self, name: str) -> RouteConfig | None:
         """The route called ``name`` (``None`` if there is none)."""
-        return self._by_name[1].get(name)
+        return self._index()[1].get(name)
+
+    def _index(self) -> tuple[dict[str, BackendConfig], dict[str, RouteConfig]]:
+        # Kept with the very lists it indexes: model_copy(update={"routes": ...}) copies the
+        # cached entry too (calibration copies policies with other bars), and a copy whose
+        # lists are new objects must index its own.
+        cached = self._by_name
+        if cached[0] is not self.backends or cached[1] is not self.routes:
+            del self.__dict__["_by_name"]
+            cached = self._by_name
+        return cached[2], cached[3]
 
     @cached_property
-    def _by_name(self) -> tuple[dict[str, BackendConfig], dict[str, RouteConfig]]:
-        # The model is frozen, so its lists never change; the first of a name wins, as a
-        # scan would (names are unique once validated). Equality and dumps ignore it.
+    def _by_name(self) -> tuple[list, list, dict[str, BackendConfig], dict[str, RouteConfig]]:
+        # The first of a name wins, as a scan would (names are unique once validated).
+        # Equality and dumps ignore it.
         backends: dict[str, BackendConfig] = {}
         routes: dict[str, RouteConfig] = {}
         for b in self.backends:
             backends.setdefault(b.name, b)
         for r in self.routes:
             routes.setdefault(r.name, r)
-        return backends, routes
+        return self.backends, self.routes, backends, routes

@@ -397,3 +397,17 @@ def test_sensible_rules_still_load():
     parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
                  "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n"
                  "  - {name: c, when_signal: {my_custom_head: 0.5, domain_confidence: 1}, block: true}\n")
+
+
+def test_lookups_follow_a_copy_with_other_backends_or_routes():
+    """Policy.backend/route are indexed once per policy; a model_copy with new lists (how
+    calibration swaps a route's bar and the loader resolves data paths) finds its own."""
+    loaded = parse_policy(GOOD)
+    policy = loaded.policy
+    assert policy.route("auto") is policy.routes[0] and policy.backend("big") is policy.backends[0]
+    bar = policy.routes[0].quality_bar.model_copy(update={"target": 0.5})
+    copy = policy.model_copy(update={"routes": [policy.routes[0].model_copy(update={"quality_bar": bar})]})
+    assert copy.route("auto").quality_bar.target == 0.5 and policy.route("auto").quality_bar.target != 0.5
+    renamed = policy.model_copy(update={"backends": [b.model_copy(update={"name": b.name + "2"}) for b in policy.backends]})
+    assert renamed.backend("big") is None and renamed.backend("big2").model == "big-model"
+    assert policy.backend("big") is not None and copy == copy.model_copy()
