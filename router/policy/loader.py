@@ -251,7 +251,7 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         if b.name in seen:
             add(("backends", i, "name"), f"duplicate backend name '{b.name}'")
         seen.add(b.name)
-    known = ", ".join(b.name for b in policy.backends)
+    known = ", ".join(dict.fromkeys(b.name for b in policy.backends))  # each name once, duplicates included
     routes: set[str] = set()
     for i, r in enumerate(policy.routes):
         if r.name in routes:

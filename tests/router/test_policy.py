@@ -105,6 +105,8 @@ def test_vllm_endpoints_must_be_usable_urls(url, problem):
 
 def test_duplicate_names_and_default_route():
     assert "duplicate backend name 'big'" in _problem(GOOD.replace("name: small", "name: big"))
+    twice = _problem(GOOD.replace("name: small", "name: big") + "  - {name: other, backends: [nope]}\n")
+    assert "unknown backend 'nope' (known: big)" in twice  # was "(known: big, big)"
     assert "default_route: unknown route 'nope'" in _problem(GOOD + "default_route: nope\n")
 
 
