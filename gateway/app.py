@@ -69,7 +69,7 @@ def make_limiter(settings: Settings):
     if settings.redis_url:
         from gateway.limits.redis import RedisLimiter
 
-        return RedisLimiter(settings.redis_url, prefix=settings.redis_prefix)
+        return RedisLimiter(settings.redis_url, prefix=settings.redis_prefix, timeout_s=settings.redis_timeout_s)
     from gateway.limits.memory import MemoryLimiter
 
     return MemoryLimiter()

@@ -47,13 +47,14 @@ class RedisLimiter(Limiter):
         url: ``redis://host:port/db``.
         prefix: key prefix (tests use their own).
         timeout_s: socket connect/read timeout: a Redis slower than this counts as
-            unavailable (seconds).
+            unavailable (seconds; it includes the event loop's own delay in reading the
+            answer, setting ``MIXROUTE_REDIS_TIMEOUT_S``).
         pool_wait_s: longest wait for a free pooled connection during a burst (seconds);
             waiting for a connection is queueing in this process, not Redis being down.
         max_connections: pooled connections per gateway process.
     """
 
-    def __init__(self, url: str, *, prefix: str = "mixroute", timeout_s: float = 1.0, pool_wait_s: float = 10.0,
+    def __init__(self, url: str, *, prefix: str = "mixroute", timeout_s: float = 3.0, pool_wait_s: float = 10.0,
                  max_connections: int = 64):
         import redis.asyncio as aioredis
 

@@ -124,3 +124,16 @@ async def test_budget_exceeded_message_uses_fixed_notation(limiter):
         await limiter.admit(limits, 10, 0.0)
     assert "Budget of 0.000020 USD per month is spent" in info.value.message
     assert "e-05" not in info.value.message
+
+
+async def test_redis_timeout_setting_reaches_the_limiter():
+    """MIXROUTE_REDIS_TIMEOUT_S (default 3 s: a busy event loop's delay counts against it)."""
+    from gateway.app import make_limiter
+    from gateway.settings import Settings
+
+    for settings, expected in ((Settings(redis_url="redis://127.0.0.1:6379/0"), 3.0),
+                               (Settings(redis_url="redis://127.0.0.1:6379/0", redis_timeout_s=0.5), 0.5)):
+        lim = make_limiter(settings)
+        kw = lim._redis.connection_pool.connection_kwargs
+        assert kw["socket_timeout"] == kw["socket_connect_timeout"] == expected
+        await lim.aclose()
