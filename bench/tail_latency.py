@@ -5,7 +5,9 @@ Run: ``python -m bench.tail_latency [--variants base,no-store-db,no-obs] [--roun
 
 With ``--concurrency N`` wrk keeps N requests in flight instead of 1: the same variants at
 and beyond saturation (e.g. ``--variants base,asyncio-loop --concurrency 64``, uvloop
-against the standard loop where the gateway's core is full).
+against the standard loop where the gateway's core is full). The last table gives each
+variant's time inside the ASGI app per request beside wrk's p99: a client tail far above the
+app's longest time was spent before uvicorn handed the request over or after the app returned.
 
 With ``--routed RATE`` the variants serve ``bench/policies/routed.yaml`` with the classifier
 on, and each round sends an open-loop load of RATE requests/s (:func:`bench.loadgen.open_loop`,
@@ -170,6 +172,7 @@ def _record_cpu(out: Path) -> None:
     import gateway.app
 
     marks: list[float] = []
+    inside: list[float] = []  # wall seconds from the app's entry to its exit, per HTTP request
     create = gateway.app.create_app
 
     def create_app(settings=None):
@@ -187,11 +190,17 @@ def _record_cpu(out: Path) -> None:
                         message = await receive()
                         if message["type"] == "lifespan.shutdown":
                             out.write_bytes(orjson.dumps([b - a for a, b in zip(marks, marks[1:])]))
+                            _app_path(out).write_bytes(orjson.dumps(inside))
                         return message
 
                     await asgi(scope, watched, send)
                     return
-                await asgi(scope, receive, send)
+                started = time.perf_counter()
+                try:
+                    await asgi(scope, receive, send)
+                finally:
+                    if scope["type"] == "http":
+                        inside.append(time.perf_counter() - started)
 
             return timed
 
@@ -199,6 +208,11 @@ def _record_cpu(out: Path) -> None:
         return app
 
     gateway.app.create_app = create_app
+
+
+def _app_path(cpu_out: Path) -> Path:
+    """Where a served variant writes its in-app request times (next to its CPU record)."""
+    return cpu_out.with_name(cpu_out.name.removesuffix(".cpu.json") + ".app.json")
 
 
 def serve(variant: str, policy: str, port: int, database_url: str, cpu_out: Path) -> None:
@@ -309,6 +323,7 @@ def main() -> None:
         upstream.stop()
     _print(results, sched)
     _print_cpu(tmp, variants)
+    _print_app(tmp, variants, results)
 
 
 def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]) -> None:
@@ -347,6 +362,28 @@ def _print_cpu(tmp: Path, variants: list[str]) -> None:
             continue
         q = statistics.quantiles(gaps, n=1000)
         print(f"{v:<12} {len(gaps):7d} " + " ".join(f"{q[i] * 1e6:7.0f}" for i in (499, 899, 989, 998)))
+
+
+def _print_app(tmp: Path, variants: list[str], results: dict[str, list]) -> None:
+    """In-app time per request (the ASGI app's entry to its exit, warm-up included) beside
+    the client's p99: what the client waits beyond the app's longest time was spent before
+    uvicorn handed the request to the app or after the app returned (socket, loop)."""
+    import orjson
+
+    print("\nTime inside the ASGI app per request (ms, wall; all requests pooled) against wrk's median p99:")
+    print(f"{'variant':<12} {'n':>7} {'p50':>8} {'p99':>8} {'max':>8} {'wrk p99':>8}")
+    for v in variants:
+        path = _app_path(tmp / f"{v}.cpu.json")
+        if not path.exists():
+            print(f"{v:<12} (no record: the process did not exit cleanly)")
+            continue
+        times = sorted(orjson.loads(path.read_bytes()))
+        if len(times) < 100:
+            print(f"{v:<12} (only {len(times)} requests)")
+            continue
+        q = statistics.quantiles(times, n=100)
+        wrk_p99 = statistics.median(r.p99_ms for r in results[v])
+        print(f"{v:<12} {len(times):7d} {q[49] * 1e3:8.2f} {q[98] * 1e3:8.2f} {times[-1] * 1e3:8.1f} {wrk_p99:8.2f}")
 
 
 if __name__ == "__main__":
