@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.policy.base import Number
+
 if TYPE_CHECKING:
     from backends.base import Backend
     from router.policy.models import BackendConfig
@@ -34,8 +36,8 @@ class FakeOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    first_token_delay_s: float = Field(default=0.5, ge=0)
-    token_delay_s: float = Field(default=0.02, ge=0)
+    first_token_delay_s: Number = Field(default=0.5, ge=0)
+    token_delay_s: Number = Field(default=0.02, ge=0)
 
 
 class NoOptions(BaseModel):

@@ -413,3 +413,10 @@ def test_lookups_follow_a_copy_with_other_backends_or_routes():
     renamed = policy.model_copy(update={"backends": [b.model_copy(update={"name": b.name + "2"}) for b in policy.backends]})
     assert renamed.backend("big") is None and renamed.backend("big2").model == "big-model"
     assert policy.backend("big") is not None and copy == copy.model_copy()
+
+
+def test_fake_delay_options_refuse_booleans():
+    text = ("version: 1\nbackends:\n  - {name: s, kind: fake, model: m-slow, options: {first_token_delay_s: true}}\n"
+            "routes:\n  - {name: auto, backends: [s]}\n")
+    assert _problem(text) == "policy.yaml:3 backends[0].options.first_token_delay_s: must be a number, not True"
+    assert parse_policy(text.replace("true", "0.1")).policy.backends[0].options == {"first_token_delay_s": 0.1}
