@@ -345,46 +345,45 @@ def _print(results: dict[str, list], sched: dict[str, list[tuple[float, float]]]
               f" {wait:8.0f} {rounds}")
 
 
-def _print_cpu(tmp: Path, variants: list[str]) -> None:
+def _records(path: Path, v: str) -> list[float] | None:
+    """A served variant's sorted record at ``path``; ``None`` (with a line saying why) when it
+    is missing or holds fewer than 100 requests."""
     import orjson
 
+    if not path.exists():
+        print(f"{v:<12} (no record: the process did not exit cleanly)")
+        return None
+    values = sorted(orjson.loads(path.read_bytes()))
+    if len(values) < 100:
+        print(f"{v:<12} (only {len(values)} requests)")
+        return None
+    return values
+
+
+def _print_cpu(tmp: Path, variants: list[str]) -> None:
     print("\nCPU of the gateway process between consecutive request starts (us; all threads; the time")
     print("other processes held the core is not in it), all measured requests pooled:")
     print(f"{'variant':<12} {'n':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'p99.9':>7}")
     for v in variants:
-        path = tmp / f"{v}.cpu.json"
-        if not path.exists():
-            print(f"{v:<12} (no record: the process did not exit cleanly)")
-            continue
-        gaps = sorted(orjson.loads(path.read_bytes()))
-        if len(gaps) < 100:
-            print(f"{v:<12} (only {len(gaps)} requests)")
-            continue
-        q = statistics.quantiles(gaps, n=1000)
-        print(f"{v:<12} {len(gaps):7d} " + " ".join(f"{q[i] * 1e6:7.0f}" for i in (499, 899, 989, 998)))
+        gaps = _records(tmp / f"{v}.cpu.json", v)
+        if gaps is not None:
+            q = statistics.quantiles(gaps, n=1000)
+            print(f"{v:<12} {len(gaps):7d} " + " ".join(f"{q[i] * 1e6:7.0f}" for i in (499, 899, 989, 998)))
 
 
 def _print_app(tmp: Path, variants: list[str], results: dict[str, list]) -> None:
     """In-app time per request (the ASGI app's entry to its exit, warm-up included) beside
     the client's p99: what the client waits beyond the app's longest time was spent before
     uvicorn handed the request to the app or after the app returned (socket, loop)."""
-    import orjson
-
     print("\nTime inside the ASGI app per request (ms, wall; all requests pooled) against wrk's median p99:")
     print(f"{'variant':<12} {'n':>7} {'p50':>8} {'p99':>8} {'max':>8} {'wrk p99':>8}")
     for v in variants:
-        path = _app_path(tmp / f"{v}.cpu.json")
-        if not path.exists():
-            print(f"{v:<12} (no record: the process did not exit cleanly)")
-            continue
-        times = sorted(orjson.loads(path.read_bytes()))
-        if len(times) < 100:
-            print(f"{v:<12} (only {len(times)} requests)")
-            continue
-        q = statistics.quantiles(times, n=100)
-        wrk_p99 = statistics.median(r.p99_ms for r in results[v])
-        print(f"{v:<12} {len(times):7d} {q[49] * 1e3:8.2f} {q[98] * 1e3:8.2f} {times[-1] * 1e3:8.1f} {wrk_p99:8.2f}")
-
+        times = _records(_app_path(tmp / f"{v}.cpu.json"), v)
+        if times is not None:
+            q = statistics.quantiles(times, n=100)
+            wrk_p99 = statistics.median(r.p99_ms for r in results[v])
+            print(f"{v:<12} {len(times):7d} {q[49] * 1e3:8.2f} {q[98] * 1e3:8.2f} {times[-1] * 1e3:8.1f} "
+                  f"{wrk_p99:8.2f}")
 
 if __name__ == "__main__":
     main()
