@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import uuid
 from contextlib import asynccontextmanager
 
@@ -59,7 +60,7 @@ def _fit_scan(predictor, budget_ms: float) -> None:
                     "here (expected %.0f ms now; budget MIXROUTE_CLASSIFIER_SCAN_BUDGET_MS=%g); set "
                     "MIXROUTE_CLASSIFIER_SCAN_WINDOWS to read a fixed number", fit.windows, fit.wanted,
                     fit.full_ms, fit.wanted, fit.expected_ms, budget_ms)
-    elif fit.full_ms == fit.full_ms:  # measured (not NaN)
+    elif not math.isnan(fit.full_ms):  # measured (NaN: no budget, or no windows to fit)
         log.info("long-prompt scan: %d extra windows, a 100,000-character prompt in %.0f ms", fit.windows,
                  fit.full_ms)
 
