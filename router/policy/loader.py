@@ -171,11 +171,21 @@ def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
 
 
 def _with_env(env_problems: list[PolicyProblem], problems: list[PolicyProblem]) -> list[PolicyProblem]:
-    """``env_problems`` and the ``problems`` not on their lines, in file order (stable)."""
-    lines = {p.line for p in env_problems}
-    merged = [*env_problems, *(p for p in problems if p.line not in lines)]
+    """``env_problems`` and the ``problems`` that are not about their empty values, in file
+    order (stable)."""
+    merged = [*env_problems, *(p for p in problems if not any(_about(p, e) for e in env_problems))]
     merged.sort(key=lambda p: p.line)
     return merged
+
+
+def _about(problem: PolicyProblem, env: PolicyProblem) -> bool:
+    # The empty value's own problems: at its path or below, or (same line) at a mapping that
+    # holds it. Not every problem of its line: a flow mapping ({name: a, kind: ..., api_key:
+    # ${KEY}}) puts a whole backend on one line, and its other fields' errors are real.
+    if problem.path == env.path or problem.path.startswith((env.path + ".", env.path + "[")):
+        return True
+    return problem.line == env.line and (problem.path == "" or env.path.startswith((problem.path + ".",
+                                                                                     problem.path + "[")))
 
 
 def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) -> None:

@@ -135,6 +135,21 @@ def test_an_unset_variable_does_not_hide_the_files_other_problems():
     assert not any(line.startswith("policy.yaml:5") and "MR_UNSET_Z" not in line for line in lines), lines
 
 
+def test_an_unset_variable_does_not_hide_other_problems_on_its_line():
+    """A flow mapping puts a whole backend on one line: an unset api_key there used to hide
+    the backend's other errors (here an unknown kind), as if they were the empty value's."""
+    from router.policy.loader import PolicyError
+
+    text = ("version: 1\nbackends:\n"
+            "  - {name: a, kind: litellm, model: openai/x, api_key: \"${MR_UNSET_W}\", quality: 7}\n"
+            "routes:\n  - {name: auto, backends: [a]}\n")
+    with pytest.raises(PolicyError) as err:
+        parse_policy(text, source="policy.yaml")
+    lines = str(err.value).splitlines()
+    assert "policy.yaml:3 backends[0].api_key: environment variable MR_UNSET_W is not set" in lines
+    assert any(line.startswith("policy.yaml:3 backends[0].kind:") for line in lines), lines
+
+
 def test_hash_ignores_secrets_and_formatting(monkeypatch):
     a = parse_policy(GOOD)
     b = parse_policy("# comment\n" + GOOD.replace("quality: 0.7", "quality:   0.7"))
