@@ -142,8 +142,13 @@ class Message(BaseModel):
     @model_validator(mode="after")
     def _rules(self) -> "Message":
         extra = self.model_extra or {}
-        if self.content is None and not (self.role == "assistant" and (self.tool_calls or extra.get("function_call"))):
-            also = " (or non-empty 'tool_calls')" if self.role == "assistant" else ""
+        # An assistant message may stand for its tool calls or, in the OpenAI audio guide's
+        # multi-turn form, for an earlier spoken answer ({"audio": {"id": ...}}) alone.
+        audio = extra.get("audio")
+        stands_in = self.tool_calls or extra.get("function_call") or (
+            isinstance(audio, dict) and isinstance(audio.get("id"), str))
+        if self.content is None and not (self.role == "assistant" and stands_in):
+            also = " (or non-empty 'tool_calls', or 'audio' with an 'id')" if self.role == "assistant" else ""
             raise ValueError(f"{_article(self.role)} '{self.role}' message needs 'content'{also}")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a 'tool' message needs 'tool_call_id'")

@@ -182,13 +182,23 @@ def test_valid_tools_and_choices_reach_the_backend(gateway, upstream):
      "messages.0.tool_calls.0.function", "needs a 'function' object"),
     ({"role": "tool", "content": "sunny"}, "messages.0", "needs 'tool_call_id'"),
     ({"role": "assistant", "content": None, "tool_calls": []}, "messages.0",
-     "an 'assistant' message needs 'content' (or non-empty 'tool_calls')"),
+     "an 'assistant' message needs 'content' (or non-empty 'tool_calls'"),
 ])
 def test_tool_calls_only_on_assistant_messages_and_well_formed(gateway, upstream, message, param, fragment):
     messages = [USER, message] if message["role"] != "user" else [message]
     err = _refused(gateway, upstream, {"messages": messages}, param.replace("messages.0", f"messages.{len(messages) - 1}"),
                    fragment)
     assert "Traceback" not in err["message"]
+
+
+def test_an_assistant_audio_reply_without_content_reaches_the_backend(gateway, upstream):
+    """The OpenAI audio guide's multi-turn form: the earlier spoken answer is sent back as
+    ``{"role": "assistant", "audio": {"id": ...}}`` with no content (openai-python's
+    ChatCompletionAssistantMessageParam.audio)."""
+    messages = [USER, {"role": "assistant", "audio": {"id": "audio_abc123"}}, USER]
+    assert _forwarded(gateway, upstream, {"messages": messages})["messages"] == messages
+    _refused(gateway, upstream, {"messages": [USER, {"role": "assistant", "audio": {}}]}, "messages.1",
+             "needs 'content'")
 
 
 def test_a_tool_round_trip_reaches_the_backend(gateway, upstream):
