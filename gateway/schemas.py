@@ -1,12 +1,12 @@
 """Request parsing for the OpenAI endpoints: size limit, UTF-8, JSON, then a pydantic
 model that checks the fields mixroute relies on and the OpenAI API's rules for the fields it
-declares (content part types per role, tools, tool calls, typed options), and lets every
-other field through (``extra="allow"``) so it reaches the backend unchanged.
+declares (typed options here; content parts, tools and tool calls by
+:mod:`gateway.openai_rules`), and lets every other field through (``extra="allow"``) so it
+reaches the backend unchanged.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 import orjson
@@ -14,99 +14,11 @@ from fastapi import Request
 from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from gateway.openai_rules import (Invalid, article, check_function_call, check_functions, check_parts,
+                                  check_tool_calls, check_tool_choice, check_tools)
 from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
-
-
-class _Invalid(ValueError):
-    """A validator's error about something inside its field: ``at`` is the path below the
-    field (``(0, "type")`` for ``content[0].type``), which :func:`validate` appends to the
-    error's location so that ``param`` names the exact spot."""
-
-    def __init__(self, message: str, *at: str | int) -> None:
-        super().__init__(message)
-        self.at = at
-
-
-#: Content part types per role: the OpenAI API's (openai-python's message param types);
-#: user messages also take the media parts vLLM's chat API adds (``MM_PARSER_MAP`` in
-#: vllm/entrypoints/chat_utils.py), and assistant messages its ``thinking`` part.
-_PART_TYPES: dict[str, tuple[str, ...]] = {
-    "user": ("text", "image_url", "input_audio", "file", "audio_url", "video_url", "image_embeds", "audio_embeds"),
-    "assistant": ("text", "refusal", "thinking"),
-    "system": ("text",), "developer": ("text",), "tool": ("text",), "function": ("text",),
-}
-
-
-#: The payload a media part must carry, per type: ``(key, inner keys that must be strings)``
-#: (openai-python's ``ChatCompletionContentPart*Param``; vLLM's video/audio URL parts).
-_PART_PAYLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "image_url": ("image_url", ("url",)), "input_audio": ("input_audio", ("data", "format")),
-    "video_url": ("video_url", ("url",)), "audio_url": ("audio_url", ("url",)), "file": ("file", ()),
-}
-
-
-def _check_payload(part: dict, kind: str, i: int) -> None:
-    key, strings = _PART_PAYLOADS[kind]
-    inner = part.get(key)
-    if not isinstance(inner, dict):
-        example = ", ".join(f'"{k}": "..."' for k in strings) or '"file_id": "..."'
-        raise _Invalid(f"{_article(kind)} '{kind}' part needs {_article(key)} '{key}' object such as {{{example}}}, "
-                       f"not {_short(inner)}", i, key)
-    for name in strings:
-        if not isinstance(inner.get(name), str):
-            raise _Invalid(f"needs a string '{name}'", i, key, name)
-
-
-def _check_parts(content: list, role: str | None) -> None:
-    # Text parts are read by the router (classifier, rewriter, token estimate): their
-    # ``text`` must be a string. Media parts must carry their payload object; what is in it
-    # (an image's bytes, a file id) is the backend's to judge.
-    allowed = _PART_TYPES.get(role or "")
-    for i, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise _Invalid(f"must be an object such as {{\"type\": \"text\", \"text\": \"...\"}}, "
-                           f"not {type(part).__name__}", i)
-        kind = part.get("type")
-        if not isinstance(kind, str):
-            raise _Invalid("a content part needs a string 'type' (e.g. 'text', 'image_url')", i, "type")
-        if allowed is not None and kind not in allowed:
-            raise _Invalid(f"unknown content part type {kind[:40]!r} in a '{role}' message "
-                           f"(expected {', '.join(map(repr, allowed))})", i, "type")
-        if kind == "text" and not isinstance(part.get("text"), str):
-            raise _Invalid("a 'text' part needs a string 'text'", i, "text")
-        if kind == "refusal" and not isinstance(part.get("refusal"), str):
-            raise _Invalid("a 'refusal' part needs a string 'refusal'", i, "refusal")
-        if kind in _PART_PAYLOADS:
-            _check_payload(part, kind, i)
-
-
-def _check_tool_calls(calls: list[dict[str, Any]]) -> None:
-    # The OpenAI API's assistant tool calls: {id, type: function, function: {name, arguments}}
-    # or {id, type: custom, custom: {name, input}}; arguments/input are strings (JSON text).
-    for i, call in enumerate(calls):
-        if not isinstance(call.get("id"), str):
-            raise _Invalid("a tool call needs a string 'id'", i, "id")
-        kind = call.get("type")
-        if kind not in ("function", "custom"):
-            raise _Invalid(f"a tool call's 'type' must be 'function' or 'custom', not {_short(kind)}", i, "type")
-        inner, text = call.get(kind), "arguments" if kind == "function" else "input"
-        if not isinstance(inner, dict):
-            raise _Invalid(f"a '{kind}' tool call needs a '{kind}' object", i, kind)
-        if not isinstance(inner.get("name"), str):
-            raise _Invalid("needs a string 'name'", i, kind, "name")
-        if not isinstance(inner.get(text), str):
-            raise _Invalid(f"needs a string '{text}'", i, kind, text)
-
-
-def _article(word: str) -> str:
-    return "an" if word[:1] in "aeiou" else "a"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Message(BaseModel):
@@ -128,7 +40,7 @@ class Message(BaseModel):
     def _parts(cls, content: Any, info: ValidationInfo) -> Any:
         # A field validator (role is declared first), so parts are checked against the role.
         if isinstance(content, list):
-            _check_parts(content, info.data.get("role"))
+            check_parts(content, info.data.get("role"))
         return content
 
     @field_validator("tool_calls")
@@ -136,7 +48,7 @@ class Message(BaseModel):
     def _tool_calls(cls, calls: Any, info: ValidationInfo) -> Any:
         if calls is not None and info.data.get("role") not in (None, "assistant"):
             raise ValueError(f"only assistant messages carry 'tool_calls', not a '{info.data['role']}' message")
-        _check_tool_calls(calls or [])
+        check_tool_calls(calls or [])
         return calls
 
     @model_validator(mode="after")
@@ -149,14 +61,10 @@ class Message(BaseModel):
             isinstance(audio, dict) and isinstance(audio.get("id"), str))
         if self.content is None and not (self.role == "assistant" and stands_in):
             also = " (or non-empty 'tool_calls', or 'audio' with an 'id')" if self.role == "assistant" else ""
-            raise ValueError(f"{_article(self.role)} '{self.role}' message needs 'content'{also}")
+            raise ValueError(f"{article(self.role)} '{self.role}' message needs 'content'{also}")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a 'tool' message needs 'tool_call_id'")
         return self
-
-
-#: The OpenAI API's rule for function names.
-_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 class ResponseFormat(BaseModel):
@@ -253,22 +161,14 @@ class ChatCompletionRequest(_Common):
     @field_validator("functions")
     @classmethod
     def _functions(cls, functions: Any) -> Any:
-        for i, fn in enumerate(functions or ()):
-            name = fn.get("name")
-            if not isinstance(name, str) or not _FUNCTION_NAME.fullmatch(name):
-                raise _Invalid(f"needs a 'name' of letters, digits, '_' and '-' (at most 64), not {_short(name)}",
-                               i, "name")
+        check_functions(functions or [])
         return functions
 
     @field_validator("function_call")
     @classmethod
     def _function_call(cls, call: Any, info: ValidationInfo) -> Any:
         if isinstance(call, dict):
-            names = {fn.get("name") for fn in info.data.get("functions") or ()}
-            if not isinstance(call.get("name"), str):
-                raise ValueError(f"needs a function 'name' (a string), not {_short(call.get('name'))}")
-            if call["name"] not in names:
-                raise ValueError(f"names the function {call['name'][:64]!r}, which is not in 'functions'")
+            check_function_call(call, info.data.get("functions") or [])
         return call
 
     @field_validator("metadata")
@@ -281,32 +181,13 @@ class ChatCompletionRequest(_Common):
             if len(key) > 64:
                 raise ValueError(f"key {key[:40]!r}... is longer than 64 characters")
             if len(value) > 512:
-                raise _Invalid(f"is {len(value)} characters long; at most 512 are allowed", key)
+                raise Invalid(f"is {len(value)} characters long; at most 512 are allowed", key)
         return metadata
 
     @field_validator("tools")
     @classmethod
     def _tools(cls, tools: Any) -> Any:
-        # The OpenAI API's tools: function tools (name: letters, digits, '_' and '-', at most
-        # 64) and custom tools; names are unique, as tool calls and tool_choice name them.
-        seen: dict[str, int] = {}
-        for i, tool in enumerate(tools or ()):
-            kind = tool.get("type")
-            if kind not in ("function", "custom"):
-                raise _Invalid(f"a tool's 'type' must be 'function' or 'custom', not {_short(kind)}", i, "type")
-            inner = tool.get(kind)
-            if not isinstance(inner, dict):
-                raise _Invalid(f"a '{kind}' tool needs a '{kind}' object with a 'name'", i, kind)
-            name = inner.get("name")
-            if not isinstance(name, str) or not name:
-                raise _Invalid(f"needs a non-empty string 'name', not {_short(name)}", i, kind, "name")
-            if kind == "function" and not _FUNCTION_NAME.fullmatch(name):
-                raise _Invalid(f"{_short(name)} is not a valid function name (letters, digits, '_' and '-', "
-                               "at most 64 characters)", i, kind, "name")
-            if name in seen:
-                raise _Invalid(f"{_short(name)} is also the name of tool {seen[name]}; tool names must be unique",
-                               i, kind, "name")
-            seen[name] = i
+        check_tools(tools or [])
         return tools
 
     @field_validator("tool_choice")
@@ -318,30 +199,10 @@ class ChatCompletionRequest(_Common):
         tools = info.data.get("tools")
         if not tools:
             raise ValueError("is set but no 'tools' are given")
-        if not isinstance(choice, dict):
-            return choice  # "required"
-        kind = choice.get("type")
-        if kind == "allowed_tools":
-            allowed = choice.get("allowed_tools")
-            if not (isinstance(allowed, dict) and allowed.get("mode") in ("auto", "required")
-                    and isinstance(allowed.get("tools"), list) and allowed["tools"]):
-                raise ValueError("type 'allowed_tools' needs an 'allowed_tools' object with a 'mode' "
-                                 "('auto' or 'required') and a non-empty list of 'tools'")
-            wanted = allowed["tools"]
-        elif kind in ("function", "custom"):
-            wanted = [choice]
-        else:
-            raise ValueError(f"'type' must be 'function', 'custom' or 'allowed_tools', not {_short(kind)}")
-        offered = {(t["type"], t[t["type"]]["name"]) for t in tools}
-        for ref in wanted:
-            ref_kind = ref.get("type") if isinstance(ref, dict) else None
-            inner = ref.get(ref_kind) if ref_kind in ("function", "custom") else None
-            name = inner.get("name") if isinstance(inner, dict) else None
-            if not isinstance(name, str):
-                raise ValueError(f"needs a {ref_kind or 'function'} name (a string), not {_short(name)}")
-            if (ref_kind, name) not in offered:
-                raise ValueError(f"names the {ref_kind} {name[:64]!r}, which is not in 'tools'")
+        if isinstance(choice, dict):  # else "required"
+            check_tool_choice(choice, tools)
         return choice
+
 
 
 class CompletionRequest(_Common):
@@ -349,6 +210,10 @@ class CompletionRequest(_Common):
 
     prompt: str | list[str] = Field(min_length=1)
     # The legacy API's logprobs is a count of top tokens (OpenAI: at most 5; vLLM: 20).
+    logprobs: int | None = Field(default=None, ge=0, le=20)
+    suffix: str | None = None
+    echo: bool | None = None
+    best_of: int | None = Field(default=None, ge=1)
 
     @field_validator("prompt", mode="before")
     @classmethod
@@ -361,10 +226,6 @@ class CompletionRequest(_Common):
             raise ValueError("token-id prompts are not supported (the router reads the prompt's text); "
                              "send the prompt as a string or a list of strings")
         return prompt
-    logprobs: int | None = Field(default=None, ge=0, le=20)
-    suffix: str | None = None
-    echo: bool | None = None
-    best_of: int | None = Field(default=None, ge=1)
 
     @field_validator("best_of")
     @classmethod
