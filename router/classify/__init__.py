@@ -76,12 +76,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         AdapterError: no heads, a broken head folder, or heads that disagree on the base
             model or tokenisation.
     """
-    try:
-        import safetensors  # noqa: F401
-        import tokenizers  # noqa: F401
-        import torch
-    except ImportError as exc:  # transformers is imported only where a base folder needs it (1.3 s)
-        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
+    torch = _runtime_libraries()
     from router.classify.heads import discover, load_head
     from router.classify.runtime import BaseEncoder, MultiHeadEncoder
 
@@ -102,10 +97,30 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         base = BaseEncoder.from_pretrained(base_path or default_base_path(), max_tokens=first.max_tokens,
                                            head_tokens=first.head_tokens, name=first.base_model)
     except ImportError as exc:
-        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
+        raise _missing(exc) from exc
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
                             linear=linear, rank_space=rank_space)
+
+
+def _runtime_libraries():
+    """Import what the classifier's runtime needs and return ``torch``; ``transformers`` is
+    imported only where a base folder must be loaded through it (1.3 s here).
+
+    Raises:
+        ClassifierUnavailable: safetensors, tokenizers or torch is not installed.
+    """
+    try:
+        import safetensors  # noqa: F401
+        import tokenizers  # noqa: F401
+        import torch
+    except ImportError as exc:
+        raise _missing(exc) from exc
+    return torch
+
+
+def _missing(exc: ImportError) -> ClassifierUnavailable:
+    return ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'")
 
 
 def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", linear: str = "auto",
@@ -117,12 +132,7 @@ def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", lin
     Raises:
         ClassifierUnavailable, AdapterError: as :func:`load_encoder` would.
     """
-    try:
-        import safetensors  # noqa: F401
-        import tokenizers  # noqa: F401
-        import torch
-    except ImportError as exc:  # transformers is imported only where a base folder needs it (1.3 s)
-        raise ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'") from exc
+    torch = _runtime_libraries()
     from router.classify.heads import discover, load_head
     from router.classify.precision import resolve_dtype, resolve_linear
 
