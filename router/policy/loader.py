@@ -98,8 +98,8 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     except RecursionError:  # a policy is a few levels deep; hundreds of levels are a broken file
         raise PolicyError(source, [PolicyProblem(1, "", "invalid YAML: nested too deeply")]) from None
     # Unset variables are reported with every other problem of the file, not alone: the
-    # value they stood in becomes "", and problems on those lines (the empty value's own)
-    # are left out as consequences.
+    # value they stood in becomes "", and that empty value's own problems are left out as
+    # consequences (:func:`_with_env`).
     env_problems = problems
     try:
         data = yaml.SafeLoader(text).construct_document(root)
