@@ -134,8 +134,8 @@ def current(database_url: DatabaseUrl = None) -> None:
 
     url = _url(database_url)
     try:
-        path = db.sqlite_path(url)
-        if path is not None and not path.exists():  # connecting would create the file
+        path = db.missing_sqlite_file(url)
+        if path is not None:
             typer.echo(f"none (no database at {path}; head is {db.head()})")
             return
         rev = db.current(url)

@@ -36,12 +36,12 @@ def _engine(database_url: str | None, create: bool = True):
 
     from gateway.commands.db import fail, shown_url
     from gateway.settings import Settings
-    from gateway.store.db import make_engine, sqlite_path, upgrade
+    from gateway.store.db import make_engine, missing_sqlite_file, upgrade
 
     url = database_url or Settings().database_url
     try:
-        path = sqlite_path(url)
-        if not create and path is not None and not path.exists():
+        path = None if create else missing_sqlite_file(url)
+        if path is not None:
             _error(f"{shown_url(url)}: no database at {path} (check --database-url or MIXROUTE_DATABASE_URL)", 1)
         engine = make_engine(url)
         upgrade(engine)

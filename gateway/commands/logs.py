@@ -105,8 +105,8 @@ def _engine(url: str):
 
     upgrade_first = "run `mixroute db upgrade` first"
     try:
-        path = db.sqlite_path(url)
-        if path is not None and not path.exists():
+        path = db.missing_sqlite_file(url)
+        if path is not None:
             _error(f"{shown_url(url)}: no database at {path}: {upgrade_first}", 1)
         engine = db.make_engine(url)
         rev = db.current(engine)

@@ -56,6 +56,14 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
+def missing_sqlite_file(url: str | URL) -> Path | None:
+    """The file of a SQLite URL when it does not exist yet (connecting would create an empty
+    store there), else ``None``: reading commands refuse such a URL instead of answering
+    from a new, empty store."""
+    path = sqlite_path(url)
+    return path if path is not None and not path.exists() else None
+
+
 def _json_dumps(value: Any) -> str:
     # default=str: a stray non-JSON value (a set in signals) must not make a row
     # unwritable; the journal uses the same rule. orjson: JSON columns are a large part
