@@ -25,12 +25,13 @@ _BERT_TOKENIZERS = ("BertTokenizer", "BertTokenizerFast")
 @dataclass(frozen=True)
 class BaseFiles:
     """What :func:`load_base_files` read: ``state`` (parameter name -> float32 tensor, as
-    ``AutoModel``'s ``state_dict`` names them), ``config`` (``config.json``) and a
-    ``tokenizer`` with the calls the encoder makes (:class:`WordPieceTokenizer`)."""
+    ``AutoModel``'s ``state_dict`` names them), ``config`` (``config.json``; at least
+    ``num_hidden_layers``, ``num_attention_heads``) and a ``tokenizer`` with the calls the
+    encoder makes (:class:`WordPieceTokenizer`, or a ``transformers`` tokenizer)."""
 
     state: dict[str, Any]
     config: dict[str, Any]
-    tokenizer: "WordPieceTokenizer"
+    tokenizer: Any
 
 
 class WordPieceTokenizer:
@@ -80,6 +81,30 @@ def load_base_files(path: Path) -> BaseFiles | None:
     tokenizer = WordPieceTokenizer(Tokenizer.from_file(str(files[2])), _token(tok_config, "cls_token", "[CLS]"),
                                    _token(tok_config, "sep_token", "[SEP]"))
     return BaseFiles(state, config, tokenizer)
+
+
+def load_base(path: Path) -> BaseFiles:
+    """A base encoder folder: through :func:`load_base_files` where it covers the folder, else
+    through ``transformers`` (``AutoModel`` state as float32, ``AutoTokenizer`` with no length
+    limit: the encoder cuts to its own).
+
+    Raises:
+        ImportError: ``transformers`` is needed for this folder and not installed.
+        OSError, ValueError: unreadable files.
+    """
+    files = load_base_files(path)
+    if files is not None:
+        return files
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+    model = AutoModel.from_pretrained(path, local_files_only=True)
+    state = {k: v.detach().float() for k, v in model.state_dict().items()}
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tok.model_max_length = 1 << 30  # we cut to max_tokens ourselves (head + tail)
+    config = {"num_hidden_layers": cfg.num_hidden_layers, "num_attention_heads": cfg.num_attention_heads,
+              "layer_norm_eps": cfg.layer_norm_eps}
+    return BaseFiles(state, config, tok)
 
 
 def _token(tok_config: dict, key: str, default: str) -> str:

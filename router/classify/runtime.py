@@ -52,27 +52,16 @@ class BaseEncoder:
     @classmethod
     def from_pretrained(cls, path: Path, *, max_tokens: int = 128, head_tokens: int = 32,
                         name: str = "") -> "BaseEncoder":
-        """Load a local Hugging Face BERT-style encoder folder (no network): straight from its
-        files where :func:`router.classify.basefiles.load_base_files` covers it (no
-        ``transformers`` import), else through ``transformers``."""
-        from router.classify.basefiles import load_base_files
+        """Load a local Hugging Face BERT-style encoder folder (no network), through
+        :func:`router.classify.basefiles.load_base` (its files directly where it can, else
+        ``transformers``)."""
+        from router.classify.basefiles import load_base
 
-        files = load_base_files(path)
-        if files is not None:
-            cfg = files.config
-            return cls.from_state(files.state, files.tokenizer, n_layers=cfg["num_hidden_layers"],
-                                  n_attn_heads=cfg["num_attention_heads"], eps=cfg.get("layer_norm_eps", 1e-12),
-                                  max_tokens=max_tokens, head_tokens=head_tokens, name=name or str(path))
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        cfg = AutoConfig.from_pretrained(path, local_files_only=True)
-        model = AutoModel.from_pretrained(path, local_files_only=True)
-        state = {k: v.detach().float() for k, v in model.state_dict().items()}
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        tok.model_max_length = 1 << 30  # we cut to max_tokens ourselves (head + tail)
-        return cls.from_state(state, tok, n_layers=cfg.num_hidden_layers, n_attn_heads=cfg.num_attention_heads,
-                              eps=cfg.layer_norm_eps, max_tokens=max_tokens, head_tokens=head_tokens,
-                              name=name or str(path))
+        files = load_base(path)
+        cfg = files.config
+        return cls.from_state(files.state, files.tokenizer, n_layers=cfg["num_hidden_layers"],
+                              n_attn_heads=cfg["num_attention_heads"], eps=cfg.get("layer_norm_eps", 1e-12),
+                              max_tokens=max_tokens, head_tokens=head_tokens, name=name or str(path))
 
     @classmethod
     def from_state(cls, state: dict[str, torch.Tensor], tokenizer: Any, *, n_layers: int, n_attn_heads: int,
