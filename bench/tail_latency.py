@@ -164,7 +164,8 @@ def _record_cpu(out: Path) -> None:
 
     At concurrency 1 a gap is the CPU the gateway spent per request, including what its
     other threads (the store writer) ran meanwhile, but not the time other processes held
-    the core: the gateway's own tail, separated from the machine's."""
+    the core: the gateway's own tail, separated from the machine's. Each request's wall time
+    inside the ASGI app goes to :func:`_app_path` of ``out`` too."""
     import time
 
     import orjson
