@@ -7,8 +7,8 @@ Why: on a 2-vCPU AMD EPYC Zen 2, importing ``transformers`` and building the mod
 reading the same weights and tokenizer here (the bundled all-MiniLM-L6-v2; same tensors and
 same token ids, ``tests/classify/test_basefiles.py``). Folders this module does not cover
 (another architecture or tokenizer, PyTorch ``.bin`` weights, a tokenizer whose
-``tokenizer_config.json`` contradicts its ``tokenizer.json``) return ``None`` and the caller
-loads them through ``transformers`` as before.
+``tokenizer_config.json`` contradicts its ``tokenizer.json``): :func:`load_base_files` returns
+``None`` for them and :func:`load_base` loads them through ``transformers`` as before.
 """
 
 from __future__ import annotations
