@@ -109,9 +109,14 @@ def test_database_down_for_5s_under_600_concurrent_requests(pg: PrivatePostgres,
     assert streamed[0][0] == N // 2 and streamed[0][1] > 0 and streamed[0][2] > 0
 
     # Recording is off the request path: latency during the outage stays what it was.
+    # Medians of the non-streamed requests only: with both kinds mixed half and half the
+    # median sits between two modes (about 10 and 300 ms here) and jumps between them on a
+    # request more or less of either kind in a window.
     def p50(lo: float, hi: float) -> float:
-        return statistics.median(lat for *_, start, lat in results if lo <= start < hi)
+        return statistics.median(lat for i, (*_, start, lat) in enumerate(results) if i % 2 and lo <= start < hi)
 
     before, during = p50(0, DOWN_AT_S), p50(DOWN_AT_S + 0.5, DOWN_AT_S + DOWN_FOR_S)
     print(f"\np50 latency before the outage {before * 1000:.0f} ms, during {during * 1000:.0f} ms; {stats}")
-    assert during < before * 3 + 0.1
+    # A request path waiting on the database would wait for its connect timeout (5 s) or
+    # for the outage to end; the margin leaves room for a busy machine.
+    assert during < before * 3 + 0.25
