@@ -18,10 +18,12 @@ class MemoryLimiter(Limiter):
         self._spend: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])    # (spent, reserved) nano-USD
 
     async def admit(self, limits: Limits, tokens: int, cost_usd: float) -> Reservation:
-        window, left = window_now()
-        pid = period_id(limits.period)
         cost = to_nano(cost_usd)
         async with self._lock:
+            # The clock is read under the lock, so a request that waited for it is counted
+            # in the window (and budget period) it was admitted in.
+            window, left = window_now()
+            pid = period_id(limits.period)
             self._gc(window)
             w = self._windows[(limits.subject, window)]
             if limits.rpm is not None and w[0] >= limits.rpm:
