@@ -15,6 +15,7 @@ database briefly (``_WAIT_S``) for ones recorded by another replica.
 Errors::
 
     InvalidRequest    400 invalid_request_error  invalid_value / missing_required_parameter
+                                                 (also a NUL character in any string field)
     RequestNotFound   404 invalid_request_error  request_not_found  (also another tenant's request)
     StoreUnavailable  503 api_error              store_unavailable
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.api.deps import PrincipalDep, SettingsDep
@@ -64,6 +65,16 @@ class FeedbackRequest(BaseModel):
     comment: str | None = Field(default=None, max_length=10_000)
     source: str = Field(default="api", min_length=1, max_length=100)
     id: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @field_validator("request_id", "label", "comment", "source", "id")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        # PostgreSQL text cannot hold U+0000: a NUL accepted here would be refused by the
+        # store after the 202 (set aside as rejected), and a NUL request_id made the lookup
+        # fail as if the store were down.
+        if value is not None and "\x00" in value:
+            raise ValueError("must not contain NUL characters (U+0000)")
+        return value
 
 
 def _owns(principal: Principal, ref: DecisionRef) -> bool:

@@ -122,6 +122,43 @@ def test_bad_feedback_gets_the_openai_envelope(gw, body, status, code, param) ->
     assert err["type"] == "invalid_request_error" and err["message"]
 
 
+@pytest.mark.parametrize("field", ["comment", "label", "source", "id"])
+def test_a_nul_character_is_refused_before_the_202(gw, field) -> None:
+    # PostgreSQL text cannot hold U+0000: accepted, the row was refused by the store after
+    # the 202 (on SQLite it was stored, so the same request must be refused on both).
+    rid = _ask(gw)
+    resp = _rate(gw, request_id=rid, score=1, **{field: "a\x00b"})
+    assert resp.status_code == 400, resp.text
+    err = resp.json()["error"]
+    assert (err["code"], err["param"]) == ("invalid_value", field) and "NUL" in err["message"]
+    time.sleep(2)  # one flush interval: nothing was queued
+    assert _feedback_rows(gw.settings.database_url, rid) == []
+
+
+def test_a_nul_request_id_is_a_400_not_a_store_outage(gw) -> None:
+    resp = _rate(gw, request_id="mr-\x00", score=1)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["param"] == "request_id"
+
+
+def test_on_postgresql_a_nul_comment_is_a_400_and_no_row_is_rejected(tmp_path) -> None:
+    # The reason for the check above, on a real PostgreSQL: the gateway's answer for a
+    # comment with a NUL is a 400 there too, and the valid feedback next to it is stored.
+    from tests.store.conftest import fresh_pg_schema
+
+    with fresh_pg_schema() as db:
+        gw = start_gateway(tmp_path, POLICY, database_url=db, store_journal_path=tmp_path / "journal.jsonl")
+        try:
+            rid = _ask(gw)
+            assert _rate(gw, request_id=rid, score=1, comment="a\x00b").status_code == 400
+            assert _rate(gw, request_id=rid, score=0.5, comment="fine").status_code == 202
+            rows = _wait_feedback(db, rid, 1)
+        finally:
+            gw.stop()
+        assert [(r["score"], r["comment"]) for r in rows] == [(0.5, "fine")]
+        assert not list(tmp_path.glob("*.rejected"))
+
+
 def test_unknown_request_waits_briefly_then_404(gw) -> None:
     started = time.monotonic()
     assert _rate(gw, request_id="never-seen", label="bad").status_code == 404
