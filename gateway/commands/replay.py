@@ -19,7 +19,7 @@ report is written as JSON::
      "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
      "requests": [{"row", "backend", "model", "score", "cost_usd", "error"}]}
 
-Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data
+Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data or arguments
 or a gateway that does not start.
 """
 
@@ -84,6 +84,8 @@ def replay(
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
+        if gateway is None and not startup_timeout > 0:  # also NaN: no wait could ever end well
+            raise ReplayFailed(f"--startup-timeout must be a positive number of seconds, got {startup_timeout}")
         plan, rows = prepare(data, n=n, seed=seed, split=split)
         if write_policy is not None:
             check_output(write_policy, "--write-policy")

@@ -50,6 +50,16 @@ def test_cli_bad_data_exits_2(tmp_path):
     assert result.exit_code == 2 and "no such file or folder" in result.output
 
 
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_a_startup_timeout_that_cannot_be_waited_is_refused_before_the_gateway_starts(tmp_path, timeout):
+    # It started the gateway, then failed with "not ready after nan s:" and an empty log tail.
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--json",
+                                          str(tmp_path / "o.json"), "--startup-timeout", timeout])
+    assert result.exit_code == 2
+    assert f"--startup-timeout must be a positive number of seconds, got {float(timeout)}" in result.output
+    assert "not ready" not in result.output and not (tmp_path / "o.json").exists()
+
+
 @pytest.mark.parametrize("url", ["notaurl", "ftp://127.0.0.1:1", "http://127.0.0.1:1"])
 def test_an_unreachable_gateway_fails_before_sending_any_row(tmp_path, url):
     result = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--json",
