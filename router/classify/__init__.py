@@ -73,8 +73,8 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
     Raises:
         ClassifierUnavailable: torch, safetensors or tokenizers is not installed (or
             transformers, for a base folder that must be loaded through it).
-        AdapterError: no heads, a broken head folder, or heads that disagree on the base
-            model or tokenisation.
+        AdapterError: no heads, a broken head folder, heads that disagree on the base
+            model or tokenisation, or heads reading more tokens than the base has positions.
     """
     torch = _runtime_libraries()
     from router.classify.heads import discover, load_head
@@ -98,6 +98,10 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
                                            head_tokens=first.head_tokens, name=first.base_model)
     except ImportError as exc:
         raise _missing(exc) from exc
+    if first.max_tokens > base.positions:
+        raise AdapterError(f"the heads under {adapters_dir} read {first.max_tokens} tokens per prompt, more than the "
+                           f"{base.positions} positions of the base encoder {first.base_model}; retrain them with "
+                           f"--max-tokens {base.positions} or less")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
                             linear=linear, rank_space=rank_space)

@@ -71,6 +71,12 @@ class BaseEncoder:
         return cls(tokenizer, emb, layers, n_attn_heads, emb["word_embeddings.weight"].shape[1], eps,
                    max_tokens, head_tokens, name)
 
+    @property
+    def positions(self) -> int:
+        """Most tokens one window may hold (rows of the position embeddings): a ``max_tokens``
+        above it cannot be embedded."""
+        return self.embeddings["position_embeddings.weight"].shape[0]
+
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(input_ids (B, T), mask (B, T))`` with head + tail truncation to ``max_tokens``."""
         ids, mask, _, _ = self.tokenize_scan(texts, 0)

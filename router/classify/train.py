@@ -361,12 +361,30 @@ def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], pref
     return torch.cat(outs) if outs else torch.zeros(0, model.out.out_features)
 
 
+def _check_placement(cfg: TrainConfig, base: BaseEncoder) -> None:
+    """Refuse token budgets and LoRA layers the base encoder does not have: a head trained
+    with ``max_tokens`` above its positions failed on the first long prompt it read.
+
+    Raises:
+        ValueError: says which setting and what the base has.
+    """
+    if not 2 < cfg.max_tokens <= base.positions:
+        raise ValueError(f"max_tokens must be between 3 and {base.positions} (the positions of the base encoder "
+                         f"{cfg.base_name}), got {cfg.max_tokens}")
+    bad = [layer for layer in cfg.layers if not 0 <= layer < len(base.layers)]
+    if bad:
+        raise ValueError(f"layers {bad} are not layers of the base encoder {cfg.base_name} "
+                         f"(0 to {len(base.layers) - 1})")
+
+
 def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadConfig]:
     """Train every head in ``cfg.heads``; returns their configs (with metrics).
 
     Raises:
         KeyError: an unknown head name.
         FileNotFoundError: no data under ``cfg.data``.
+        ValueError: ``cfg.max_tokens`` or ``cfg.layers`` outside what the base encoder has
+            (checked before the trunk cache is built).
     """
     unknown = [h for h in cfg.heads if h not in SPECS]
     if unknown:
@@ -378,6 +396,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> dict[str, HeadC
     splits = [split_of(r.text) for r in rows]
     base = BaseEncoder.from_pretrained(cfg.base_path or default_base_path(), max_tokens=cfg.max_tokens,
                                        head_tokens=cfg.head_tokens, name=cfg.base_name)
+    _check_placement(cfg, base)
     t0 = time.perf_counter()
     states = _cached_trunk(cfg, base, [r.text for r in rows], progress)
     cache_s = time.perf_counter() - t0
