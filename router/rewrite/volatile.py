@@ -30,6 +30,7 @@ bug (the rewrite stays correct, it just moves the placeholder again).
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 from collections.abc import Sequence
@@ -110,15 +111,26 @@ def find_spans(text: str, detectors: Sequence[tuple[str, Any]]) -> list[Span]:
     Earlier detectors win overlaps; placeholders (:data:`PLACEHOLDER`) are never matched; a
     policy pattern over its :data:`PATTERN_TIMEOUT_S` contributes nothing.
     """
+    # Spans taken so far, sorted and disjoint. One detector's matches come left to right
+    # without overlapping each other, so one forward walk over the taken spans checks them
+    # all: linear per detector (a scan of every taken span per match took minutes on a
+    # system prompt of a few hundred thousand timestamps, with the event loop blocked).
     taken: list[tuple[int, int]] = [m.span() for m in PLACEHOLDER.finditer(text)]
     found: list[Span] = []
     for kind, regex in detectors:
+        new: list[tuple[int, int]] = []
+        j = 0
         for m in _matches(kind, regex, text):
             start, end = m.span("value") if "value" in regex.groupindex and m.group("value") else m.span()
-            if start >= end or any(start < e and s < end for s, e in taken):
+            if start >= end:
                 continue
-            taken.append((start, end))
+            while j < len(taken) and taken[j][1] <= start:
+                j += 1
+            if j < len(taken) and taken[j][0] < end:  # the first taken span ending after start overlaps
+                continue
+            new.append((start, end))
             found.append(Span(kind, start, end, text[start:end]))
+        taken = list(heapq.merge(taken, new))
     return sorted(found, key=lambda s: s.start)
 
 

@@ -204,3 +204,37 @@ def test_documents_in_any_turn_and_order_share_the_prefix_hash(system, turns, do
     b = rewrite(_rag_body(system, turns, shuffled, [k % len(turns) + 1 for k in keys[1]], True))
     assert a.prefix_hash == b.prefix_hash
     assert _sections(a.body) == _sections(b.body)
+
+
+def _spans_by_scanning_every_taken_span(text, detectors):
+    """find_spans as first written (each match checked against every span taken so far):
+    the reference the linear walk must agree with."""
+    from router.rewrite.volatile import PLACEHOLDER, Span, _matches
+
+    taken = [m.span() for m in PLACEHOLDER.finditer(text)]
+    found = []
+    for kind, regex in detectors:
+        for m in _matches(kind, regex, text):
+            start, end = m.span("value") if "value" in regex.groupindex and m.group("value") else m.span()
+            if start >= end or any(start < e and s < end for s, e in taken):
+                continue
+            taken.append((start, end))
+            found.append(Span(kind, start, end, text[start:end]))
+    return sorted(found, key=lambda s: s.start)
+
+
+# Overlapping detectors: a date inside a timestamp, a hex run inside a UUID, a policy pattern
+# whose value group is part of its match, and placeholders already in the text.
+span_texts = st.lists(st.one_of(words, volatile, st.sampled_from(["[timestamp-1]", "[pattern-2]", "build 7",
+                                                                 "abc", "build "])), min_size=1, max_size=40)
+
+
+@SETTINGS
+@given(parts=span_texts, seps=st.lists(spaces, min_size=1, max_size=3))
+def test_find_spans_agrees_with_checking_every_taken_span(parts, seps):
+    from router.rewrite.core import _detectors
+    from router.rewrite.volatile import find_spans
+
+    text = _system_text([("", p) for p in parts], seps)
+    detectors = _detectors((r"build (?P<value>\d+)", r"[a-f0-9]{3,}", r"\d{4}"))
+    assert find_spans(text, detectors) == _spans_by_scanning_every_taken_span(text, detectors)

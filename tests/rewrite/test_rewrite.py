@@ -155,3 +155,18 @@ def test_policy_patterns_are_validated_with_the_engine_that_runs_them():
     with pytest.raises(ValueError, match="not a valid regex"):
         RewriteConfig(volatile_patterns=["(unclosed"])
     assert RewriteConfig(volatile_patterns=[r"(a+)+$"]).volatile_patterns == [r"(a+)+$"]
+
+
+def test_a_system_prompt_of_many_volatile_values_rewrites_in_linear_time():
+    """Each value was checked against every value taken before it: 8,000 timestamps took 2 s
+    and the 10 MB body cap allows a few hundred thousand (the event loop stayed blocked
+    for minutes). 40,000 timestamps and UUIDs (2.4 MB) now take about a second here."""
+    import time
+
+    system = " ".join(f"2024-01-{i % 28 + 1:02d}T{i % 24:02d}:{i % 60:02d}:00Z id {i:08x}-e89b-12d3-a456-426614174000"
+                      for i in range(40_000))
+    body = {"model": "m", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+    start = time.perf_counter()
+    result = rewrite(body)
+    assert time.perf_counter() - start < 10  # was about a minute (quadratic)
+    assert result.body["messages"][0]["content"].count("[timestamp-") == 40_000
