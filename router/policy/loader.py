@@ -4,8 +4,8 @@ point at the line: ``policy.yaml:42 routes[3].backends[1]: unknown backend 'gpt5
 Steps: parse to a YAML node tree (keeps line marks) -> substitute ``${VAR}`` /
 ``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references,
 each backend's ``options`` against its kind's typed model
-(:func:`backends.registry.options_model`) and that replay ``data`` paths exist, so that a
-policy that validates also starts.
+(:func:`backends.registry.options_model`), that replay ``data`` paths exist and that litellm
+knows a provider for each hosted ``model``, so that a policy that validates also starts.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         policy = Policy.model_validate(data)
     except ValidationError as exc:
         raise PolicyError(source, _with_env(env_problems, _schema_problems(exc, root))) from None
-    problems = _cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
+    problems = (_cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
+                + _hosted_providers(policy, root))
     problems = _with_env(env_problems, problems)
     if problems:
         raise PolicyError(source, problems)
@@ -338,6 +339,31 @@ def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
             names = ", ".join(model.model_fields)
             known = f" (known: {names})" if names else f" (a {b.kind} backend takes no options)"
             problems += _schema_problems(exc, root, ("backends", i, "options"), known)
+    return problems
+
+
+def _hosted_providers(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
+    """Hosted models litellm cannot place with a provider (``gpt5``, ``claude-sonnet``
+    without ``anthropic/``): every call to them failed, answered to the client as its own
+    400 ``invalid_request_error``, and a route never fell back from them. litellm is
+    imported only when the policy has a hosted backend (serve imports it for them anyway)."""
+    hosted = [(i, b) for i, b in enumerate(policy.backends) if b.kind == "hosted"]
+    if not hosted:
+        return []
+    from backends.hosted.backend import load_litellm
+
+    litellm = load_litellm()
+    problems: list[PolicyProblem] = []
+    for i, b in hosted:
+        provider = b.options.get("custom_llm_provider")
+        try:
+            litellm.get_llm_provider(b.model, custom_llm_provider=provider if isinstance(provider, str) else None,
+                                     api_base=b.api_base)
+        except Exception:  # noqa: BLE001  # litellm raises its BadRequestError (or others) for "no provider"
+            loc = ("backends", i, "model")
+            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc),
+                                          f"litellm knows no provider for model '{b.model}': write it as "
+                                          "provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest"))
     return problems
 
 

@@ -259,6 +259,26 @@ def test_hosted_options_pass_through_unchecked():
     assert parse_policy(text).policy.backends[0].options == {"drop_params": True, "anything": 1}
 
 
+def test_a_hosted_model_litellm_has_no_provider_for_is_an_error_at_its_line():
+    # It validated 'ok'; every call then failed with litellm's "LLM Provider NOT provided",
+    # answered to the client as its own 400 invalid_request_error, with no fallback.
+    text = GOOD.replace("kind: fake\n    model: big-model", "kind: hosted\n    model: not-a-provider-model")
+    assert _problem(text) == ("policy.yaml:5 backends[0].model: litellm knows no provider for model "
+                              "'not-a-provider-model': write it as provider/model, e.g. openai/gpt-4o-mini or "
+                              "anthropic/claude-3-5-haiku-latest")
+
+
+@pytest.mark.parametrize("backend", [
+    "model: openai/gpt-4o-mini",
+    "model: gpt-4o-mini",  # a model name litellm knows the provider of
+    "model: my-model\n    options: {custom_llm_provider: openai}",
+    "model: hosted_vllm/llama\n    api_base: http://vllm-0:8000/v1",
+])
+def test_hosted_models_litellm_can_place_validate(backend):
+    text = GOOD.replace("kind: fake\n    model: big-model", f"kind: hosted\n    {backend}")
+    assert parse_policy(text).policy.backends[0].kind == "hosted"
+
+
 def test_missing_replay_data_is_an_error_at_its_line(tmp_path, monkeypatch):
     """A replay backend whose data file was missing validated `ok`; `serve` then died with a
     DataFormatError traceback. Relative paths resolve from the policy file's folder."""
