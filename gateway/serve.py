@@ -138,8 +138,10 @@ def _check_port_free_or_exit(host: str, port: int) -> None:
 def _check_database_url_or_exit(url: str) -> None:
     """One line and exit 2 for a store URL SQLAlchemy cannot parse or has no dialect for
     (exit 1 for a missing driver), as ``mixroute db`` reports them, for a port outside
-    1-65535 and for an in-memory SQLite store (it would lose every row at exit); nothing is
-    connected."""
+    1-65535, for an in-memory SQLite store (it would lose every row at exit) and for a SQLite
+    path that is a folder or a file of something else (the store could never open it: a
+    folder journaled every row forever, another file failed start-up with a traceback);
+    nothing is connected."""
     from gateway.commands.db import fail, shown_url
     from gateway.store.db import make_engine, normalize_url, sqlite_path
 
@@ -154,10 +156,33 @@ def _check_database_url_or_exit(url: str) -> None:
         problem = f"port {parsed.port} is not between 1 and 65535"
     elif parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is None:
         problem = "an in-memory SQLite store keeps no row past exit; give a file (sqlite:///mixroute.db)"
+    elif parsed.get_backend_name() == "sqlite":
+        problem = _sqlite_file_problem(sqlite_path(parsed))
     if problem:
         print(f"mixroute: invalid setting MIXROUTE_DATABASE_URL (or --database-url) {shown_url(url)!r}: {problem}",
               file=sys.stderr)
         raise SystemExit(2)
+
+
+#: The first bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html).
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _sqlite_file_problem(path: Path) -> str | None:
+    """Why the SQLite store at ``path`` could never be opened, or ``None`` (a missing file is
+    created; an empty file is a new database to SQLite)."""
+    if path.is_dir():
+        return f"{path} is a folder; name a database file in it (sqlite:///{path / 'mixroute.db'})"
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_HEADER))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if head and head != _SQLITE_HEADER:
+        return f"{path} is not a SQLite database"
+    return None
 
 
 def _check_journal_path_or_exit(settings) -> None:

@@ -109,6 +109,18 @@ def test_in_memory_sqlite_and_impossible_ports_are_refused():
         assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, (url, res.stderr)
 
 
+def test_a_sqlite_path_that_is_a_folder_or_another_file_is_refused(tmp_path):
+    # A folder was served 'ready' and journaled every row forever; a file of something else
+    # failed start-up with a DatabaseError traceback and exit 3.
+    (tmp_path / "notes.txt").write_text("prompt,gpt-4\nhi,1\n")
+    for path, words in ((tmp_path, f"{tmp_path} is a folder; name a database file in it"),
+                        (tmp_path / "notes.txt", f"{tmp_path / 'notes.txt'} is not a SQLite database")):
+        res = _serve("--port", "18999", "--database-url", f"sqlite:///{path}")
+        assert res.returncode == 2 and "MIXROUTE_DATABASE_URL" in res.stderr and words in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    assert (tmp_path / "notes.txt").read_text() == "prompt,gpt-4\nhi,1\n"
+
+
 def test_journal_path_that_cannot_be_written_is_refused_and_a_folder_is_left_alone(tmp_path):
     folder = tmp_path / "sub"
     folder.mkdir()
