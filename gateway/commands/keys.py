@@ -71,11 +71,24 @@ def _check_tenant(tenant: str) -> None:
 
 def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
     """Warn on stderr for each --routes name that is neither a route nor a backend of
-    ``policy``; without ``policy`` note that nothing was checked. Exit 2 for a bad policy."""
+    ``policy``; without ``policy`` note that nothing was checked. Exit 2 for a bad policy,
+    or for a name no policy could hold (``auto,best``: names have no commas, the option is
+    repeated; such a key could use nothing, and ``keys list`` showed it as two routes)."""
+    import re
+
+    from router.policy.base import NAME_PATTERN
+
     if not routes:
         return
     if any(not r.strip() for r in routes):
         _error("--routes must name a route or backend, not an empty string")
+    for name in routes:
+        if "," in name:
+            _error(f"--routes {name!r} is not one route or backend name; repeat the option for each: "
+                   + " ".join(f"--routes {part.strip()}" for part in name.split(",") if part.strip()))
+        if not re.fullmatch(NAME_PATTERN, name):
+            _error(f"--routes {name!r} cannot be a route or backend name (letters, digits and ._:/@-, "
+                   "starting with a letter or digit)")
     if policy is None:
         typer.echo("note: --routes are not checked against a policy (pass --policy FILE to check them)", err=True)
         return

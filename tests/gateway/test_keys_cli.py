@@ -120,6 +120,21 @@ def test_routes_without_policy_are_noted_as_unchecked(db):
     assert quiet.stderr == ""
 
 
+@pytest.mark.parametrize(("routes", "message"), [
+    ("auto,best", "error: --routes 'auto,best' is not one route or backend name; repeat the option for each: "
+                  "--routes auto --routes best"),
+    ("auto, best", "--routes auto --routes best"),
+    ("my route", "error: --routes 'my route' cannot be a route or backend name"),
+])
+def test_routes_no_policy_could_name_are_refused(db, routes, message):
+    # '--routes auto,best' made a key allowed only the route 'auto,best', which no policy can
+    # hold: it could use nothing ("This key may only use: auto,best" for model auto), and
+    # `keys list` showed it as two routes.
+    res = _run("create", "--tenant", "acme", "--routes", routes, "--database-url", db)
+    assert res.exit_code == 2 and message in res.stderr, res.output
+    _no_keys(db)
+
+
 def test_bad_policy_file_exits_2_without_creating_a_key(db, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\nroutes: [\n")
