@@ -94,7 +94,12 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 0
-        raise PolicyError(source, [PolicyProblem(line, "", f"invalid YAML: {getattr(exc, 'problem', exc)}")]) from None
+        message = f"invalid YAML: {getattr(exc, 'problem', exc)}"
+        if line and "${" in (text.splitlines()[line - 1:line] or [""])[0]:
+            # In a flow collection `{`/`}` are YAML's own: `{name: a, api_key: ${KEY}}` reads as
+            # a nested mapping, and YAML's message alone ("expected ',' or '}', but got '{'") hides why.
+            message += ' (a ${VAR} inside {...} or [...] must be quoted: "${VAR}")'
+        raise PolicyError(source, [PolicyProblem(line, "", message)]) from None
     except RecursionError:  # a policy is a few levels deep; hundreds of levels are a broken file
         raise PolicyError(source, [PolicyProblem(1, "", "invalid YAML: nested too deeply")]) from None
     # Unset variables are reported with every other problem of the file, not alone: the

@@ -259,6 +259,17 @@ def test_hosted_options_pass_through_unchecked():
     assert parse_policy(text).policy.backends[0].options == {"drop_params": True, "anything": 1}
 
 
+def test_an_unquoted_variable_in_a_flow_mapping_says_to_quote_it(monkeypatch):
+    # YAML reads the braces of ${KEY} inside {...} as its own; the message said only
+    # "expected ',' or '}', but got '{'".
+    monkeypatch.setenv("MR_TEST_KEY", "sk-test")
+    text = GOOD + "  - {name: flow, backends: [big], description: ${MR_TEST_KEY}}\n"
+    assert _problem(text) == ("policy.yaml:14: invalid YAML: expected ',' or '}', but got '{' (a ${VAR} inside {...} "
+                              'or [...] must be quoted: "${VAR}")')
+    quoted = GOOD + '  - {name: flow, backends: [big], description: "${MR_TEST_KEY}"}\n'
+    assert parse_policy(quoted).policy.routes[1].description == "sk-test"
+
+
 def test_a_hosted_model_litellm_has_no_provider_for_is_an_error_at_its_line():
     # It validated 'ok'; every call then failed with litellm's "LLM Provider NOT provided",
     # answered to the client as its own 400 invalid_request_error, with no fallback.
