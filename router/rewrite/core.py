@@ -165,13 +165,17 @@ def _rewrite(body: dict, detectors: Sequence[tuple[str, Any]], doc_options: Docu
                 notes.append(f"{key} left as sent: {exc}")
     counters: dict[str, int] = {}
     moved: list[tuple[str, str]] = []
+    budget = _Budget(MAX_SCAN_CHARS)
     new_messages = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             notes.append(f"messages[{i}] left as sent: not an object")
         elif m.get("role") in STABLE_ROLES:
-            m = _stable_message(m, i, detectors, counters, moved, notes)
+            m = _stable_message(m, i, detectors, counters, moved, notes, budget)
         new_messages.append(m)
+    if budget.skipped:
+        notes.append(f"volatile values not looked for in {budget.skipped} text(s) of the system prompt: over "
+                     f"the {MAX_SCAN_CHARS:,}-character scan limit per request (left in place)")
     if moved:
         new_messages = _with_note(new_messages, moved)
     out["messages"] = new_messages
@@ -183,10 +187,11 @@ def _rewrite(body: dict, detectors: Sequence[tuple[str, Any]], doc_options: Docu
     return RewriteResult(out, prefix_hash(out), moved=kinds, documents=documents, notes=notes)
 
 
-def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved: list, notes: list[str]) -> dict:
+def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved: list, notes: list[str],
+                    budget: _Budget) -> dict:
     content = m.get("content")
     if isinstance(content, str):
-        return {**m, "content": _stable_text(content, detectors, counters, moved)}
+        return {**m, "content": _stable_text(content, detectors, counters, moved, budget)}
     if not isinstance(content, list):
         if content is not None:
             notes.append(f"messages[{i}].content left as sent: not text")
@@ -194,7 +199,7 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
     parts = []
     for j, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            part = {**part, "text": _stable_text(part["text"], detectors, counters, moved)}
+            part = {**part, "text": _stable_text(part["text"], detectors, counters, moved, budget)}
         else:
             kind = part.get("type") if isinstance(part, dict) else type(part).__name__
             notes.append(f"messages[{i}].content[{j}] left as sent: non-text part ({kind})")
@@ -202,18 +207,37 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
     return {**m, "content": parts}
 
 
-def _stable_text(text: str, detectors, counters: dict[str, int], moved: list) -> str:
+def _stable_text(text: str, detectors, counters: dict[str, int], moved: list, budget: _Budget) -> str:
     before, section, after = split_section(text)
     if section:  # documents are kept verbatim: a date in a document is not a volatile value
-        pieces = (_stable_text(before, detectors, counters, moved), section,
-                  _stable_text(after, detectors, counters, moved))
+        pieces = (_stable_text(before, detectors, counters, moved, budget), section,
+                  _stable_text(after, detectors, counters, moved, budget))
         return "\n\n".join(p for p in pieces if p)
+    if len(text) > budget.left:
+        budget.skipped += 1
+        return text
+    budget.left -= len(text)
     text, spans = _scan(text, detectors)
     if not spans:
         return text
     text, pairs = replace_spans(text, spans, counters)
     moved.extend(pairs)
     return text
+
+
+MAX_SCAN_CHARS = 200_000
+"""Most characters of system/developer text searched for volatile values per request
+(about 50k tokens; a 1-3k-token system prompt is 4-12k characters). The search runs on the
+event loop at roughly 1 s per MB (every detector over the whole text), so a client sending a
+multi-megabyte system prompt would stall every other request; a text that would go over
+the limit is left in place, unscanned (whitespace too), and the decision's rewrite notes
+say so."""
+
+
+@dataclass
+class _Budget:
+    left: int  # characters that may still be scanned in this request
+    skipped: int = 0  # texts left unscanned
 
 
 @lru_cache(maxsize=256)
