@@ -168,6 +168,11 @@ class HostedBackend(Backend):
         return translate_error(exc, backend=self.name, started=started, secret=key)
 
 
+_NO_PROVIDER = "LLM Provider NOT provided"
+"""The start of litellm's message when it cannot resolve a model's provider
+(``litellm_core_utils/get_llm_provider_logic.py``)."""
+
+
 def translate_error(exc: Exception, *, backend: str, started: bool = False, secret: str = "") -> BackendError:
     """Translate an exception raised by a litellm call into the most specific
     :class:`BackendError`.
@@ -179,6 +184,9 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
     - a connect failure anywhere in the cause chain (litellm reports it as
       ``InternalServerError("Connection error.")``): :class:`BackendConnectError`;
     - ``litellm.UnsupportedParamsError``: retryable :class:`BackendError`;
+    - litellm's "LLM Provider NOT provided" (a model it cannot assign a provider to; a
+      ``BadRequestError`` raised before any call): retryable :class:`BackendError` with code
+      ``upstream_unavailable``, the backend's fault like a bad provider key;
     - anything with an HTTP ``status_code`` (``RateLimitError`` 429, ``BadRequestError`` 400,
       ``InternalServerError`` 500, ``ServiceUnavailableError`` 503, ...):
       :func:`backends.errors.from_status`;
@@ -202,6 +210,10 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
         return BackendConnectError(message, backend=backend)
     if isinstance(exc, litellm.UnsupportedParamsError):
         return BackendError(message, backend=backend, code="upstream_unsupported_params")
+    if isinstance(exc, litellm.BadRequestError) and _NO_PROVIDER in text:
+        # litellm cannot tell which provider serves the policy's model: the backend's
+        # configuration is wrong, not the request (another candidate can still answer).
+        return BackendError(message, backend=backend, code="upstream_unavailable")
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
         return from_status(status, message, backend=backend)

@@ -79,6 +79,16 @@ def test_translate_error_classes_and_redaction():
     assert type(translate_error(RuntimeError("boom"), backend="h")) is BackendError
 
 
+async def test_a_model_litellm_has_no_provider_for_is_the_backends_fault():
+    # The real litellm call: provider resolution fails before any request is sent.
+    backend = hosted(model="not-a-provider-model")
+    with pytest.raises(BackendError) as caught:
+        await backend.send("chat", {"model": "x", **CHAT})
+    error = caught.value
+    assert type(error) is BackendError and error.retryable and error.code == "upstream_unavailable"
+    assert error.status == 502 and "LLM Provider NOT provided" in error.message
+
+
 def test_pricing_from_bundled_map():
     entry = load_litellm().model_cost["gpt-4o-mini"]
     price = hosted_pricing("openai/gpt-4o-mini")
