@@ -51,6 +51,12 @@ def test_unknown_key_points_at_its_line():
     assert msg == "policy.yaml:11 backends[1].colour: unknown key 'colour'"
 
 
+@pytest.mark.parametrize("key", ["1", "~", "true"])
+def test_a_key_that_is_not_a_string_points_at_its_line(key):
+    msg = _problem(GOOD.replace("    quality: 0.7\n", f"    quality: 0.7\n    {key}: 2\n"))
+    assert msg.startswith("policy.yaml:11 backends[1]"), msg
+
+
 def test_wrong_type_and_range():
     msg = _problem(GOOD.replace("quality: 0.9", "quality: 1.5"))
     assert msg.startswith("policy.yaml:6 backends[0].quality: ")
