@@ -97,7 +97,9 @@ def check_tool_calls(calls: list[dict[str, Any]]) -> None:
 
 def article(word: str) -> str:
     """``a`` or ``an`` before ``word``, for messages."""
-    return "an" if word[:1] in "aeiou" else "a"
+    if word.lower().startswith(("us", "uni", "eu")):  # a 'user' message: a "you" sound
+        return "a"
+    return "an" if word[:1].lower() in "aeiou" else "a"
 
 
 def short(value: Any) -> str:

@@ -157,7 +157,7 @@ def test_emoji_and_non_english_are_fine(demo_gateway):
 
 @pytest.mark.parametrize("body, param, fragment", [
     ({"messages": [{"role": "user", "content": None}]}, "messages.0", "needs 'content'"),
-    ({"messages": [{"role": "user"}]}, "messages.0", "needs 'content'"),
+    ({"messages": [{"role": "user"}]}, "messages.0", "a 'user' message needs 'content'"),
     ({"messages": [{"role": "tool", "content": "42"}]}, "messages.0", "tool_call_id"),
     ({"messages": MSG, "tool_choice": "required"}, "tool_choice", "no 'tools'"),
     ({"messages": MSG, "tools": [{"type": "function", "function": {"name": "a"}}],
