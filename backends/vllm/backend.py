@@ -15,8 +15,8 @@ Replica choice is prefix affinity with bounded load
 :class:`backends.vllm.pool.LeastLoadedChooser` (least in-flight requests, ties
 round-robin) with ``options: {affinity: false}`` (:class:`backends.vllm.options.PoolOptions`).
 :meth:`VllmBackend.start` starts a background task scraping each replica's ``/metrics``
-(queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s`` (its own
-small httpx client); connect failures and timeouts, of requests and scrapes, eject a replica
+(queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s`` (through the
+same session, with its own timeout); connect failures and timeouts, of requests and scrapes, eject a replica
 after ``eject_after`` in a row, and a successful scrape puts it back
 (:mod:`backends.vllm.metrics`). The engine's private ``x_mixroute_cache`` key is removed
 from the body sent upstream.
@@ -70,8 +70,8 @@ import logging
 from collections.abc import AsyncIterator
 
 import aiohttp
-import httpx
 import orjson
+from yarl import URL
 
 from backends.base import Backend, Endpoint
 from backends.openai_shapes import ShapeError, check_chunk, check_completion
@@ -130,8 +130,8 @@ class VllmBackend(Backend):
         # A non-streaming call's timeouts: timeout_s also bounds the whole call.
         self._whole = aiohttp.ClientTimeout(total=config.timeout_s, connect=config.connect_timeout_s,
                                             sock_read=config.timeout_s)
-        self._scrape_client: httpx.AsyncClient | None = None
-        self.scraper = Scraper(self.pool, self._scrape_http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
+        # The metrics scraper shares the backend's session (one connection pool per backend).
+        self.scraper = Scraper(self.pool, self._http, o.metrics_interval_s) if o.metrics_interval_s > 0 else None
         self.shared = None
 
     def share_state(self, redis_url: str, prefix: str, gateway_id: str) -> None:
@@ -156,9 +156,6 @@ class VllmBackend(Backend):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
-        client, self._scrape_client = self._scrape_client, None
-        if client is not None:
-            await client.aclose()
 
     def _http(self) -> aiohttp.ClientSession:
         """The backend's session (created on first use; needs a running event loop)."""
@@ -193,12 +190,6 @@ class VllmBackend(Backend):
                 return bytes(data)
         raise BackendServerError(f"{self.name}: upstream answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB",
                                  backend=self.name)
-
-    def _scrape_http(self) -> httpx.AsyncClient:
-        """The metrics scraper's client (created on first use)."""
-        if self._scrape_client is None:
-            self._scrape_client = httpx.AsyncClient(timeout=httpx.Timeout(5.0, connect=self.config.connect_timeout_s))
-        return self._scrape_client
 
     async def send(self, endpoint: Endpoint, body: dict) -> dict:
         """POST a non-streaming request; return the parsed response.
@@ -396,6 +387,6 @@ async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
 def _safe_url(url: str) -> str:
     """``url`` without user info, for logs (``<unparsable URL>`` if it cannot be parsed)."""
     try:
-        return str(httpx.URL(url).copy_with(username=None, password=None))
-    except (httpx.InvalidURL, ValueError, TypeError):
+        return str(URL(url).with_user(None))
+    except (ValueError, TypeError):
         return "<unparsable URL>"

@@ -35,7 +35,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class Scraper:
 
     Args:
         pool: the :class:`backends.vllm.pool.Pool` whose replicas are updated.
-        client_factory: returns the backend's httpx client (opened lazily).
+        client_factory: returns the backend's :class:`aiohttp.ClientSession` (opened lazily).
         interval_s: seconds between scrapes.
     """
 
@@ -183,18 +183,20 @@ class Scraper:
 
     async def scrape(self, replica) -> None:
         """Scrape one replica; record its metrics, or a failure for its health."""
+        timeout = aiohttp.ClientTimeout(total=min(5.0, self.interval_s + 1))
         try:
-            response = await self._client().get(metrics_url(replica.base_url), timeout=min(5.0, self.interval_s + 1))
-        except httpx.HTTPError as exc:
+            async with self._client().get(metrics_url(replica.base_url), timeout=timeout) as response:
+                status = response.status
+                text = await response.text(errors="replace") if status == 200 else ""
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             log.debug("metrics scrape failed (%s)", type(exc).__name__)
             self.pool.failed(replica)
             return
-        if response.status_code >= 500:
+        if status >= 500:
             self.pool.failed(replica)
             return
         self.pool.succeeded(replica)
-        if response.status_code == 200:
-            text = response.text
+        if status == 200:
             replica.metrics = to_metrics(parse_prometheus(text), replica.metrics, cache_config(text))
 
 
