@@ -57,7 +57,10 @@ def check_parts(content: list, role: str | None) -> None:
     """A message's content parts: objects of a type ``role`` takes (:data:`PART_TYPES`). Text
     parts are read by the router (classifier, rewriter, token estimate), so their ``text``
     must be a string; media parts must carry their payload object, whose contents (an
-    image's bytes, a file id) are the backend's to judge."""
+    image's bytes, a file id) are the backend's to judge. The array must not be empty (every
+    role's content array has ``minItems: 1`` in OpenAI's OpenAPI spec)."""
+    if not content:
+        raise Invalid("must not be an empty array; send a string or at least one content part")
     allowed = PART_TYPES.get(role or "")
     for i, part in enumerate(content):
         if not isinstance(part, dict):

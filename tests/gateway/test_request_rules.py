@@ -102,6 +102,19 @@ def test_content_parts_of_a_type_the_role_does_not_take_are_refused(gateway, ups
     _refused(gateway, upstream, {"messages": messages}, param, fragment)
 
 
+@pytest.mark.parametrize("messages, param", [
+    ([{"role": "user", "content": []}], "messages.0.content"),
+    ([{"role": "system", "content": []}, USER], "messages.0.content"),
+    ([USER, {"role": "assistant", "content": [], "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}],
+     "messages.1.content"),
+])
+def test_an_empty_content_array_is_refused(gateway, upstream, messages, param):
+    """OpenAI's spec gives every role's content array ``minItems: 1``."""
+    _refused(gateway, upstream, {"messages": messages}, param,
+             "must not be an empty array; send a string or at least one content part")
+
+
 def test_every_part_type_a_role_takes_reaches_the_backend(gateway, upstream):
     """OpenAI's part types per role, and vLLM's media parts (video, audio URLs) for users."""
     user_parts = [{"type": "text", "text": "describe"},
