@@ -132,10 +132,22 @@ def check_tools(tools: list[dict[str, Any]]) -> None:
         if kind == "function" and not FUNCTION_NAME.fullmatch(name):
             raise Invalid(f"{short(name)} is not a valid function name (letters, digits, '_' and '-', "
                           "at most 64 characters)", i, kind, "name")
+        if kind == "function":
+            check_parameters(inner, i, kind)
         if name in seen:
             raise Invalid(f"{short(name)} is also the name of tool {seen[name]}; tool names must be unique",
                           i, kind, "name")
         seen[name] = i
+
+
+def check_parameters(fn: dict[str, Any], *at: str | int) -> None:
+    """A function's ``parameters``, when given, must be an object (OpenAI's spec:
+    ``FunctionParameters`` is ``type: object``); whether it is valid JSON Schema is the
+    backend's to judge. ``null`` is let through, as the spec's reading of it is unclear."""
+    params = fn.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise Invalid("must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {...}}, "
+                      f"not {short(params)}", *at, "parameters")
 
 
 def check_tool_choice(choice: dict[str, Any], tools: list[dict[str, Any]]) -> None:
@@ -165,12 +177,13 @@ def check_tool_choice(choice: dict[str, Any], tools: list[dict[str, Any]]) -> No
 
 
 def check_functions(functions: list[dict[str, Any]]) -> None:
-    """The legacy ``functions``: each has a valid function name."""
+    """The legacy ``functions``: each has a valid function name and, if any, object ``parameters``."""
     for i, fn in enumerate(functions):
         name = fn.get("name")
         if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
             raise Invalid(f"needs a 'name' of letters, digits, '_' and '-' (at most 64), not {short(name)}",
                           i, "name")
+        check_parameters(fn, i)
 
 
 def check_function_call(call: dict[str, Any], functions: list[dict[str, Any]]) -> None:

@@ -186,17 +186,21 @@ def test_openai_semantics(demo_gateway, body, param, fragment):
 
 
 def test_tool_schemas_the_client_got_wrong_are_answered_not_a_500(demo_gateway):
-    """Not valid JSON Schema is the provider's to judge (the rewriter leaves such tools as
-    sent and notes it); the simulated backend answers with an object of arguments."""
+    """Parameters that are not an object are refused (OpenAI's spec: an object); an object
+    that is not valid JSON Schema is the provider's to judge (the rewriter leaves such tools
+    as sent and notes it), and the simulated backend answers with an object of arguments."""
     import json
 
-    for fn in ({"name": "f", "parameters": "notanobject"}, {"name": "f", "parameters": [1, 2]},
-               {"name": "f", "parameters": {"type": "nonsense", "properties": 5}}):
-        body = {"messages": MSG, "tools": [{"type": "function", "function": fn}], "tool_choice": "required"}
-        resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
-        assert resp.status_code == 200, (fn, resp.text)
-        call = resp.json()["choices"][0]["message"]["tool_calls"][0]["function"]
-        assert isinstance(json.loads(call["arguments"]), dict)
+    for params in ("notanobject", [1, 2]):
+        body = {"messages": MSG, "tools": [{"type": "function", "function": {"name": "f", "parameters": params}}]}
+        _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", json=body), 400,
+                         code="invalid_value", param="tools.0.function.parameters")
+    fn = {"name": "f", "parameters": {"type": "nonsense", "properties": 5}}
+    body = {"messages": MSG, "tools": [{"type": "function", "function": fn}], "tool_choice": "required"}
+    resp = httpx.post(demo_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+    call = resp.json()["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert isinstance(json.loads(call["arguments"]), dict)
     resp = httpx.post(demo_gateway.v1 + "/chat/completions", json={"messages": MSG, "tool_choice": "required"})
     assert "Value error" not in resp.json()["error"]["message"]
     nameless = {"messages": MSG, "tools": [{"type": "function", "function": {"parameters": {}}}]}

@@ -146,6 +146,10 @@ def test_every_part_type_a_role_takes_reaches_the_backend(gateway, upstream):
      "tools.1.function.name", "'get_weather' is also the name of tool 0"),
     ([FN, {"type": "custom", "custom": {"name": "get_weather"}}], "tools.1.custom.name", "must be unique"),
     ([{"type": "custom", "custom": {}}], "tools.0.custom.name", "non-empty string 'name'"),
+    ([{"type": "function", "function": {"name": "f", "parameters": []}}], "tools.0.function.parameters",
+     "must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {...}}, not []"),
+    ([FN, {"type": "function", "function": {"name": "g", "parameters": "x" * 100}}], "tools.1.function.parameters",
+     "not 'xxxxxxxx"),
 ])
 def test_malformed_tools_are_refused(gateway, upstream, tools, param, fragment):
     _refused(gateway, upstream, {"messages": [USER], "tools": tools}, param, fragment)
@@ -261,6 +265,7 @@ def test_chat_options_and_vllm_extensions_reach_the_backend_unchanged(gateway, u
     ({"functions": [{"name": "f"}], "function_call": {"name": "g"}}, "function_call",
      "names the function 'g', which is not in 'functions'"),
     ({"function_call": "maybe"}, "function_call", "'none' or 'auto'"),
+    ({"functions": [{"name": "f", "parameters": [1]}]}, "functions.0.parameters", "must be a JSON Schema object"),
 ])
 def test_legacy_function_fields_are_checked(gateway, upstream, extra, param, fragment):
     _refused(gateway, upstream, {"messages": [USER], **extra}, param, fragment)
