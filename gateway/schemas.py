@@ -15,7 +15,7 @@ from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gateway.openai_rules import (Invalid, article, check_function_call, check_functions, check_parts,
-                                  check_tool_calls, check_tool_choice, check_tools)
+                                  check_tool_calls, check_tool_choice, check_tools, short)
 from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -69,7 +69,8 @@ class Message(BaseModel):
 
 class ResponseFormat(BaseModel):
     """``response_format``: ``text``, ``json_object`` or ``json_schema`` (with a ``json_schema``
-    object naming the schema)."""
+    object naming the schema, whose ``schema``, if given, is an object: OpenAI's
+    ``ResponseFormatJsonSchemaSchema``)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
@@ -80,6 +81,10 @@ class ResponseFormat(BaseModel):
     def _schema(self) -> "ResponseFormat":
         if self.type == "json_schema" and not (self.json_schema and isinstance(self.json_schema.get("name"), str)):
             raise ValueError("type 'json_schema' needs a 'json_schema' object with a 'name'")
+        schema = (self.json_schema or {}).get("schema")
+        if schema is not None and not isinstance(schema, dict):
+            raise Invalid("must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {...}}, "
+                          f"not {short(schema)}", "json_schema", "schema")
         return self
 
 

@@ -241,6 +241,10 @@ def test_a_tool_round_trip_reaches_the_backend(gateway, upstream):
     ("reasoning_effort", "High", "reasoning_effort", "'high'"),
     ("reasoning_effort", 2, "reasoning_effort", ""),
     ("service_tier", 1, "service_tier", "valid string"),
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": "s"}},
+     "response_format.json_schema.schema", "must be a JSON Schema object such as {\"type\": \"object\""),
+    ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": ["s"] * 50}},
+     "response_format.json_schema.schema", "...}}, not ['s', 's', "),
 ])
 def test_chat_options_of_the_wrong_type_are_refused(gateway, upstream, field, value, param, fragment):
     _refused(gateway, upstream, {"messages": [USER], field: value}, param, fragment)
@@ -251,7 +255,8 @@ def test_chat_options_and_vllm_extensions_reach_the_backend_unchanged(gateway, u
     guided decoding), pass through as sent; ``stop`` is not held to OpenAI's 4 (vLLM takes more)."""
     extras = {"parallel_tool_calls": False, "store": True, "metadata": {f"k{i}": "v" * 512 for i in range(16)},
               "reasoning_effort": "none", "service_tier": "flex", "top_k": 20, "repetition_penalty": 1.1,
-              "guided_json": {"type": "object"}, "stop": ["a", "b", "c", "d", "e"], "tools": [FN]}
+              "guided_json": {"type": "object"}, "stop": ["a", "b", "c", "d", "e"], "tools": [FN],
+              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}
     sent = _forwarded(gateway, upstream, {"messages": [USER], **extras})
     assert {k: sent.get(k) for k in extras} == extras
     for effort in ("minimal", "low", "medium", "high", "xhigh", "max"):
