@@ -1,6 +1,6 @@
 """The OpenAI API's rules for the chat fields mixroute declares (content parts per role, tool
-calls, tools, ``tool_choice``, legacy ``functions``), checked by the request models of
-:mod:`gateway.schemas`.
+calls, tools, ``tool_choice``, legacy ``functions``, ``modalities``), checked by the request
+models of :mod:`gateway.schemas`.
 
 Each check raises :class:`Invalid` (a ``ValueError``, so pydantic reports it on the field)
 carrying the path below the field, so that the error's ``param`` names the exact spot
@@ -109,6 +109,18 @@ def short(value: Any) -> str:
     """``repr(value)`` cut to 40 characters, for messages."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+#: Output modalities: the OpenAI API's (``ResponseModalities``: text, audio), plus ``image``,
+#: which LiteLLM (the hosted backends) passes to Gemini's image-generating models.
+MODALITIES = ("text", "audio", "image")
+
+
+def check_modalities(modalities: list[str]) -> None:
+    """``modalities``: each one of :data:`MODALITIES`."""
+    for i, kind in enumerate(modalities):
+        if kind not in MODALITIES:
+            raise Invalid(f"unknown modality {kind[:40]!r} (expected {', '.join(map(repr, MODALITIES))})", i)
 
 
 #: The OpenAI API's rule for function names.

@@ -15,7 +15,8 @@ from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gateway.openai_rules import (Invalid, article, check_function_call, check_functions, check_parts,
-                                  check_tool_calls, check_tool_choice, check_tools, short)
+                                  check_modalities, check_tool_calls, check_tool_choice, check_tools,
+                                  short)
 from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -154,6 +155,13 @@ class ChatCompletionRequest(_Common):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     # Only its type: providers name their tiers differently (OpenAI, Groq...).
     service_tier: str | None = None
+    modalities: list[str] | None = None
+
+    @field_validator("modalities")
+    @classmethod
+    def _modalities(cls, modalities: Any) -> Any:
+        check_modalities(modalities or [])
+        return modalities
 
     @field_validator("top_logprobs")
     @classmethod

@@ -241,6 +241,9 @@ def test_a_tool_round_trip_reaches_the_backend(gateway, upstream):
     ("reasoning_effort", "High", "reasoning_effort", "'high'"),
     ("reasoning_effort", 2, "reasoning_effort", ""),
     ("service_tier", 1, "service_tier", "valid string"),
+    ("modalities", ["smell"], "modalities.0", "unknown modality 'smell' (expected 'text', 'audio', 'image')"),
+    ("modalities", ["text", "s" * 1000], "modalities.1", "unknown modality 'ssss"),
+    ("modalities", "text", "modalities", "valid list"),
     ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": "s"}},
      "response_format.json_schema.schema", "must be a JSON Schema object such as {\"type\": \"object\""),
     ("response_format", {"type": "json_schema", "json_schema": {"name": "x", "schema": ["s"] * 50}},
@@ -256,9 +259,12 @@ def test_chat_options_and_vllm_extensions_reach_the_backend_unchanged(gateway, u
     extras = {"parallel_tool_calls": False, "store": True, "metadata": {f"k{i}": "v" * 512 for i in range(16)},
               "reasoning_effort": "none", "service_tier": "flex", "top_k": 20, "repetition_penalty": 1.1,
               "guided_json": {"type": "object"}, "stop": ["a", "b", "c", "d", "e"], "tools": [FN],
-              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}
+              "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+              "modalities": ["text", "audio"]}
     sent = _forwarded(gateway, upstream, {"messages": [USER], **extras})
     assert {k: sent.get(k) for k in extras} == extras
+    assert _forwarded(gateway, upstream, {"messages": [USER], "modalities": ["image", "text"]})["modalities"] == [
+        "image", "text"]  # LiteLLM's for Gemini image output
     for effort in ("minimal", "low", "medium", "high", "xhigh", "max"):
         assert _forwarded(gateway, upstream, {"messages": [USER], "reasoning_effort": effort})["reasoning_effort"] == effort
 
