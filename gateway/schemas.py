@@ -25,8 +25,8 @@ Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 class Message(BaseModel):
     """One chat message. ``content`` may be null only for an assistant message that
     carries ``tool_calls`` (or a legacy ``function_call``); only assistant messages carry
-    ``tool_calls``; a ``tool`` message needs ``tool_call_id``; content parts must be of a
-    type the role takes (the OpenAI API's rules)."""
+    ``tool_calls``; a ``tool`` message needs ``tool_call_id``, a legacy ``function`` message
+    ``name``; content parts must be of a type the role takes (the OpenAI API's rules)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
@@ -65,6 +65,9 @@ class Message(BaseModel):
             raise ValueError(f"{article(self.role)} '{self.role}' message needs 'content'{also}")
         if self.role == "tool" and not self.tool_call_id:
             raise ValueError("a 'tool' message needs 'tool_call_id'")
+        if self.role == "function" and self.name is None:
+            # The legacy function message: openai-python's ChatCompletionFunctionMessageParam.
+            raise Invalid("a 'function' message needs the 'name' of the function whose result it carries", "name")
         return self
 
 

@@ -287,6 +287,14 @@ def test_legacy_functions_within_the_rules_reach_the_backend(gateway, upstream):
              "function_call": {"name": "get_weather"}}
     sent = _forwarded(gateway, upstream, {"messages": [USER], **extra})
     assert {k: sent.get(k) for k in extra} == extra
+    result = {"role": "function", "name": "get_weather", "content": "sunny"}
+    assert _forwarded(gateway, upstream, {"messages": [USER, result]})["messages"][1] == result
+
+
+def test_a_function_message_without_name_is_refused(gateway, upstream):
+    """openai-python's ChatCompletionFunctionMessageParam requires ``name``."""
+    _refused(gateway, upstream, {"messages": [USER, {"role": "function", "content": "sunny"}]}, "messages.1.name",
+             "a 'function' message needs the 'name' of the function whose result it carries")
 
 
 @pytest.mark.parametrize("prompt", [[1, 2, 3], [[1, 2], [3]]])
