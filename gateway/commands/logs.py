@@ -11,6 +11,8 @@ older revision, pointing at ``mixroute db upgrade``, rather than failing on a mi
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
@@ -124,7 +126,7 @@ def _engine(url: str):
 
 @app.command()
 def export(
-    out: Annotated[Path, typer.Argument(help="Output file.")],
+    out: Annotated[Path, typer.Argument(help="Output file; - writes to standard output.")],
     since: Annotated[Optional[str], typer.Option(help="First decision time included (default: the beginning).",
                                                  show_default=False)] = None,
     until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).",
@@ -144,21 +146,33 @@ def export(
     if start > end:
         _error(f"--since ({start.isoformat()}) is later than --until ({end.isoformat()}): "
                "the window would be empty", 2)
-    check_output(out, "OUT")
+    to_stdout = str(out) == "-"
+    if not to_stdout:
+        check_output(out, "OUT")
     url = _url(database_url)
     engine = _engine(url)
-    try:
-        n = run_export(engine, start, end, format, out)  # type: ignore[arg-type]
-    except SQLAlchemyError as err:
-        fail(url, err)
-    except OSError as err:
-        _error(f"OUT {out}: cannot write: {err.strerror or err}", 2)
-    except RuntimeError as err:  # parquet without pyarrow
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1)
-    finally:
-        engine.dispose()
-    typer.echo(f"{out}: {n} request(s) decided in [{start.isoformat()}, {end.isoformat()})")
+    with tempfile.TemporaryDirectory(prefix="mixroute-export-") as tmp:
+        # Standard output gets the finished file, copied once it is complete, so a failed
+        # export never leaves half a file in a pipe.
+        target = Path(tmp) / f"export.{format}" if to_stdout else out
+        try:
+            n = run_export(engine, start, end, format, target)  # type: ignore[arg-type]
+        except SQLAlchemyError as err:
+            fail(url, err)
+        except OSError as err:
+            _error(f"OUT {out}: cannot write: {err.strerror or err}", 2)
+        except RuntimeError as err:  # parquet without pyarrow
+            typer.echo(str(err), err=True)
+            raise typer.Exit(1)
+        finally:
+            engine.dispose()
+        if to_stdout:
+            stream = typer.get_binary_stream("stdout")
+            with target.open("rb") as fh:
+                shutil.copyfileobj(fh, stream)
+            stream.flush()
+    summary = f"{'standard output' if to_stdout else out}: {n} request(s) decided in [{start.isoformat()}, {end.isoformat()})"
+    typer.echo(summary, err=to_stdout)
 
 
 @app.command()

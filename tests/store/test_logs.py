@@ -60,6 +60,17 @@ async def test_export_joins_decisions_outcomes_and_feedback(db_url: str, tmp_pat
     assert got["r3"]["status"] is None and got["r3"]["outcome_at"] is None
 
 
+async def test_export_to_standard_output(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "-" wrote a file named "-" in the working directory.
+    await _fill(db_url, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["logs", "export", "-", "--since", "2d", "--database-url", db_url])
+    assert res.exit_code == 0, res.output
+    assert [json.loads(line)["request_id"] for line in res.stdout.splitlines()] == ["r1", "r2", "r3"]
+    assert "standard output: 3 request(s)" in res.stderr
+    assert not (tmp_path / "-").exists()
+
+
 async def test_export_csv_and_parquet_have_the_same_rows(db_url: str, tmp_path: Path) -> None:
     await _fill(db_url, tmp_path)
     _export(db_url, tmp_path / "a.csv", "csv")
