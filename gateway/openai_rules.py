@@ -156,10 +156,15 @@ def check_parameters(fn: dict[str, Any], *at: str | int) -> None:
     """A function's ``parameters``, when given, must be an object (OpenAI's spec:
     ``FunctionParameters`` is ``type: object``); whether it is valid JSON Schema is the
     backend's to judge. ``null`` is let through, as the spec's reading of it is unclear."""
-    params = fn.get("parameters")
-    if params is not None and not isinstance(params, dict):
+    check_schema_object(fn.get("parameters"), *at, "parameters")
+
+
+def check_schema_object(schema: Any, *at: str | int) -> None:
+    """A JSON Schema slot (a function's ``parameters``, ``json_schema.schema``) holds an
+    object or ``null``; at ``at`` below the field otherwise."""
+    if schema is not None and not isinstance(schema, dict):
         raise Invalid("must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {...}}, "
-                      f"not {short(params)}", *at, "parameters")
+                      f"not {short(schema)}", *at)
 
 
 def check_tool_choice(choice: dict[str, Any], tools: list[dict[str, Any]]) -> None:

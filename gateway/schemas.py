@@ -15,8 +15,8 @@ from starlette.requests import ClientDisconnect
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from gateway.openai_rules import (Invalid, article, check_function_call, check_functions, check_parts,
-                                  check_modalities, check_tool_calls, check_tool_choice, check_tools,
-                                  short)
+                                  check_modalities, check_schema_object, check_tool_calls, check_tool_choice,
+                                  check_tools)
 from router.errors import ContextTooLarge, InvalidRequest, UnsupportedMediaType
 
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
@@ -85,10 +85,7 @@ class ResponseFormat(BaseModel):
     def _schema(self) -> "ResponseFormat":
         if self.type == "json_schema" and not (self.json_schema and isinstance(self.json_schema.get("name"), str)):
             raise ValueError("type 'json_schema' needs a 'json_schema' object with a 'name'")
-        schema = (self.json_schema or {}).get("schema")
-        if schema is not None and not isinstance(schema, dict):
-            raise Invalid("must be a JSON Schema object such as {\"type\": \"object\", \"properties\": {...}}, "
-                          f"not {short(schema)}", "json_schema", "schema")
+        check_schema_object((self.json_schema or {}).get("schema"), "json_schema", "schema")
         return self
 
 

@@ -157,6 +157,7 @@ class Scraper:
         self.pool = pool
         self._client = client_factory
         self.interval_s = interval_s
+        self._timeout = aiohttp.ClientTimeout(total=min(5.0, interval_s + 1))
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -183,9 +184,8 @@ class Scraper:
 
     async def scrape(self, replica) -> None:
         """Scrape one replica; record its metrics, or a failure for its health."""
-        timeout = aiohttp.ClientTimeout(total=min(5.0, self.interval_s + 1))
         try:
-            async with self._client().get(metrics_url(replica.base_url), timeout=timeout) as response:
+            async with self._client().get(metrics_url(replica.base_url), timeout=self._timeout) as response:
                 status = response.status
                 text = await response.text(errors="replace") if status == 200 else ""
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
@@ -151,9 +152,9 @@ def export(
         check_output(out, "OUT")
     url = _url(database_url)
     engine = _engine(url)
-    with tempfile.TemporaryDirectory(prefix="mixroute-export-") as tmp:
-        # Standard output gets the finished file, copied once it is complete, so a failed
-        # export never leaves half a file in a pipe.
+    # Standard output gets the finished file, copied once it is complete, so a failed
+    # export never leaves half a file in a pipe.
+    with tempfile.TemporaryDirectory(prefix="mixroute-export-") if to_stdout else nullcontext() as tmp:
         target = Path(tmp) / f"export.{format}" if to_stdout else out
         try:
             n = run_export(engine, start, end, format, target)  # type: ignore[arg-type]
