@@ -163,19 +163,18 @@ def _rewrite(body: dict, detectors: Sequence[tuple[str, Any]], doc_options: Docu
                 out[key] = fn(body[key])
             except CannotCanonicalise as exc:
                 notes.append(f"{key} left as sent: {exc}")
-    counters: dict[str, int] = {}
-    moved: list[tuple[str, str]] = []
-    budget = _Budget(MAX_SCAN_CHARS)
+    state = _Moves(detectors, left=MAX_SCAN_CHARS)
     new_messages = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             notes.append(f"messages[{i}] left as sent: not an object")
         elif m.get("role") in STABLE_ROLES:
-            m = _stable_message(m, i, detectors, counters, moved, notes, budget)
+            m = _stable_message(m, i, state, notes)
         new_messages.append(m)
-    if budget.skipped:
-        notes.append(f"volatile values not looked for in {budget.skipped} text(s) of the system prompt: over "
+    if state.skipped:
+        notes.append(f"volatile values not looked for in {state.skipped} text(s) of the system prompt: over "
                      f"the {MAX_SCAN_CHARS:,}-character scan limit per request (left in place)")
+    moved = state.moved
     if moved:
         new_messages = _with_note(new_messages, moved)
     out["messages"] = new_messages
@@ -187,11 +186,10 @@ def _rewrite(body: dict, detectors: Sequence[tuple[str, Any]], doc_options: Docu
     return RewriteResult(out, prefix_hash(out), moved=kinds, documents=documents, notes=notes)
 
 
-def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved: list, notes: list[str],
-                    budget: _Budget) -> dict:
+def _stable_message(m: dict, i: int, state: _Moves, notes: list[str]) -> dict:
     content = m.get("content")
     if isinstance(content, str):
-        return {**m, "content": _stable_text(content, detectors, counters, moved, budget)}
+        return {**m, "content": _stable_text(content, state)}
     if not isinstance(content, list):
         if content is not None:
             notes.append(f"messages[{i}].content left as sent: not text")
@@ -199,7 +197,7 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
     parts = []
     for j, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            part = {**part, "text": _stable_text(part["text"], detectors, counters, moved, budget)}
+            part = {**part, "text": _stable_text(part["text"], state)}
         else:
             kind = part.get("type") if isinstance(part, dict) else type(part).__name__
             notes.append(f"messages[{i}].content[{j}] left as sent: non-text part ({kind})")
@@ -207,21 +205,20 @@ def _stable_message(m: dict, i: int, detectors, counters: dict[str, int], moved:
     return {**m, "content": parts}
 
 
-def _stable_text(text: str, detectors, counters: dict[str, int], moved: list, budget: _Budget) -> str:
+def _stable_text(text: str, state: _Moves) -> str:
     before, section, after = split_section(text)
     if section:  # documents are kept verbatim: a date in a document is not a volatile value
-        pieces = (_stable_text(before, detectors, counters, moved, budget), section,
-                  _stable_text(after, detectors, counters, moved, budget))
+        pieces = (_stable_text(before, state), section, _stable_text(after, state))
         return "\n\n".join(p for p in pieces if p)
-    if len(text) > budget.left:
-        budget.skipped += 1
+    if len(text) > state.left:
+        state.skipped += 1
         return text
-    budget.left -= len(text)
-    text, spans = _scan(text, detectors)
+    state.left -= len(text)
+    text, spans = _scan(text, state.detectors)
     if not spans:
         return text
-    text, pairs = replace_spans(text, spans, counters)
-    moved.extend(pairs)
+    text, pairs = replace_spans(text, spans, state.counters)
+    state.moved.extend(pairs)
     return text
 
 
@@ -230,14 +227,18 @@ MAX_SCAN_CHARS = 200_000
 (about 50k tokens; a 1-3k-token system prompt is 4-12k characters). The search runs on the
 event loop (every detector over the whole text: about half a second per megabyte on a 2-core
 AMD EPYC), so a client sending a multi-megabyte system prompt would stall every other
-request for seconds; a text that would go over
-the limit is left in place, unscanned (whitespace too), and the decision's rewrite notes
-say so."""
+request for seconds; a text that would go over the limit is left in place, unscanned
+(whitespace too), and the decision's rewrite notes say so."""
 
 
 @dataclass
-class _Budget:
-    left: int  # characters that may still be scanned in this request
+class _Moves:
+    """One request's volatile-value rewrite so far."""
+
+    detectors: Sequence[tuple[str, Any]]
+    left: int  # characters that may still be scanned (MAX_SCAN_CHARS at the start)
+    counters: dict[str, int] = field(default_factory=dict)  # placeholders given per kind
+    moved: list[tuple[str, str]] = field(default_factory=list)  # (placeholder, value), in order
     skipped: int = 0  # texts left unscanned
 
 
