@@ -21,6 +21,7 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
+from router.policy.locate import line_of, loc_text
 from router.policy.models import Policy
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -157,9 +158,9 @@ def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
                                   f"the document expands to more than {MAX_NODES} nodes (alias bomb?)")]
         line = node.start_mark.line + 1
         if id(node) in ancestors:
-            return [PolicyProblem(line, _fmt(path), "recursive alias")]
+            return [PolicyProblem(line, loc_text(path), "recursive alias")]
         if not node.tag.startswith(_STANDARD_TAG):
-            problems.append(PolicyProblem(line, _fmt(path), f"unsupported YAML tag '{node.tag}'"))
+            problems.append(PolicyProblem(line, loc_text(path), f"unsupported YAML tag '{node.tag}'"))
             continue
         inner = ancestors | {id(node)}
         if isinstance(node, yaml.MappingNode):
@@ -167,7 +168,7 @@ def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode):
                     if key.value in seen:
-                        problems.append(PolicyProblem(key.start_mark.line + 1, _fmt(path + (key.value,)),
+                        problems.append(PolicyProblem(key.start_mark.line + 1, loc_text(path + (key.value,)),
                                                       f"duplicate key '{key.value}'"))
                     seen.add(key.value)
                 stack.append((value, path + (getattr(key, "value", "?"),), inner))
@@ -202,14 +203,14 @@ def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem])
         def repl(m: re.Match) -> str:
             value = os.environ.get(m.group(1), m.group(2))
             if value is None:
-                problems.append(PolicyProblem(node.start_mark.line + 1, _fmt(path),
+                problems.append(PolicyProblem(node.start_mark.line + 1, loc_text(path),
                                               f"environment variable {m.group(1)} is not set"))
                 return ""
             return value
 
         node.value = _ENV.sub(repl, node.value)
         if "${" in node.value:
-            problems.append(PolicyProblem(node.start_mark.line + 1, _fmt(path),
+            problems.append(PolicyProblem(node.start_mark.line + 1, loc_text(path),
                                           "malformed ${VAR} reference (names: letters, digits, _; not starting "
                                           "with a digit)"))
     elif isinstance(node, yaml.MappingNode):
@@ -230,51 +231,15 @@ def _schema_problems(exc: ValidationError, root: yaml.Node, prefix: tuple = (),
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = f"unknown key '{loc[-1]}'{known}"
-        problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
+        problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), msg))
     return problems
-
-
-def _line_of(root: yaml.Node, loc: tuple) -> int:
-    """1-based line of the deepest node of ``loc`` present in the YAML tree."""
-    node = root
-    for part in loc:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if _is_key(k, part)), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-    return node.start_mark.line + 1
-
-
-def _is_key(key: yaml.Node, part: object) -> bool:
-    if isinstance(part, str) and key.value == part:
-        return True
-    # pydantic names a non-string key by its Python value (``1: 2`` as 1, ``yes: 1`` as 1,
-    # ``~: x`` as 'None'); a quoted key is a string and was matched above
-    if not isinstance(key, yaml.ScalarNode) or key.style or key.tag == "tag:yaml.org,2002:str":
-        return False
-    try:
-        value = yaml.safe_load(key.value)
-    except yaml.YAMLError:
-        return False
-    return value == part or str(value) == part
-
-
-def _fmt(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     problems: list[PolicyProblem] = []
 
     def add(loc: tuple, msg: str) -> None:
-        problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), msg))
+        problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), msg))
 
     seen: set[str] = set()
     for i, b in enumerate(policy.backends):
@@ -337,7 +302,7 @@ def _huge_integers(data: Any, root: yaml.Node) -> list[PolicyProblem]:
         elif isinstance(node, list):
             stack.extend((v, loc + (i,)) for i, v in enumerate(node))
         elif isinstance(node, int) and not isinstance(node, bool) and not -(2**63) <= node < 2**63:
-            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), "number out of range (at most 2**63 - 1)"))
+            problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), "number out of range (at most 2**63 - 1)"))
     problems.sort(key=lambda p: p.line)
     return problems
 
@@ -380,7 +345,7 @@ def _hosted_providers(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
                                      api_base=b.api_base)
         except Exception:  # noqa: BLE001  # litellm raises its BadRequestError (or others) for "no provider"
             loc = ("backends", i, "model")
-            problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc),
+            problems.append(PolicyProblem(line_of(root, loc), loc_text(loc),
                                           f"litellm knows no provider for model '{b.model}': write it as "
                                           "provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest"))
     return problems
@@ -397,11 +362,11 @@ def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[
             path = p if p.is_absolute() or base_dir is None else base_dir / p
             loc = ("backends", i, "data", j)
             if not os.path.exists(path):  # False, not an error, for unreadable or invalid names
-                problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), f"file not found: {path}"))
+                problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), f"file not found: {path}"))
                 continue
             reason = _data_format_problem(Path(path))
             if reason:
-                problems.append(PolicyProblem(_line_of(root, loc), _fmt(loc), reason))
+                problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), reason))
     return problems
 
 
