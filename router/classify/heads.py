@@ -139,7 +139,7 @@ def sigmoid(x: float) -> float:
 
 def save_head(folder: Path, config: HeadConfig, model: Any) -> None:
     """Write the head's artifacts (the files :func:`load_head` reads) from a trained
-    :class:`router.classify.train._Trainable` (its ``peft``, ``out`` and ``lora_config``)."""
+    :class:`router.classify.trainable.Trainable` (its ``peft``, ``out`` and ``lora_config``)."""
     from peft import get_peft_model_state_dict
     from safetensors.torch import save_file
 

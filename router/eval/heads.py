@@ -136,7 +136,7 @@ def fit_heads(train: EvalData, seed: int = 0, epochs: int = 3, progress: Progres
 def _base(cfg: Any) -> Any:
     """The float32 base the trainable top layer is built on (the trunk ran separately)."""
     from router.classify.runtime import BaseEncoder
-    from router.classify.train import default_base_path
+    from router.classify import default_base_path
 
     return BaseEncoder.from_pretrained(cfg.base_path or default_base_path(), max_tokens=cfg.max_tokens,
                                        head_tokens=cfg.head_tokens, name=cfg.base_name)

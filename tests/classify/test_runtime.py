@@ -13,7 +13,8 @@ from router.classify.layers import LINEARS  # noqa: E402
 from router.classify.errors import AdapterError  # noqa: E402
 from router.classify.runtime import BaseEncoder, MultiHeadEncoder  # noqa: E402
 from router.classify.heads import save_head  # noqa: E402
-from router.classify.train import TrainConfig, _Trainable  # noqa: E402
+from router.classify.train import TrainConfig  # noqa: E402
+from router.classify.trainable import Trainable  # noqa: E402
 
 N_LAYERS, HIDDEN = 3, 16
 TEXTS = ["hello world", "a", "", "a much longer prompt that will be cut at both ends " * 3]
@@ -47,7 +48,7 @@ def _head(tmp: Path, folder: Path, base: BaseEncoder, name: str, modules: list[s
     cfg = TrainConfig(data=tmp, out=tmp, base_path=folder, layers=list(layers), modules=modules, r=4, alpha=8,
                       max_tokens=24, head_tokens=6, base_name="tiny")
     torch.manual_seed(seed)
-    model = _Trainable(cfg, base, n_out=3, pooling=pooling)
+    model = Trainable(cfg, base, n_out=3, pooling=pooling)
     for n, p in model.named_parameters():
         if "lora_B" in n:
             torch.nn.init.normal_(p, std=0.5)
