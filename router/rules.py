@@ -47,11 +47,17 @@ def matching(policy: Policy, route: RouteConfig | None, tenant: str | None, head
             continue
         if any(not _at_least(signals.get(name), threshold) for name, threshold in rule.when_signal.items()):
             continue
+        if any(not _below(signals.get(name), threshold) for name, threshold in rule.when_signal_below.items()):
+            continue
         yield rule
 
 
 def _at_least(value: Any, threshold: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= threshold
+
+
+def _below(value: Any, threshold: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < threshold
 
 
 def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig], tenant: str | None,
@@ -93,9 +99,10 @@ def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig
 
 
 def _why(rule: RuleConfig, signals: dict[str, Any]) -> str:
-    if not rule.when_signal:
-        return ""
     parts = [f"{k}={signals[k]:.2f}>={v}" for k, v in rule.when_signal.items()]
+    parts += [f"{k}={signals[k]:.2f}<{v}" for k, v in rule.when_signal_below.items()]
+    if not parts:
+        return ""
     return f" ({', '.join(parts)})"
 
 
@@ -130,5 +137,5 @@ def pinned_rules(policy: Policy, backend: BackendConfig, tenant: str | None, hea
 def needs_signals(policy: Policy, backend: BackendConfig) -> bool:
     """Whether any rule that could hold for a request pinned to ``backend`` reads a signal
     (then the classifier must run; otherwise the pinned path skips it)."""
-    return any(rule.when_signal for rule in policy.rules
+    return any(rule.when_signal or rule.when_signal_below for rule in policy.rules
                if not rule.routes or any(backend.name in r.backends for r in policy.routes if r.name in rule.routes))

@@ -224,7 +224,8 @@ TEXT_SIGNALS = ("domain", "classifier_heads", "quality_prior_for", "predictor")
 
 class RuleConfig(_Strict):
     """A rule evaluated before scoring. A rule applies when all its conditions hold
-    (``routes``, ``tenants``, ``when_header``, ``when_signal``); then each action it sets
+    (``routes``, ``tenants``, ``when_header``, ``when_signal``, ``when_signal_below``); then
+    each action it sets
     is taken, in this order: ``block``, ``route_to``, ``allow_backends``,
     ``require_tags``, ``max_cost_usd``.
 
@@ -235,6 +236,11 @@ class RuleConfig(_Strict):
         when_header: applies when this request header is present (``x-mixroute-...``).
         when_signal: applies when every named classifier signal is at least its threshold,
             e.g. ``{pii: 0.5}`` or ``{injection: 0.8}`` (probabilities).
+        when_signal_below: applies when every named classifier signal is strictly below its
+            threshold, e.g. ``{scan_coverage: 1}``: a long prompt whose middle no classifier
+            window read (``pii``/``injection`` could not vouch for all of it). A signal the
+            request lacks (no classifier, pinned path without signal rules) satisfies neither
+            condition, so such a rule does not fire.
         block: refuse the request (HTTP 400, code ``prompt_blocked``).
         route_to: send the request to this backend only (e.g. a hardened model).
         allow_backends: only these backends stay candidates (per-tenant allow lists).
@@ -247,13 +253,14 @@ class RuleConfig(_Strict):
     tenants: list[str] = Field(default_factory=list)
     when_header: str | None = None
     when_signal: dict[str, float] = Field(default_factory=dict)
+    when_signal_below: dict[str, float] = Field(default_factory=dict)
     block: bool = False
     route_to: str | None = None
     allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: Number | None = Field(default=None, ge=0)
 
-    @field_validator("when_signal", mode="before")
+    @field_validator("when_signal", "when_signal_below", mode="before")
     @classmethod
     def _no_boolean_thresholds(cls, signals: Any) -> Any:
         if isinstance(signals, dict):
@@ -262,7 +269,7 @@ class RuleConfig(_Strict):
                     raise ValueError(f"the threshold of '{name}' must be a number, not {threshold}")
         return signals
 
-    @field_validator("when_signal")
+    @field_validator("when_signal", "when_signal_below")
     @classmethod
     def _thresholds_are_probabilities(cls, signals: dict[str, float]) -> dict[str, float]:
         for name, threshold in signals.items():
@@ -286,6 +293,16 @@ class RuleConfig(_Strict):
             raise ValueError(f"{name!r} is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~ only, "
                              "e.g. x-priority)")
         return name
+
+    @model_validator(mode="after")
+    def _signals_can_hold(self) -> "RuleConfig":
+        for name, below in self.when_signal_below.items():
+            if below <= 0:
+                raise ValueError(f"when_signal_below {{{name}: {below}}} never holds (signals are at least 0)")
+            if name in self.when_signal and self.when_signal[name] >= below:
+                raise ValueError(f"'{name}' cannot be at least {self.when_signal[name]} and below {below}: "
+                                 "the rule would never fire")
+        return self
 
     @model_validator(mode="after")
     def _has_action(self) -> "RuleConfig":

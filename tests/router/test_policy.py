@@ -424,6 +424,11 @@ rules:
     ("  - {name: r, when_signal: {pii: true}, block: true}\n", 7, "must be a number, not True"),
     ("  - {name: r, when_signal: {injecton: 0.5}, block: true}\n", 7, "did you mean 'injection'"),
     ("  - {name: r, when_signal: {domain: 0.5}, block: true}\n", 7, "not a number signal"),
+    ("  - {name: r, when_signal_below: {scan_coverag: 1}, block: true}\n", 7, "did you mean 'scan_coverage'"),
+    ("  - {name: r, when_signal_below: {scan_coverage: 1.5}, block: true}\n", 7, "between 0 and 1"),
+    ("  - {name: r, when_signal_below: {scan_coverage: false}, block: true}\n", 7, "must be a number, not False"),
+    ("  - {name: r, when_signal_below: {scan_coverage: 0}, block: true}\n", 7, "never holds"),
+    ("  - {name: r, when_signal: {pii: 0.5}, when_signal_below: {pii: 0.5}, block: true}\n", 7, "would never fire"),
 ])
 def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, words):
     problem = _problem(RULES_BASE + rules)

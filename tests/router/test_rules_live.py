@@ -285,3 +285,25 @@ async def test_route_to_never_escapes_a_tenant_allow_list():
             await Router(parse_policy(text), SignalPredictor(injection=0.6)).decide(_req(tenant="acme"))
         d = await Router(parse_policy(text), SignalPredictor(injection=0.6)).decide(_req(tenant="other"))
         assert d.record.chosen == "hardened"
+
+
+async def test_signal_below_sends_partly_scanned_prompts_to_a_hardened_backend():
+    policy = POLICY + "  - {name: partly-scanned, when_signal_below: {scan_coverage: 1}, route_to: hardened}\n"
+    d = await Router(parse_policy(policy), SignalPredictor(scan_coverage=0.4)).decide(_req())
+    assert d.record.chosen == "hardened"
+    assert any("partly-scanned" in n and "scan_coverage=0.40<1" in n for n in d.record.signals["rules"])
+    for signals in ({"scan_coverage": 1.0}, {}):  # fully read, or no such signal (no classifier): no effect
+        d = await Router(parse_policy(policy), SignalPredictor(**signals)).decide(_req())
+        assert d.record.chosen == "mid" and not any("partly-scanned" in n for n in d.record.signals["rules"])
+    # both conditions of one rule must hold
+    both = POLICY + "  - {name: odd, when_signal: {pii: 0.5}, when_signal_below: {scan_coverage: 0.5}, block: true}\n"
+    with pytest.raises(PromptBlocked, match=r"odd.*pii=0.90>=0.5, scan_coverage=0.20<0.5"):
+        await Router(parse_policy(both), SignalPredictor(pii=0.9, scan_coverage=0.2)).decide(_req())
+    d = await Router(parse_policy(both), SignalPredictor(pii=0.9, scan_coverage=0.8)).decide(_req())
+    assert d.record.chosen == "local"
+
+
+async def test_pinned_requests_read_signals_for_a_below_rule():
+    policy = POLICY + "  - {name: partly-scanned, when_signal_below: {scan_coverage: 1}, block: true}\n"
+    with pytest.raises(PromptBlocked, match="partly-scanned"):
+        await Router(parse_policy(policy), SignalPredictor(scan_coverage=0.3)).decide(_req(model="mid"))
