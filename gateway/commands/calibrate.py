@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from gateway.commands import require_modules
 from gateway.commands.output import check_output, write_output
 
 
@@ -89,6 +90,7 @@ def calibrate(
                                                  "fit the shipped heads.")] = None,
 ) -> None:
     """Calibrate a route's quality bar so the realised quality ratio meets --target."""
+    require_modules("mixroute calibrate", "eval", "numpy")
     from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, load_rows
     from router.calibration.predictions import cache_path
     from router.calibration.write import bar_block, write_policy

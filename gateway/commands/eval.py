@@ -22,6 +22,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from gateway.commands import require_modules
 from gateway.commands.output import check_output, write_output
 
 
@@ -48,6 +49,7 @@ def eval_cmd(
                                                    "records no cost (default: the replay price list).")] = None,
 ) -> None:
     """Compare routers on outcome data: cost-quality curves, AIQ, APGR, CPT."""
+    require_modules("mixroute eval", "eval", "numpy")
     from rich.console import Console
 
     from router.eval import report
@@ -162,6 +164,7 @@ def whatif_cmd(
                                            "is the point estimate).")] = 200,
 ) -> None:
     """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes."""
+    require_modules("mixroute policy what-if", "eval", "numpy")
     import json
     from datetime import datetime, timezone
 

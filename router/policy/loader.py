@@ -71,11 +71,26 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         PolicyError: unreadable file, bad YAML, schema or cross-reference problems.
     """
     path = Path(path)
+
+    def unreadable(why: str) -> PolicyError:
+        return PolicyError(str(path), [PolicyProblem(0, "", f"cannot read file: {why}")])
+
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():  # a folder, a device (/dev/zero never ends), a pipe
+            raise unreadable("not a regular file")
+        with path.open("rb") as f:
+            data = f.read(MAX_POLICY_BYTES + 1)
+        if len(data) > MAX_POLICY_BYTES:
+            raise unreadable(f"larger than {MAX_POLICY_BYTES // (1 << 20)} MiB, which no policy needs")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyError(str(path), [PolicyProblem(0, "", f"cannot read file: {exc}")]) from None
+        raise unreadable(str(exc)) from None
     return parse_policy(text, source=str(path), base_dir=path.parent)
+
+
+#: Largest policy file read (bytes): a policy is kilobytes; a bigger file is a mistake (a data
+#: file given as the policy), and reading it whole would hold the gateway's memory.
+MAX_POLICY_BYTES = 8 << 20
 
 
 def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None = None) -> LoadedPolicy:

@@ -477,3 +477,18 @@ def test_fake_delay_options_refuse_booleans():
             "routes:\n  - {name: auto, backends: [s]}\n")
     assert _problem(text) == "policy.yaml:3 backends[0].options.first_token_delay_s: must be a number, not True"
     assert parse_policy(text.replace("true", "0.1")).policy.backends[0].options == {"first_token_delay_s": 0.1}
+
+
+def test_a_policy_path_that_is_no_regular_file_or_too_large_is_one_problem(tmp_path):
+    from router.policy import PolicyError, load_policy
+    from router.policy.loader import MAX_POLICY_BYTES
+
+    endless = tmp_path / "endless.yaml"
+    endless.symlink_to("/dev/zero")  # read whole, it never ends
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (MAX_POLICY_BYTES + 1))
+    for path, words in ((endless, "not a regular file"), (tmp_path, "not a regular file"), (big, "larger than 8 MiB")):
+        with pytest.raises(PolicyError) as info:
+            load_policy(path)
+        (line,) = info.value.lines()
+        assert line.startswith(f"{path}: cannot read file: ") and words in line, line
