@@ -344,12 +344,15 @@ def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
 def _hosted_providers(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     """Hosted models litellm cannot place with a provider (``gpt5``, ``claude-sonnet``
     without ``anthropic/``): every call to them failed, answered to the client as its own
-    400 ``invalid_request_error``, and a route never fell back from them. litellm is
+    400 ``invalid_request_error``, and a route never fell back from them. Also hosted models
+    without ``pricing`` that litellm's bundled price map does not price: they were priced at
+    zero, silently, and so chosen for every request as the cheapest candidate. litellm is
     imported only when the policy has a hosted backend (serve imports it for them anyway)."""
     hosted = [(i, b) for i, b in enumerate(policy.backends) if b.kind == "hosted"]
     if not hosted:
         return []
     from backends.hosted.backend import load_litellm
+    from backends.hosted.pricing import hosted_pricing
 
     litellm = load_litellm()
     problems: list[PolicyProblem] = []
@@ -363,6 +366,15 @@ def _hosted_providers(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
             problems.append(PolicyProblem(line_of(root, loc), loc_text(loc),
                                           f"litellm knows no provider for model '{b.model}': write it as "
                                           "provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest"))
+            continue
+        if b.pricing is None and hosted_pricing(b.model) is None:
+            # Priced at zero, it would be every route's cheapest candidate and win every request.
+            loc = ("backends", i, "model")
+            problems.append(PolicyProblem(line_of(root, loc), loc_text(loc),
+                                          f"litellm's bundled price map has no price for '{b.model}': give the "
+                                          "backend pricing: {input_per_1m: X, output_per_1m: Y} (USD per 1M "
+                                          "tokens; 0 and 0 if it is free), or it would count as free and win "
+                                          "every route as the cheapest"))
     return problems
 
 

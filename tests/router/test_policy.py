@@ -288,12 +288,25 @@ def test_a_hosted_model_litellm_has_no_provider_for_is_an_error_at_its_line():
 @pytest.mark.parametrize("backend", [
     "model: openai/gpt-4o-mini",
     "model: gpt-4o-mini",  # a model name litellm knows the provider of
-    "model: my-model\n    options: {custom_llm_provider: openai}",
-    "model: hosted_vllm/llama\n    api_base: http://vllm-0:8000/v1",
+    # models the price map does not know validate once the policy prices them
+    "model: my-model\n    options: {custom_llm_provider: openai}\n    pricing: {input_per_1m: 1, output_per_1m: 2}",
+    "model: hosted_vllm/llama\n    api_base: http://vllm-0:8000/v1\n    pricing: {input_per_1m: 0, output_per_1m: 0}",
 ])
 def test_hosted_models_litellm_can_place_validate(backend):
     text = GOOD.replace("kind: fake\n    model: big-model", f"kind: hosted\n    {backend}")
     assert parse_policy(text).policy.backends[0].kind == "hosted"
+
+
+@pytest.mark.parametrize("backend", [
+    "model: openai/no-such-model-xyz",
+    "model: hosted_vllm/llama\n    api_base: http://vllm-0:8000/v1",
+])
+def test_an_unpriced_hosted_model_is_an_error_at_its_line(backend):
+    # It validated 'ok' and was priced at zero: the cheapest candidate of every route it was in.
+    text = GOOD.replace("kind: fake\n    model: big-model", f"kind: hosted\n    {backend}")
+    problem = _problem(text)
+    assert problem.startswith("policy.yaml:5 backends[0].model: litellm's bundled price map has no price for "), problem
+    assert "give the backend pricing: {input_per_1m: X, output_per_1m: Y}" in problem
 
 
 def test_missing_replay_data_is_an_error_at_its_line(tmp_path, monkeypatch):
