@@ -45,19 +45,20 @@ def matching(policy: Policy, route: RouteConfig | None, tenant: str | None, head
             continue
         if rule.when_header and rule.when_header.lower() not in headers:
             continue
-        if any(not _at_least(signals.get(name), threshold) for name, threshold in rule.when_signal.items()):
-            continue
-        if any(not _below(signals.get(name), threshold) for name, threshold in rule.when_signal_below.items()):
+        if not _signals_hold(rule, signals):
             continue
         yield rule
 
 
-def _at_least(value: Any, threshold: float) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= threshold
+def _signals_hold(rule: RuleConfig, signals: dict[str, Any]) -> bool:
+    """Every ``when_signal`` is at least, and every ``when_signal_below`` strictly below, its
+    threshold; a missing or non-number signal satisfies neither."""
+    def number(name: str) -> float | None:
+        value = signals.get(name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-
-def _below(value: Any, threshold: float) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value < threshold
+    return (all((v := number(n)) is not None and v >= t for n, t in rule.when_signal.items())
+            and all((v := number(n)) is not None and v < t for n, t in rule.when_signal_below.items()))
 
 
 def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig], tenant: str | None,
