@@ -43,17 +43,23 @@ def gpu_pricing(pricing: Pricing) -> Pricing:
 
 
 def resolve_pricing(config: BackendConfig) -> Pricing:
-    """The prices of a backend: the policy's (GPU-time pricing derived), else litellm's
-    bundled map (hosted), else zero."""
+    """The prices of a backend: :func:`known_pricing`, else zero."""
+    return known_pricing(config) or FREE
+
+
+def known_pricing(config: BackendConfig) -> Pricing | None:
+    """The policy's prices of a backend (GPU-time pricing derived), else litellm's bundled map
+    for a hosted model, else ``None`` (nothing prices it: policy validation refuses such a
+    hosted backend, :mod:`router.policy.hosted_checks`)."""
     if config.pricing is not None:
         return gpu_pricing(config.pricing)
     if config.kind == "hosted":
         try:
             from backends.hosted.pricing import hosted_pricing
         except ImportError:  # pragma: no cover - the hosted package is part of the distribution
-            return FREE
-        return hosted_pricing(config.model) or FREE
-    return FREE
+            return None
+        return hosted_pricing(config.model)
+    return None
 
 
 def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> float:

@@ -5,7 +5,8 @@ Steps: parse to a YAML node tree (keeps line marks) -> substitute ``${VAR}`` /
 ``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references,
 each backend's ``options`` against its kind's typed model
 (:func:`backends.registry.options_model`), that replay ``data`` paths exist and that litellm
-knows a provider for each hosted ``model``, so that a policy that validates also starts.
+knows a provider and a price for each hosted ``model`` (:mod:`router.policy.hosted_checks`),
+so that a policy that validates also starts.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     except ValidationError as exc:
         raise PolicyError(source, _with_env(env_problems, _schema_problems(exc, root))) from None
     problems = (_cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
-                + _hosted_providers(policy, root))
+                + _hosted(policy, root))
     problems = _with_env(env_problems, problems)
     if problems:
         raise PolicyError(source, problems)
@@ -341,41 +342,12 @@ def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     return problems
 
 
-def _hosted_providers(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
-    """Hosted models litellm cannot place with a provider (``gpt5``, ``claude-sonnet``
-    without ``anthropic/``): every call to them failed, answered to the client as its own
-    400 ``invalid_request_error``, and a route never fell back from them. Also hosted models
-    without ``pricing`` that litellm's bundled price map does not price: they were priced at
-    zero, silently, and so chosen for every request as the cheapest candidate. litellm is
-    imported only when the policy has a hosted backend (serve imports it for them anyway)."""
-    hosted = [(i, b) for i, b in enumerate(policy.backends) if b.kind == "hosted"]
-    if not hosted:
-        return []
-    from backends.hosted.backend import load_litellm
-    from backends.hosted.pricing import hosted_pricing
+def _hosted(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
+    """:func:`router.policy.hosted_checks.hosted_problems` at their lines (it imports litellm
+    only when the policy has a hosted backend)."""
+    from router.policy.hosted_checks import hosted_problems
 
-    litellm = load_litellm()
-    problems: list[PolicyProblem] = []
-    for i, b in hosted:
-        provider = b.options.get("custom_llm_provider")
-        try:
-            litellm.get_llm_provider(b.model, custom_llm_provider=provider if isinstance(provider, str) else None,
-                                     api_base=b.api_base)
-        except Exception:  # noqa: BLE001  # litellm raises its BadRequestError (or others) for "no provider"
-            loc = ("backends", i, "model")
-            problems.append(PolicyProblem(line_of(root, loc), loc_text(loc),
-                                          f"litellm knows no provider for model '{b.model}': write it as "
-                                          "provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest"))
-            continue
-        if b.pricing is None and hosted_pricing(b.model) is None:
-            # Priced at zero, it would be every route's cheapest candidate and win every request.
-            loc = ("backends", i, "model")
-            problems.append(PolicyProblem(line_of(root, loc), loc_text(loc),
-                                          f"litellm's bundled price map has no price for '{b.model}': give the "
-                                          "backend pricing: {input_per_1m: X, output_per_1m: Y} (USD per 1M "
-                                          "tokens; 0 and 0 if it is free), or it would count as free and win "
-                                          "every route as the cheapest"))
-    return problems
+    return [PolicyProblem(line_of(root, loc), loc_text(loc), msg) for loc, msg in hosted_problems(policy)]
 
 
 def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[PolicyProblem]:
