@@ -1,11 +1,14 @@
 """Decision latency without the classifier: ``Router.decide`` over a route of N candidates.
 
-Run: ``python -m bench.decision [--candidates 20] [--n 20000]``
+Run: ``python -m bench.decision [--candidates 20] [--n 20000] [--bar target,route_target]``
 
 The predictor is the prior baseline (a dict lookup), so the figure is the engine itself:
 rewrite + rules + cost model + live TTFT + choice. Prints p50/p99 in milliseconds over
 sequential decisions of a ~100-token chat request with a system prompt. Target (issue 4):
-p99 under 0.5 ms with 20 candidates.
+p99 under 0.5 ms with 20 candidates. ``--bar`` compares quality bars side by side (each
+at 0.95); ``route_target`` adds its controller's update (:mod:`router.aggregate`), here in
+its worst case: every candidate is on the cost-quality frontier, so each request adds
+N - 1 steps.
 """
 
 from __future__ import annotations
@@ -19,19 +22,19 @@ from router.engine import Router, RoutingRequest
 from router.policy import parse_policy
 
 
-def policy(n: int) -> str:
+def policy(n: int, bar: str = "target") -> str:
     lines = ["version: 1", "backends:"]
     for i in range(n):
         lines.append(f"  - {{name: b{i}, kind: fake, model: m{i}, quality: {0.5 + 0.4 * i / n:.3f}, "
                      f"pricing: {{input_per_1m: {0.1 * (i + 1):.2f}, output_per_1m: {0.3 * (i + 1):.2f}}}}}")
     names = ", ".join(f"b{i}" for i in range(n))
-    lines += ["routes:", f"  - {{name: auto, backends: [{names}], quality_bar: {{target: 0.95}}, ttft_slo_s: 2.0}}",
+    lines += ["routes:", f"  - {{name: auto, backends: [{names}], quality_bar: {{{bar}: 0.95}}, ttft_slo_s: 2.0}}",
               "rules:", "  - {name: cap, max_cost_usd: 1.0}"]
     return "\n".join(lines) + "\n"
 
 
-async def measure(n_candidates: int, n: int) -> tuple[float, float]:
-    router = Router(parse_policy(policy(n_candidates)))
+async def measure(n_candidates: int, n: int, bar: str = "target") -> tuple[float, float]:
+    router = Router(parse_policy(policy(n_candidates, bar)))
     body = {"model": "auto", "messages": [
         {"role": "system", "content": "You are a concise assistant. Current time: 2026-11-30T12:00:00Z."},
         {"role": "user", "content": "Explain in two sentences why the sky is blue, and cite one source. " * 4}]}
@@ -49,10 +52,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=20)
     parser.add_argument("--n", type=int, default=20000)
+    parser.add_argument("--bar", default="target", help="comma-separated: target, route_target, min_quality")
     args = parser.parse_args()
     for c in sorted({1, 5, args.candidates}):
-        p50, p99 = asyncio.run(measure(c, args.n))
-        print(f"candidates={c:3d}  decide p50 {p50:.3f} ms  p99 {p99:.3f} ms  (n={args.n})")
+        for bar in args.bar.split(","):
+            p50, p99 = asyncio.run(measure(c, args.n, bar.strip()))
+            print(f"candidates={c:3d}  bar={bar.strip():12s}  decide p50 {p50:.3f} ms  p99 {p99:.3f} ms  (n={args.n})")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ candidates C and quality bar q:
 4. The bar: ``min_quality`` (absolute), ``target x max(predicted quality)`` (relative), or
    for ``willingness_to_pay`` w the predicted quality of the candidate maximising
    ``w x quality - cost`` (no candidate costs less and predicts as much, so the cheapest
-   candidate clearing that bar is that candidate).
+   candidate clearing that bar is that candidate). ``route_target`` is the relative rule
+   with the route's own share, set so that its recent requests keep the target share of
+   their summed best predicted quality (:mod:`router.aggregate`; recorded as
+   ``signals.route_share``).
 5. The choice (:func:`choose`) is the cheapest candidate that clears the bar and meets the
    route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
    ``on_no_candidate`` decide the other cases.
@@ -211,10 +214,15 @@ class Router:
             raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
                               f"({'; '.join(ruled.notes)})")
         qb = route.quality_bar
-        if qb.willingness_to_pay is not None:
+        wtp = qb.willingness_to_pay
+        if wtp is not None:
             for c in cands:
-                c.utility_usd = qb.willingness_to_pay * c.predicted_quality - c.expected_cost_usd
-        bar = self._bar(route, cands)
+                c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
+        share = None
+        if qb.route_target is not None:  # the route's current share of the best, this request included
+            share = self.live.route_target(route.name, qb.route_target, qb.window).add(
+                [(c.expected_cost_usd, c.predicted_quality) for c in cands])
+        bar = self._bar(route, cands, share)
         by_name = {b.name: b for b in fitting}
         for c in cands:
             c.eligible = c.predicted_quality + _EPS >= bar
@@ -222,7 +230,7 @@ class Router:
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
         bar_kind = qb.kind
-        if bar_kind == "willingness_to_pay" and reason == "cheapest_above_bar":
+        if wtp is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
         rest.sort(key=lambda c: (not c.eligible, not c.meets_slo,
@@ -233,6 +241,7 @@ class Router:
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
+                     **({"route_share": share} if share is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
         )
@@ -296,14 +305,14 @@ class Router:
         return cands
 
     @staticmethod
-    def _bar(route: RouteConfig, cands: list[Candidate]) -> float:
+    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None) -> float:
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
         if qb.willingness_to_pay is not None:  # utility_usd set by decide()
             best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
             return max(c.predicted_quality for c in cands if c.utility_usd >= best)
-        return qb.target * max(c.predicted_quality for c in cands)
+        return (qb.target if share is None else share) * max(c.predicted_quality for c in cands)
 
 
 

@@ -23,6 +23,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from router.aggregate import DEFAULT_WINDOW, RouteTarget
 from router.policy.models import BackendConfig
 
 ALPHA = 0.2
@@ -52,6 +53,17 @@ class LiveState:
     def __init__(self) -> None:
         self._s: dict[str, _State] = {}
         self._prefixes: dict[str, OrderedDict[str, float]] = {}
+        self._targets: dict[str, RouteTarget] = {}
+
+    def route_target(self, route: str, target: float, window: int | None = None) -> RouteTarget:
+        """The ``route_target`` controller of ``route`` (:mod:`router.aggregate`). It is kept
+        across policy reloads while the route's target and window stay the same; a changed
+        bar starts a new one."""
+        window = window or DEFAULT_WINDOW
+        ctl = self._targets.get(route)
+        if ctl is None or ctl.target != float(target) or ctl.window != window:
+            ctl = self._targets[route] = RouteTarget(target, window)
+        return ctl
 
     def saw_prefix(self, backend: str, prefix_hash: str, now: float | None = None) -> None:
         """Record that ``backend`` served a request with this stable-prefix hash."""

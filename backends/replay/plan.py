@@ -117,8 +117,9 @@ class ReplayPlan:
             "quality": round(min(max(self.dataset.mean_score(model), 0.0), 1.0), 6),
             "pricing": {"per_request": self.prices[model]},
         } for name, model in self.names.items()]
-        route = {"name": ROUTE, "backends": list(self.names), "quality_bar": {"target": target},
-                 "description": f"Replay of {self.dataset.name}: cheapest model within {target:.0%} of the best."}
+        route = {"name": ROUTE, "backends": list(self.names), "quality_bar": {"route_target": target},
+                 "description": f"Replay of {self.dataset.name}: the cheapest choices that keep {target:.0%} of the "
+                                "best predicted quality over the route's requests."}
         return {"version": 1, "default_route": ROUTE, "backends": backends, "routes": [route]}
 
     def write_policy(self, path: Path, target: float = 0.95) -> Path:

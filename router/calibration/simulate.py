@@ -26,16 +26,18 @@ from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar, RouteConfig
 
-#: Bar parametrisations swept: the absolute ``min_quality``, the relative ``target`` and the
-#: cost-quality trade-off ``willingness_to_pay`` (:class:`router.policy.models.QualityBar`).
+#: Bar parametrisations swept: the absolute ``min_quality``, the relative ``target``, the
+#: cost-quality trade-off ``willingness_to_pay`` and the route-level share ``route_target``
+#: (:class:`router.policy.models.QualityBar`).
 PARAMS = QualityBar.KINDS
 #: Thresholds swept per parametrisation (min_quality: a probability; target: a share of the
 #: best predicted quality, which must be > 0; willingness_to_pay: USD per unit of quality,
 #: log-spaced from 1e-6 (about always the cheapest) to 10 (about always the best predicted),
-#: 24 steps per decade).
+#: 24 steps per decade); route_target: as target.
 GRIDS = {"min_quality": np.round(np.arange(0.0, 1.0001, 0.01), 2),
          "target": np.round(np.arange(0.50, 1.0001, 0.005), 3),
-         "willingness_to_pay": np.array([float(f"{x:.4g}") for x in np.logspace(-6, 1, 7 * 24 + 1)])}
+         "willingness_to_pay": np.array([float(f"{x:.4g}") for x in np.logspace(-6, 1, 7 * 24 + 1)]),
+         "route_target": np.round(np.arange(0.50, 1.0001, 0.005), 3)}
 #: Column index recorded for a request the engine rejected (``on_no_candidate: reject``).
 REJECTED = -1
 

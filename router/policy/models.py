@@ -160,16 +160,27 @@ class QualityBar(_Strict):
             2024, "willingness to pay" lambda); unlike ``target``, it spends the expensive
             model where it gains most, so a route reaches an aggregate quality ratio for
             less. ``0.01`` = one cent for a sure good answer over a sure bad one.
+        route_target: route-level relative bar, in (0, 1]: over the route's last ``window``
+            requests, the summed predicted quality of the choices is at least this share of
+            the summed predicted quality of each request's strongest candidate. The engine
+            applies ``target``'s per-request rule with the lowest share that keeps the
+            route there (:mod:`router.aggregate`), so it holds the quantity offline
+            evaluation reports (realised quality as a share of always-strongest) for less
+            than ``target`` spends making every single request clear it.
+        window: requests a ``route_target`` bar looks back over (default 512; only with
+            ``route_target``).
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 
     min_quality: Number | None = Field(default=None, ge=0, le=1)
     target: Number | None = Field(default=None, gt=0, le=1)
     willingness_to_pay: Number | None = Field(default=None, gt=0)
+    route_target: Number | None = Field(default=None, gt=0, le=1)
+    window: Integer | None = Field(default=None, ge=1, le=100_000)
     calibrated: CalibrationEvidence | None = None
 
     #: The bar kinds, one of which is set.
-    KINDS: ClassVar[tuple[str, ...]] = ("min_quality", "target", "willingness_to_pay")
+    KINDS: ClassVar[tuple[str, ...]] = ("min_quality", "target", "willingness_to_pay", "route_target")
 
     @property
     def kind(self) -> str:
@@ -178,8 +189,10 @@ class QualityBar(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "QualityBar":
-        if sum(v is not None for v in (self.min_quality, self.target, self.willingness_to_pay)) != 1:
-            raise ValueError("set exactly one of 'min_quality', 'target' or 'willingness_to_pay'")
+        if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
+            raise ValueError("set exactly one of 'min_quality', 'target', 'willingness_to_pay' or 'route_target'")
+        if self.window is not None and self.route_target is None:
+            raise ValueError("'window' applies to a 'route_target' bar only")
         return self
 
 

@@ -197,7 +197,7 @@ def test_write_policy_then_serve_it_by_path(tmp_path):
                                        "--write-policy", str(out)])
     assert res.exit_code == 0, res.output
     loaded = load_policy(out)
-    assert loaded.policy.route("auto").quality_bar.target == 0.95
+    assert loaded.policy.route("auto").quality_bar.route_target == 0.95
     assert not (tmp_path / "o.json").exists()  # nothing was replayed
     res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
                                        "--policy", str(tmp_path / "nope.yaml")])

@@ -44,7 +44,7 @@ def test_policy_from_recorded_costs_validates(tmp_path):
     assert (b.kind, b.model, b.data) == ("replay", "small model", [path.resolve()])
     assert b.quality == pytest.approx(ds.mean_score("small model")) and b.pricing.per_request == plan.prices["small model"]
     route = loaded.policy.route("auto")
-    assert route.backends == ["big/model-1", "small-model"] and route.quality_bar.target == 0.95
+    assert route.backends == ["big/model-1", "small-model"] and route.quality_bar.route_target == 0.95
 
 
 def test_price_list_when_no_cost_is_recorded(tmp_path):

@@ -1,0 +1,161 @@
+"""The route-level bar ``route_target``: the controller's exact solve and the engine's use of it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.aggregate import BUCKETS, REBUILD_EVERY, RouteTarget, share_steps
+from router.engine import Router, RoutingRequest
+from router.live import LiveState
+from router.policy import parse_policy
+from router.predict import Prediction
+
+POLICY = """version: 1
+backends:
+  - {name: strong, kind: fake, model: strong, pricing: {per_request: 0.01}}
+  - {name: mid, kind: fake, model: mid, pricing: {per_request: 0.002}}
+  - {name: weak, kind: fake, model: weak, pricing: {per_request: 0.0001}}
+routes:
+  - {name: auto, backends: [strong, mid, weak], quality_bar: BAR}
+"""
+
+
+def _pick(points: list[tuple[float, float]], share: float) -> float:
+    """The per-request relative rule, independently: the cheapest candidate predicting at
+    least ``share x best`` (ties: the higher quality); its predicted quality."""
+    best = max(q for _, q in points)
+    ok = [(c, -q) for c, q in points if q + 1e-9 >= share * best]
+    return -min(ok)[1]
+
+
+def test_share_steps_walks_the_pareto_frontier():
+    q0, best, steps = share_steps([(1.0, 0.5), (2.0, 0.4), (3.0, 0.8), (10.0, 1.0), (3.0, 0.7)])
+    assert (q0, best) == (0.5, 1.0)  # (2, 0.4) is dominated by the cheaper (1, 0.5); (3, 0.7) by (3, 0.8)
+    assert steps == [(0.5, pytest.approx(0.3)), (0.8, pytest.approx(0.2))]
+    assert share_steps([(1.0, 0.7)]) == (0.7, 0.7, [])
+    assert share_steps([(1.0, 0.0), (2.0, 0.0)]) == (0.0, 0.0, [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.tuples(st.sampled_from([0.001, 0.002, 0.01, 0.05]), st.floats(0.01, 1.0)),
+                              min_size=1, max_size=5), min_size=1, max_size=40),
+       target=st.floats(0.5, 1.0), window=st.integers(1, 50))
+def test_solve_is_the_smallest_share_that_holds_the_target(rows, target, window):
+    """Against brute force over the window's last requests: the controller's share reaches
+    the target, and the next smaller share it could have set (one bucket lower) does not."""
+    ctl = RouteTarget(target, window=window)
+    for points in rows:
+        share = ctl.add(points)
+    kept = rows[-window:]
+    best = sum(max(q for _, q in p) for p in kept)
+
+    def total(s: float) -> float:
+        return sum(_pick(p, s) for p in kept)
+
+    assert len(ctl) == len(kept) and share == ctl.share
+    assert total(share) >= target * best - 1e-9
+    assert ctl.predicted == pytest.approx(total(share) / best)
+    if share > 0:
+        assert total(share - 1 / BUCKETS) < target * best + 1e-9
+
+
+def test_long_runs_do_not_drift():
+    """Adding and dropping gains for many windows leaves the sums exact (periodic rebuild)."""
+    ctl = RouteTarget(0.9, window=3)
+    for i in range(REBUILD_EVERY + 5):  # past one rebuild
+        ctl.add([(0.001, 0.3 + (i % 7) / 10), (0.01, 0.99)])
+    fresh = RouteTarget(0.9, window=3)
+    for p in list(ctl._rows):
+        fresh._push(p, 1.0)
+    assert ctl._have == pytest.approx(fresh._have, abs=1e-9) and ctl._best == pytest.approx(fresh._best, abs=1e-9)
+
+
+def test_window_forgets_old_requests():
+    ctl = RouteTarget(0.9, window=4)
+    for _ in range(10):
+        ctl.add([(0.001, 0.5), (0.01, 1.0)])  # cheap gets half the best: only the strong one holds 0.9
+    assert len(ctl) == 4 and ctl.share > 0.5
+    for _ in range(4):
+        ctl.add([(0.001, 0.95), (0.01, 1.0)])  # now cheap is enough everywhere
+    assert ctl.share == 0.0 and ctl.predicted == pytest.approx(0.95)
+
+
+class _Table:
+    """Predicted quality per prompt from a table (an in-file predictor, as the classifier's
+    ``quality`` head would give)."""
+
+    def __init__(self, table: dict[str, dict[str, float]]):
+        self.table = table
+
+    async def predict(self, text, backends):
+        return Prediction(quality=dict(self.table[text]), source="table")
+
+
+def _traffic() -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Easy prompts: mid predicts 0.93 of strong; hard ones: weak and mid far below strong."""
+    table, order = {}, []
+    for i in range(60):
+        easy = i % 3 != 0
+        table[f"p{i}"] = ({"strong": 0.9, "mid": 0.84, "weak": 0.5} if easy else {"strong": 0.8, "mid": 0.5, "weak": 0.3})
+        order.append(f"p{i}")
+    return order, table
+
+
+async def _run(bar: str) -> tuple[float, float, float, list]:
+    order, table = _traffic()
+    router = Router(parse_policy(POLICY.replace("BAR", bar)), _Table(table), LiveState())
+    chosen_q = best_q = cost = 0.0
+    decisions = []
+    for p in order:
+        d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
+        c = {x.backend: x for x in d.candidates}[d.record.chosen]
+        chosen_q += c.predicted_quality
+        best_q += max(x.predicted_quality for x in d.candidates)
+        cost += c.expected_cost_usd
+        decisions.append(d)
+    return chosen_q / best_q, cost, best_q, decisions
+
+
+async def test_route_target_holds_the_share_for_less_than_target():
+    """Per request, ``target: 0.95`` needs the strong model everywhere (0.84 / 0.9 = 0.93);
+    over the route, ``route_target: 0.95`` keeps 95% of the summed best predicted quality
+    and sends the easy prompts to mid."""
+    share_t, cost_t, _, _ = await _run("{target: 0.95}")
+    share_r, cost_r, _, decisions = await _run("{route_target: 0.95}")
+    assert share_t == 1.0
+    assert share_r >= 0.95 - 1e-9
+    assert cost_r < cost_t * 0.6
+    last = decisions[-1].record
+    assert last.signals["bar_kind"] == {"route_target": 0.95}
+    assert 0 < last.signals["route_share"] <= 1
+    hard = [d.record.chosen for d in decisions[20:] if d.candidates[0].predicted_quality == 0.8]
+    assert hard and set(hard) == {"strong"}  # the strong model goes where the predicted gap is largest
+
+
+async def test_route_target_state_survives_reload_of_the_same_bar():
+    order, table = _traffic()
+    live = LiveState()
+    policy = parse_policy(POLICY.replace("BAR", "{route_target: 0.9, window: 100}"))
+    for p in order[:30]:
+        await Router(policy, _Table(table), live).decide(
+            RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
+    assert len(live.route_target("auto", 0.9, 100)) == 30
+    assert len(live.route_target("auto", 0.95, 100)) == 0  # a changed bar starts afresh
+
+
+@pytest.mark.parametrize("bar, match", [
+    ("{route_target: 0}", "route_target"),
+    ("{route_target: 1.5}", "route_target"),
+    ("{route_target: .nan}", "route_target"),
+    ("{route_target: 0.9, target: 0.9}", "exactly one"),
+    ("{target: 0.9, window: 10}", "window"),
+    ("{route_target: 0.9, window: 0}", "window"),
+    ("{route_target: 0.9, window: true}", "window"),
+])
+def test_bad_route_target_is_a_policy_error(bar, match):
+    from router.policy.loader import PolicyError
+
+    with pytest.raises(PolicyError, match=match):
+        parse_policy(POLICY.replace("BAR", bar))
