@@ -6,8 +6,9 @@ bar from outcome data instead:
 
 1. predict every row once (the heads in batches, cached: :mod:`.predictions`);
 2. replay the rows through :meth:`router.engine.Router.decide` with the route's bar swept
-   over ``min_quality`` (absolute), ``target`` (relative) and ``willingness_to_pay``
-   (cost-quality trade-off) grids (:mod:`.simulate`);
+   over ``min_quality`` (absolute), ``target`` (relative), ``willingness_to_pay``
+   (cost-quality trade-off) and ``route_target`` (relative, over the route's traffic)
+   grids (:mod:`.simulate`);
 3. score each threshold with the recorded outcomes and bound its realised ratio with a
    percentile bootstrap over rows (Efron & Tibshirani 1993); pick the cheapest threshold
    whose one-sided lower bound is at least the target, with fixed-sequence testing from the

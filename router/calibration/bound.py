@@ -44,7 +44,7 @@ class Point:
     """One threshold's outcome on the rows (ratios are shares, not percentages).
 
     Attributes:
-        param, threshold: the bar (``min_quality``, ``target`` or ``willingness_to_pay``)
+        param, threshold: the bar (one of :attr:`router.policy.models.QualityBar.KINDS`)
             and its value.
         n: rows. ratio: realised quality ratio. lower: its one-sided lower bound at
         ``confidence``. ci: two-sided interval at ``confidence``. cost_ratio: routed /
