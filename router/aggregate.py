@@ -29,21 +29,44 @@ histogram), so adding a request and dropping the oldest cost two additions per s
 the smallest bucket boundary ``s`` that reaches ``t`` is found on every request by two
 prefix sums and binary searches over at most ``BUCKETS / BLOCK`` and ``BLOCK`` entries (no
 periodic re-sort). ``s`` is a bucket boundary, so a choice may move up for a ratio up to
-``1 / BUCKETS`` below the exact one. The request being decided is in the window, so a
-route's first request gets ``t`` of its own best (the per-request rule) and the
-route-level trade-off takes over as traffic arrives. Order matters as in any online
-controller: a window that holds one kind of traffic only holds ``t`` on that kind.
+``1 / BUCKETS`` below the exact one.
+
+Ties: the last bucket the window needs usually holds more gain than it lacks (with a
+prior-only predictor every request has the same single step, so all or none would cross
+it). A request with a step in that bucket crosses it with the probability that makes the
+window's expected sum exactly the goal (the fractional item of the knapsack's LP
+relaxation), drawn from a generator seeded per controller, so the same traffic in the same
+order decides the same; the probability of the drawn side is the decision's selection
+probability (``DecisionRecord.probability``) for off-policy evaluation.
+
+Feedback: the solve is counterfactual (it assumes the window's earlier requests were
+decided at today's share). When traffic drifts they were not: if the cheap candidates get
+better over time, each new request looks like the easiest in the window and goes cheap
+while the window's real choices fall short. The controller therefore also sums the
+predicted quality of the choices actually made (:meth:`RouteTarget.chose`) and raises the
+next solve's goal by :data:`GAIN` x the shortfall (a surplus is kept: the bar is "at
+least"). In a simulation where the cheap candidate's gap shrank steadily over 2,000
+requests (``tests/router/test_route_target.py``) the route kept 0.94 of its best with the
+feedback and 0.72 without.
+
+The request being decided is in the window, so a route's first request gets ``t`` of its
+own best (the per-request rule) and the route-level trade-off takes over as traffic
+arrives. One controller per route and gateway process: replicas hold the target on their
+own traffic, and a restart starts with an empty window. Dry runs (``POST /v1/route``) use
+:meth:`RouteTarget.peek` and change nothing.
 
 Costs in USD; qualities are predicted probabilities of a good answer in [0, 1].
 """
 
 from __future__ import annotations
 
+import random
 from array import array
 from bisect import bisect_left
 from collections import deque
-from itertools import accumulate
 from collections.abc import Sequence
+from itertools import accumulate
+from math import isfinite
 
 #: Requests kept when the policy does not say (``quality_bar.window``).
 DEFAULT_WINDOW = 512
@@ -52,25 +75,33 @@ BUCKETS = 1 << 12
 BLOCK = 1 << 6
 #: Requests after which the running sums are rebuilt from the window (float drift).
 REBUILD_EVERY = 1 << 16
+#: Weight of the window's real shortfall (target - share held by the choices made) added
+#: to the goal of the next solve (a proportional correction on a windowed integral; 4 held
+#: a drifting stream within 0.01 of the target in a simulation, where 1 left 0.04).
+GAIN = 4.0
 
 
 def share_steps(points: Sequence[tuple[float, float]]) -> tuple[float, float, list[tuple[float, float]]]:
     """The path of one request's choice as the share of its best rises.
 
     Args:
-        points: ``(expected cost USD, predicted quality)`` per candidate (at least one).
+        points: ``(expected cost USD, predicted quality)`` per candidate. Points whose cost
+            or quality is not a finite number are left out; a negative quality counts as 0.
 
     Returns:
         ``(q0, best, steps)``: the quality chosen at share 0 (the cheapest candidate, the
         best predicted among equally cheap ones), the best predicted quality, and
         ``[(ratio, gain)]`` in increasing ``ratio``: a share above ``ratio`` moves the
         choice to the next Pareto point, which predicts ``gain`` more.
-        ``q0 + sum(gains) == best``.
+        ``q0 + sum(gains) == best``; ``(0, 0, [])`` when no point is usable.
     """
     frontier: list[tuple[float, float]] = []
-    for c, q in sorted(points, key=lambda p: (p[0], -p[1])):
+    usable = ((c, max(q, 0.0)) for c, q in points if isfinite(c) and isfinite(q))
+    for c, q in sorted(usable, key=lambda p: (p[0], -p[1])):
         if not frontier or q > frontier[-1][1]:
             frontier.append((c, q))
+    if not frontier:
+        return 0.0, 0.0, []
     best = frontier[-1][1]
     if best <= 0:
         return best, best, []
@@ -80,24 +111,37 @@ def share_steps(points: Sequence[tuple[float, float]]) -> tuple[float, float, li
 class RouteTarget:
     """The per-request share of one route's ``route_target`` bar (module docstring).
 
+    One instance per route and gateway process (:meth:`router.live.LiveState.route_target`):
+    replicas of the gateway each hold the target on their own traffic, and a restart
+    starts an empty window.
+
     Args:
         target: share of the window's summed best predicted quality to keep, in (0, 1].
         window: requests kept (>= 1).
 
     Attributes:
-        share: the per-request share in force (the engine's bar is ``share x best``).
-        predicted: the window's predicted share of its best at ``share`` (>= ``target``
-            up to float rounding).
+        share: the share that the last solve needs (the engine's bar is ``share x best``);
+            the request that crosses its last bucket draws it or one bucket lower (below).
+        probability: probability of the share :meth:`add` returned for the last request
+            (1.0 unless it was drawn): the decision's selection probability, for
+            off-policy evaluation.
+        held: the window's summed predicted quality of the choices actually made (as
+            reported by :meth:`chose`) over its summed best; 1.0 before any choice.
     """
 
     def __init__(self, target: float, window: int = DEFAULT_WINDOW):
         self.target = float(target)
         self.window = int(window)
-        self._rows: deque[tuple[float, float, array, array]] = deque()
+        # Each row: [q0, best, bucket array, gain array, chosen quality or None]. Steps sit in
+        # flat arrays so a full window is a few hundred objects for the garbage collector.
+        self._rows: deque[list] = deque()
         self._reset()
         self._added = 0
+        self._rng = random.Random(0)  # seeded: a replay of the same traffic decides the same
+        self._bucket, self._p_high = -1, 1.0
         self.share = self.target
-        self.predicted = 1.0
+        self.held = 1.0
+        self.probability = 1.0
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -106,23 +150,35 @@ class RouteTarget:
         self._fine = [0.0] * BUCKETS
         self._coarse = [0.0] * (BUCKETS // BLOCK)
         self._have = self._best = 0.0
+        self._chosen = self._chosen_best = 0.0
 
-    def _push(self, row: tuple[float, float, array, array], sign: float) -> None:
+    def _push(self, row: list, sign: float) -> None:
         self._have += sign * row[0]
         self._best += sign * row[1]
+        if row[4] is not None:
+            self._chosen += sign * row[4]
+            self._chosen_best += sign * row[1]
         fine, coarse = self._fine, self._coarse
         for b, gain in zip(row[2], row[3]):
             fine[b] += sign * gain
             coarse[b // BLOCK] += sign * gain
 
-    def add(self, points: Sequence[tuple[float, float]]) -> float:
-        """Add one request's candidates ``[(cost USD, predicted quality)]``; return the
-        share of its best predicted quality its choice must reach."""
+    @staticmethod
+    def _row(points: Sequence[tuple[float, float]]) -> list | None:
         q0, best, steps = share_steps(points)
-        # Rows keep their steps in flat arrays: a full window is then a few hundred objects
-        # for the garbage collector to walk, not thousands of tuples.
-        row = (q0, best, array("i", [min(int(r * BUCKETS), BUCKETS - 1) for r, _ in steps]),
-               array("d", [g for _, g in steps]))
+        if not best > 0:
+            return None  # nothing to hold: no usable prediction
+        return [q0, best, array("i", [min(max(int(r * BUCKETS), 0), BUCKETS - 1) for r, _ in steps]),
+                array("d", [g for _, g in steps]), None]
+
+    def add(self, points: Sequence[tuple[float, float]]) -> float:
+        """Add one request's candidates ``[(cost USD, predicted quality)]`` to the window and
+        return the share of its best predicted quality its choice must reach; report the
+        choice with :meth:`chose`. A request with no usable prediction is not added."""
+        row = self._row(points)
+        self.probability = 1.0
+        if row is None:
+            return self.share
         self._rows.append(row)
         self._push(row, 1.0)
         if len(self._rows) > self.window:
@@ -133,21 +189,70 @@ class RouteTarget:
             for r in self._rows:
                 self._push(r, 1.0)
         self._solve()
-        return self.share
+        return self._draw(row)
+
+    def _draw(self, row: list) -> float:
+        """The share for ``row``'s request: ``share`` (crossing the solve's last bucket) with
+        probability ``p``, else one bucket lower; sets :attr:`probability`."""
+        self.probability = 1.0
+        if self._bucket < 0 or self._bucket not in row[2]:
+            return self.share  # the last bucket holds none of this request's steps
+        high = self._rng.random() < self._p_high
+        self.probability = self._p_high if high else 1.0 - self._p_high
+        return self.share if high else self._bucket / BUCKETS
+
+    def peek(self, points: Sequence[tuple[float, float]]) -> float:
+        """The share :meth:`add` would return, leaving the window as it is (dry runs)."""
+        row = self._row(points)
+        if row is None:
+            return self.share
+        saved = self.share, self.held, self._bucket, self._p_high
+        self._push(row, 1.0)
+        try:
+            self._solve()
+            return self.share  # the higher side of a draw: a dry run shows the safe choice
+        finally:
+            self._push(row, -1.0)
+            self.share, self.held, self._bucket, self._p_high = saved
+
+    def chose(self, quality: float | None) -> None:
+        """Report the predicted quality of the candidate chosen for the request last added
+        (``None``: the request was refused)."""
+        if self._rows and self._rows[-1][4] is None and quality is not None and isfinite(quality):
+            row = self._rows[-1]
+            row[4] = max(float(quality), 0.0)
+            self._chosen += row[4]
+            self._chosen_best += row[1]
+            self.held = self._chosen / self._chosen_best
 
     def _solve(self) -> None:
         best = self._best
-        missing = self.target * best - 1e-12 * max(1.0, best) - self._have
+        goal = self.target
+        if self._chosen_best > 0:
+            # Feedback on what was really chosen: the counterfactual solve below assumes the
+            # window's earlier requests were decided at today's share. When traffic drifts they
+            # were not, so a shortfall of the choices actually made raises the goal until the
+            # window's real share is back at the target. A surplus is kept, not spent: the
+            # bar is "at least".
+            goal = min(goal + GAIN * max(self.target - self._chosen / self._chosen_best, 0.0), 1.0)
+        missing = goal * best - 1e-12 * max(1.0, best) - self._have
+        self._bucket, self._p_high = -1, 1.0
         if missing <= 0:
-            self.share, self.predicted = 0.0, (self._have / best if best > 0 else 1.0)
+            self.share = 0.0
             return
         blocks = list(accumulate(self._coarse))
         k = bisect_left(blocks, missing)  # the first block whose running sum reaches `missing`
         if k >= len(blocks):  # float rounding: even every step falls short
-            self.share, self.predicted = 1.0, 1.0
+            self.share = 1.0
             return
         before = blocks[k - 1] if k else 0.0
-        inner = list(accumulate(self._fine[k * BLOCK:(k + 1) * BLOCK], initial=before))[1:]
-        j = min(bisect_left(inner, missing), BLOCK - 1)
-        self.share = (k * BLOCK + j + 1) / BUCKETS  # crosses buckets 0 .. k * BLOCK + j
-        self.predicted = (self._have + inner[j]) / best
+        inner = list(accumulate(self._fine[k * BLOCK:(k + 1) * BLOCK], initial=before))
+        j = min(bisect_left(inner, missing, 1) - 1, BLOCK - 1)  # inner[j + 1] >= missing > inner[j]
+        bucket = k * BLOCK + j
+        gain = self._fine[bucket]
+        # Crossing bucket `bucket` in full overshoots; crossing it with probability p gives
+        # the window's goal in expectation (the fractional item of the knapsack's LP
+        # relaxation). Requests with no step in that bucket get the same choice either way.
+        self._bucket = bucket
+        self._p_high = min(max((missing - inner[j]) / gain, 0.0), 1.0) if gain > 0 else 1.0
+        self.share = (bucket + 1) / BUCKETS  # crosses buckets 0 .. bucket

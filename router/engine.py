@@ -112,6 +112,8 @@ class RoutingRequest:
             ``x-mixroute-backend-override`` header).
         span: optional tracing hook: ``span(name)`` returns a context manager around a step
             (the gateway passes its OpenTelemetry tracer's; ``None``: no tracing).
+        dry_run: decide without changing live state (``POST /v1/route``): a ``route_target``
+            route's window does not see the request.
     """
 
     endpoint: str
@@ -121,6 +123,7 @@ class RoutingRequest:
     admin: bool = False
     request_id: str = field(default_factory=lambda: new_request_id())
     span: Callable[[str], AbstractContextManager] | None = None
+    dry_run: bool = False
 
 
 class Router:
@@ -218,10 +221,11 @@ class Router:
         if wtp is not None:
             for c in cands:
                 c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
-        share = None
+        share = ctl = None
         if qb.route_target is not None:  # the route's current share of the best, this request included
-            share = self.live.route_target(route.name, qb.route_target, qb.window).add(
-                [(c.expected_cost_usd, c.predicted_quality) for c in cands])
+            ctl = self.live.route_target(route.name, qb.route_target, qb.window)
+            points = [(c.expected_cost_usd, c.predicted_quality) for c in cands]
+            share = ctl.peek(points) if req.dry_run else ctl.add(points)
         bar = self._bar(route, cands, share)
         by_name = {b.name: b for b in fitting}
         for c in cands:
@@ -229,6 +233,8 @@ class Router:
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
+        if ctl is not None and not req.dry_run:
+            ctl.chose(chosen.predicted_quality)
         bar_kind = qb.kind
         if wtp is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
@@ -241,9 +247,10 @@ class Router:
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
-                     **({"route_share": share} if share is not None else {}),
+                     **({"route_share": share, "route_held": ctl.held} if ctl is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
+            probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
         )
         return Decision(record=record, body=body, candidates=cands, bar=bar)
 

@@ -34,7 +34,7 @@ _SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
 
 
 async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
-                  principal: Principal, request_id: str | None = None) -> tuple[Decision, dict]:
+                  principal: Principal, request_id: str | None = None, dry_run: bool = False) -> tuple[Decision, dict]:
     if principal is OPEN:
         refuse_cross_site(request.headers.get("content-type"))
     body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
@@ -46,7 +46,7 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
         raise PermissionDenied(f"{OVERRIDE_HEADER} needs the admin key (MIXROUTE_ADMIN_KEY)",
                                param=OVERRIDE_HEADER, code="override_not_allowed")
     req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers,
-                         admin=principal.admin)
+                         admin=principal.admin, dry_run=dry_run)
     if request_id:
         req.request_id = request_id
     return await observability.decide(runtime.router, req), body
@@ -152,7 +152,7 @@ async def completions(request: Request):
 async def route(request: Request):
     """Dry run: the decision and the rewritten request, without dispatching or storing."""
     runtime, settings, principal = await hot_path_deps(request)
-    decision, _ = await _decide(request, runtime, settings, "chat", principal)
+    decision, _ = await _decide(request, runtime, settings, "chat", principal, dry_run=True)
     rec = decision.record
     return FastJSONResponse({
         "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,

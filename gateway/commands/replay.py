@@ -17,6 +17,7 @@ recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and
 report is written as JSON::
 
     {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
+     "quality_ratio", "cost_ratio",
      "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
      "requests": [{"row", "backend", "model", "score", "cost_usd", "error"}]}
 
@@ -228,7 +229,11 @@ def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str =
 
     report = summarize(answered, plan.dataset.strongest(), plan.prices)
     position = {id(r): i for i, r in enumerate(plan.dataset.rows)}
+    base = report["baseline"]
     report.update({
+        # Routed / always-baseline on the same prompts (None when the baseline's is 0).
+        "quality_ratio": report["quality"] / base["quality"] if base["quality"] else None,
+        "cost_ratio": report["cost_usd"] / base["cost_usd"] if base["cost_usd"] else None,
         "data": [str(p) for p in plan.data],
         "route": route,
         "gateway": gateway or "local",
@@ -257,11 +262,12 @@ def print_summary(report: dict, json_out: Path) -> None:
 
     base = report["baseline"]
     table = Table(title=f"mixroute replay: {report['n']} prompts, route {report['route']!r}")
-    for col in ("", "quality", "cost (USD)", "cost vs baseline"):
+    for col in ("", "quality", "quality vs baseline", "cost (USD)", "cost vs baseline"):
         table.add_column(col, justify="left" if not col else "right")
-    ratio = f"{report['cost_usd'] / base['cost_usd']:.1%}" if base["cost_usd"] else "-"
-    table.add_row("routed", f"{report['quality']:.4f}", f"{report['cost_usd']:.6f}", ratio)
-    table.add_row(f"baseline ({base['model']})", f"{base['quality']:.4f}", f"{base['cost_usd']:.6f}", "100.0%")
+    q_ratio = "-" if report["quality_ratio"] is None else f"{report['quality_ratio']:.1%}"
+    c_ratio = "-" if report["cost_ratio"] is None else f"{report['cost_ratio']:.1%}"
+    table.add_row("routed", f"{report['quality']:.4f}", q_ratio, f"{report['cost_usd']:.6f}", c_ratio)
+    table.add_row(f"baseline ({base['model']})", f"{base['quality']:.4f}", "100.0%", f"{base['cost_usd']:.6f}", "100.0%")
     shares = Table(title="backend share")
     shares.add_column("model")
     shares.add_column("share", justify="right")

@@ -109,3 +109,37 @@ def test_unknown_fields_and_params_accepted(client):
         user="u-1", max_completion_tokens=50, response_format={"type": "text"},
         extra_body={"some_vendor_field": {"x": 1}})
     assert resp.choices[0].message.content
+
+
+def test_route_target_through_the_gateway(tmp_path):
+    """A route_target route answers like any route; /v1/route shows its share and leaves
+    its window alone, chat completions move it."""
+    import httpx
+
+    from tests.gateway.conftest import start_gateway
+
+    policy = """version: 1
+backends:
+  - {name: big, kind: fake, model: big-model, quality: 0.9, pricing: {input_per_1m: 10, output_per_1m: 30}}
+  - {name: small, kind: fake, model: small-model, quality: 0.8, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+routes:
+  - {name: auto, backends: [big, small], quality_bar: {route_target: 0.95, window: 16}}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        routes = [httpx.post(gw.v1 + "/route", json=body, timeout=10).json() for _ in range(5)]
+        assert {r["chosen"] for r in routes} == {"big"}  # the first request alone: 0.8 < 0.95 x 0.9
+        assert routes[0]["signals"]["bar_kind"] == {"route_target": 0.95}
+        assert routes[0]["signals"]["route_held"] == 1.0  # nothing chosen yet: dry runs did not count
+        chosen = []
+        for _ in range(12):
+            r = httpx.post(gw.v1 + "/chat/completions", json=body, timeout=10)
+            assert r.status_code == 200
+            chosen.append(r.headers["x-mixroute-backend"])
+        # 0.8 / 0.9 = 0.889 per small answer: the window holds 0.95 with about half on big
+        assert "small" in chosen and "big" in chosen
+        after = httpx.post(gw.v1 + "/route", json=body, timeout=10).json()
+        assert after["signals"]["route_held"] >= 0.95 - 1e-9
+    finally:
+        gw.stop()

@@ -103,6 +103,7 @@ async def test_send_all_and_report_against_a_stub_gateway(tmp_path):
     assert report["quality"] == 1.0 and report["cost_usd"] == pytest.approx(0.004 + 0.0003)
     assert report["baseline"] == {"model": "big/model-1", "quality": 0.5, "cost_usd": pytest.approx(0.004 + 0.005)}
     assert report["gateway_cost_usd"] == pytest.approx(report["cost_usd"])
+    assert report["quality_ratio"] == pytest.approx(2.0) and report["cost_ratio"] == pytest.approx(0.0043 / 0.009)
     assert [r["row"] for r in report["requests"]] == [0, 1, 2]
 
 

@@ -54,11 +54,11 @@ def test_solve_is_the_smallest_share_that_holds_the_target(rows, target, window)
     def total(s: float) -> float:
         return sum(_pick(p, s) for p in kept)
 
-    assert len(ctl) == len(kept) and share == ctl.share
-    assert total(share) >= target * best - 1e-9
-    assert ctl.predicted == pytest.approx(total(share) / best)
-    if share > 0:
-        assert total(share - 1 / BUCKETS) < target * best + 1e-9
+    high = ctl.share  # the solve's share; the last request may have drawn one bucket lower
+    assert len(ctl) == len(kept) and share in (high, high - 1 / BUCKETS)
+    assert total(high) >= target * best - 1e-9
+    if high > 0:
+        assert total(high - 1 / BUCKETS) < target * best + 1e-9
 
 
 def test_long_runs_do_not_drift():
@@ -79,7 +79,7 @@ def test_window_forgets_old_requests():
     assert len(ctl) == 4 and ctl.share > 0.5
     for _ in range(4):
         ctl.add([(0.001, 0.95), (0.01, 1.0)])  # now cheap is enough everywhere
-    assert ctl.share == 0.0 and ctl.predicted == pytest.approx(0.95)
+    assert ctl.share == 0.0
 
 
 class _Table:
@@ -125,13 +125,19 @@ async def test_route_target_holds_the_share_for_less_than_target():
     share_t, cost_t, _, _ = await _run("{target: 0.95}")
     share_r, cost_r, _, decisions = await _run("{route_target: 0.95}")
     assert share_t == 1.0
-    assert share_r >= 0.95 - 1e-9
+    assert share_r >= 0.94  # 0.95 in expectation: the last bucket's requests are drawn
     assert cost_r < cost_t * 0.6
     last = decisions[-1].record
     assert last.signals["bar_kind"] == {"route_target": 0.95}
     assert 0 < last.signals["route_share"] <= 1
     hard = [d.record.chosen for d in decisions[20:] if d.candidates[0].predicted_quality == 0.8]
-    assert hard and set(hard) == {"strong"}  # the strong model goes where the predicted gap is largest
+    # the strong model goes where the predicted gap is largest: the hard prompts' step to it is
+    # the last one the window needs, so each takes it with the drawn probability (about 0.97)
+    assert hard and hard.count("strong") >= 0.8 * len(hard)
+    easy = [d.record.chosen for d in decisions[20:] if d.candidates[0].predicted_quality == 0.9]
+    assert set(easy) == {"mid"}
+    drawn = [d.record.probability for d in decisions[20:] if d.candidates[0].predicted_quality == 0.8]
+    assert all(0 < p <= 1 for p in drawn) and any(p < 1 for p in drawn)
 
 
 async def test_route_target_state_survives_reload_of_the_same_bar():
@@ -159,3 +165,75 @@ def test_bad_route_target_is_a_policy_error(bar, match):
 
     with pytest.raises(PolicyError, match=match):
         parse_policy(POLICY.replace("BAR", bar))
+
+
+def _drift(gain: float, monkeypatch) -> tuple[float, float]:
+    """A stream whose cheap candidate gets better over time (its predicted gap to the strong
+    one shrinks): the counterfactual solve alone believes older requests went strong."""
+    import random
+
+    import router.aggregate as agg
+
+    monkeypatch.setattr(agg, "GAIN", gain)
+    rng = random.Random(0)
+    gaps = sorted((rng.uniform(0, 0.5) for _ in range(2000)), reverse=True)
+    ctl, held = RouteTarget(0.95, window=64), []
+    worst = 1.0
+    for i, gap in enumerate(gaps):
+        points = [(0.1, 0.9 - gap), (1.0, 0.9)]
+        share = ctl.add(points)
+        chosen = min((p for p in points if p[1] + 1e-9 >= share * 0.9), key=lambda p: (p[0], -p[1]))
+        ctl.chose(chosen[1])
+        held.append(chosen[1] / 0.9)
+        if i >= 64:
+            worst = min(worst, ctl.held)
+    return sum(held) / len(held), worst
+
+
+def test_feedback_holds_the_target_on_the_choices_made_when_traffic_drifts(monkeypatch):
+    overall, worst = _drift(4.0, monkeypatch)
+    assert overall >= 0.93 and worst >= 0.92
+    blind, _ = _drift(0.0, monkeypatch)  # without feedback the route falls far short
+    assert blind < 0.85
+
+
+def test_peek_leaves_the_window_alone():
+    ctl = RouteTarget(0.9, window=8)
+    for _ in range(8):
+        ctl.chose(0.9) if ctl.add([(0.001, 0.9), (0.01, 0.95)]) is not None else None
+    state = (len(ctl), ctl.share, ctl.held, ctl._have, ctl._best, list(ctl._coarse))
+    hard = [(0.001, 0.1), (0.01, 0.95)]
+    peeked = ctl.peek(hard)
+    assert (len(ctl), ctl.share, ctl.held, ctl._have, ctl._best, list(ctl._coarse)) == state
+    assert ctl.add(hard) in (peeked, peeked - 1 / BUCKETS)  # adding it: the same, or its lower draw
+
+
+def test_unusable_predictions_are_left_out():
+    ctl = RouteTarget(0.9, window=8)
+    ctl.add([(0.001, 0.5), (0.01, 1.0)])
+    before = (len(ctl), ctl.share)
+    for points in ([], [(0.001, float("nan"))], [(float("inf"), 0.5)], [(0.001, 0.0), (0.01, -1.0)]):
+        assert ctl.add(points) == before[1]
+        assert (len(ctl), ctl.share) == before
+    assert share_steps([(0.001, float("nan")), (0.01, 0.8)]) == (0.8, 0.8, [])
+    ctl.chose(float("nan"))
+    assert ctl._chosen == 0.0
+    ctl.add([(0.001, -0.5), (0.01, 1.0)])  # a negative quality counts as 0: a valid step
+    assert ctl._rows[-1][0] == 0.0 and list(ctl._rows[-1][2]) == [0]
+
+
+async def test_dry_runs_do_not_move_the_route():
+    order, table = _traffic()
+    live = LiveState()
+    router = Router(parse_policy(POLICY.replace("BAR", "{route_target: 0.95, window: 8}")), _Table(table), live)
+
+    def req(p: str, dry: bool) -> RoutingRequest:
+        return RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}, dry_run=dry)
+
+    for p in order[:8]:
+        await router.decide(req(p, False))
+    ctl = live.route_target("auto", 0.95, 8)
+    state = (len(ctl), ctl.share, ctl.held)
+    dry = [await router.decide(req("p0", True)) for _ in range(20)]
+    assert (len(ctl), ctl.share, ctl.held) == state
+    assert len({d.record.chosen for d in dry}) == 1 and dry[0].record.signals["route_held"] == ctl.held
