@@ -21,7 +21,8 @@ candidates C and quality bar q:
    route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
    ``on_no_candidate`` decide the other cases.
 6. Fallbacks: the other candidates, bar-clearing ones by cost first, then the rest by
-   predicted quality, truncated to ``max_attempts - 1``.
+   predicted quality (none of the rest under ``on_no_candidate: reject``), truncated to
+   ``max_attempts - 1``.
 """
 
 from __future__ import annotations
@@ -239,6 +240,10 @@ class Router:
         if wtp is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
+        if route.on_no_candidate == "reject":
+            # The route refuses rather than answer below its bar, so a failed choice falls
+            # back to other bar-clearing candidates only.
+            rest = [c for c in rest if c.eligible]
         rest.sort(key=lambda c: (not c.eligible, not c.meets_slo,
                                  c.expected_cost_usd if c.eligible else -c.predicted_quality))
         record = DecisionRecord(

@@ -162,3 +162,17 @@ async def test_huge_max_tokens_blames_max_tokens():
     with pytest.raises(ContextTooLong) as err:
         await r.decide(_req("auto", content="word " * 40_000))
     assert err.value.param == "messages"
+
+
+async def test_reject_route_never_falls_back_below_its_bar():
+    """``on_no_candidate: reject`` refuses rather than answer below the bar, so when the choice
+    fails, only other bar-clearing candidates may answer; other routes fall back to the rest."""
+    text = POLICY.replace("- {name: strict, backends: [strong, mid, weak], quality_bar: {min_quality: 0.95}, "
+                          "on_no_candidate: reject}",
+                          "- {name: strict, backends: [strong, mid, weak], quality_bar: {min_quality: 0.85}, "
+                          "on_no_candidate: reject}")
+    r = Router(parse_policy(text))
+    d = await r.decide(_req("strict"))
+    assert d.record.chosen == "mid" and d.record.fallbacks == ["strong"]  # weak (0.60) is below 0.85
+    d = await r.decide(_req("auto"))
+    assert d.record.fallbacks == ["strong", "weak"]
