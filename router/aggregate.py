@@ -49,9 +49,9 @@ least"). In a simulation where the cheap candidate's gap shrank steadily over 2,
 requests (``tests/router/test_route_target.py``) the route kept 0.94 of its best with the
 feedback and 0.72 without.
 
-The request being decided is in the window, so a route's first request gets ``t`` of its
-own best (the per-request rule) and the route-level trade-off takes over as traffic
-arrives. One controller per route and gateway process: replicas hold the target on their
+The request being decided is in the window, so a route's first request is decided on its
+own (``t`` of its own best, in expectation over the draw) and the route-level trade-off
+takes over as traffic arrives. One controller per route and gateway process: replicas hold the target on their
 own traffic, and a restart starts with an empty window. Dry runs (``POST /v1/route``) use
 :meth:`RouteTarget.peek` and change nothing.
 
@@ -68,6 +68,10 @@ from collections.abc import Sequence
 from itertools import accumulate
 from math import isfinite
 
+#: Tolerance of the engine's bar test: a candidate clears ``bar`` when ``quality + BAR_TOLERANCE
+#: >= bar`` (:data:`router.engine._EPS` is this value). Buckets use the same test, so a step the
+#: solve counts as crossed is one the engine really crosses.
+BAR_TOLERANCE = 1e-9
 #: Requests kept when the policy does not say (``quality_bar.window``).
 DEFAULT_WINDOW = 512
 #: Buckets of the share in [0, 1] (resolution 1 / BUCKETS), and buckets per block.
@@ -75,6 +79,8 @@ BUCKETS = 1 << 12
 BLOCK = 1 << 6
 #: Requests after which the running sums are rebuilt from the window (float drift).
 REBUILD_EVERY = 1 << 16
+#: Sums below this count as empty (float leftovers of rows that left the window).
+_MIN_SUM = 1e-9
 #: Weight of the window's real shortfall (target - share held by the choices made) added
 #: to the goal of the next solve (a proportional correction on a windowed integral; 4 held
 #: a drifting stream within 0.01 of the target in a simulation, where 1 left 0.04).
@@ -125,8 +131,8 @@ class RouteTarget:
         probability: probability of the share :meth:`add` returned for the last request
             (1.0 unless it was drawn): the decision's selection probability, for
             off-policy evaluation.
-        held: the window's summed predicted quality of the choices actually made (as
-            reported by :meth:`chose`) over its summed best; 1.0 before any choice.
+        held: (property) the window's summed predicted quality of the choices actually made
+            (as reported by :meth:`chose`) over its summed best; 1.0 before any choice.
     """
 
     def __init__(self, target: float, window: int = DEFAULT_WINDOW):
@@ -139,12 +145,17 @@ class RouteTarget:
         self._added = 0
         self._rng = random.Random(0)  # seeded: a replay of the same traffic decides the same
         self._bucket, self._p_high = -1, 1.0
+        self._pending: list | None = None  # the row add() just added, until chose()
         self.share = self.target
-        self.held = 1.0
         self.probability = 1.0
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    @property
+    def held(self) -> float:
+        """Share of the best held by the choices made in the window (see the class docstring)."""
+        return self._chosen / self._chosen_best if self._chosen_best > _MIN_SUM else 1.0
 
     def _reset(self) -> None:
         self._fine = [0.0] * BUCKETS
@@ -168,14 +179,17 @@ class RouteTarget:
         q0, best, steps = share_steps(points)
         if not best > 0:
             return None  # nothing to hold: no usable prediction
-        return [q0, best, array("i", [min(max(int(r * BUCKETS), 0), BUCKETS - 1) for r, _ in steps]),
+        # A step moves the choice once the share exceeds (q_j + tolerance) / best (the
+        # engine's test), so its bucket is taken from that, not from q_j / best.
+        tol = BAR_TOLERANCE / best
+        return [q0, best, array("i", [min(max(int((r + tol) * BUCKETS), 0), BUCKETS - 1) for r, _ in steps]),
                 array("d", [g for _, g in steps]), None]
 
     def add(self, points: Sequence[tuple[float, float]]) -> float:
         """Add one request's candidates ``[(cost USD, predicted quality)]`` to the window and
         return the share of its best predicted quality its choice must reach; report the
         choice with :meth:`chose`. A request with no usable prediction is not added."""
-        row = self._row(points)
+        row = self._pending = self._row(points)
         self.probability = 1.0
         if row is None:
             return self.share
@@ -202,33 +216,37 @@ class RouteTarget:
         return self.share if high else self._bucket / BUCKETS
 
     def peek(self, points: Sequence[tuple[float, float]]) -> float:
-        """The share :meth:`add` would return, leaving the window as it is (dry runs)."""
+        """The share :meth:`add` would return, leaving the window exactly as it is (dry runs)."""
         row = self._row(points)
         if row is None:
             return self.share
-        saved = self.share, self.held, self._bucket, self._p_high
+        fine, coarse = self._fine, self._coarse
+        touched = [(b, fine[b], coarse[b // BLOCK]) for b in row[2]]
+        saved = self.share, self._bucket, self._p_high, self._have, self._best
         self._push(row, 1.0)
         try:
             self._solve()
             return self.share  # the higher side of a draw: a dry run shows the safe choice
         finally:
-            self._push(row, -1.0)
-            self.share, self.held, self._bucket, self._p_high = saved
+            for b, f, c in reversed(touched):  # restore the exact floats, not add-then-subtract
+                fine[b], coarse[b // BLOCK] = f, c
+            self.share, self._bucket, self._p_high, self._have, self._best = saved
 
     def chose(self, quality: float | None) -> None:
-        """Report the predicted quality of the candidate chosen for the request last added
-        (``None``: the request was refused)."""
-        if self._rows and self._rows[-1][4] is None and quality is not None and isfinite(quality):
-            row = self._rows[-1]
-            row[4] = max(float(quality), 0.0)
-            self._chosen += row[4]
-            self._chosen_best += row[1]
-            self.held = self._chosen / self._chosen_best
+        """Report the predicted quality of the candidate chosen for the request the last
+        :meth:`add` added (``None``: the request was refused). Once per request; a call
+        after an :meth:`add` that added nothing is ignored."""
+        row, self._pending = self._pending, None
+        if row is None or quality is None or not isfinite(quality) or not self._rows or self._rows[-1] is not row:
+            return
+        row[4] = max(float(quality), 0.0)
+        self._chosen += row[4]
+        self._chosen_best += row[1]
 
     def _solve(self) -> None:
         best = self._best
         goal = self.target
-        if self._chosen_best > 0:
+        if self._chosen_best > _MIN_SUM:
             # Feedback on what was really chosen: the counterfactual solve below assumes the
             # window's earlier requests were decided at today's share. When traffic drifts they
             # were not, so a shortfall of the choices actually made raises the goal until the

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.openai_shapes import estimate_tokens, prompt_text
+from router.aggregate import BAR_TOLERANCE
 from router.cost import cost_usd, resolve_context, resolve_pricing
 from router.errors import BackendNotAllowed, ContextTooLong, InvalidRequest, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
@@ -44,7 +45,7 @@ from router.records import DecisionRecord
 from router.rules import apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
-_EPS = 1e-9
+_EPS = BAR_TOLERANCE  # 1e-9: a candidate clears the bar when quality + _EPS >= bar
 #: Header an admin may send to force a backend on a routed request.
 OVERRIDE_HEADER = "x-mixroute-backend-override"
 

@@ -33,7 +33,8 @@ import numpy as np
 
 from router.calibration.bound import RESAMPLES, Point, evaluate, pick, resample_weights, strongest
 from router.calibration.errors import CalibrationError, TargetUnreachable
-from router.calibration.simulate import GRIDS, Progress, Sweep, data_columns, decide_rows, load_rows, sweep, with_bar
+from router.calibration.simulate import (GRIDS, Progress, Sweep, bar_of, data_columns, decide_rows, load_rows, sweep,
+                                        with_bar)
 from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar
@@ -49,12 +50,13 @@ class Calibration:
     Attributes:
         route: the route. strongest: the always-strongest model on the calibration rows.
         chosen: the picked threshold's outcome on the calibration rows.
-        points: every swept threshold's outcome (both parametrisations).
+        points: every swept threshold's outcome (every parametrisation).
         current: the route's bar as it is in the policy, on the same rows.
         confidence: family-wise confidence of the pick (each test of the sweep runs at
             ``1 - (1 - confidence) / parametrisations``; ``chosen.confidence``).
         method: the bound and the testing procedure, for the evidence.
         holdout, holdout_current: the picked bar and the current bar on the held-out rows.
+        window: the route's ``quality_bar.window``, kept by a picked ``route_target`` bar.
     """
 
     route: str
@@ -66,6 +68,7 @@ class Calibration:
     method: str
     holdout: Point | None = None
     holdout_current: Point | None = None
+    window: int | None = None
 
 
 def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalData, EvalData | None]:
@@ -83,8 +86,8 @@ def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalD
     return data.subset(np.flatnonzero(~held)), data.subset(np.flatnonzero(held))
 
 
-def _bar_of(point: Point) -> QualityBar:
-    return QualityBar(**{point.param: point.threshold})
+def _bar_of(point: Point, window: int | None = None) -> QualityBar:
+    return bar_of(point.param, point.threshold, window)
 
 
 def _one(loaded: LoadedPolicy, route: str, bar: QualityBar, data: EvalData, predictor: Any, columns: dict[str, int],
@@ -141,9 +144,10 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
     method = (f"percentile bootstrap over rows, B={resamples} (Efron & Tibshirani 1993); fixed-sequence "
               f"testing over {len(grids)} parametrisations at {each:.4g} each (Learn then Test, Angelopoulos "
               "et al. 2021)")
-    out = Calibration(route, data.models[strong], chosen, points, current, confidence, method)
+    out = Calibration(route, data.models[strong], chosen, points, current, confidence, method,
+                      window=r.quality_bar.window)
     if held is not None:
-        out.holdout = _one(loaded, route, _bar_of(chosen), held, *args)
+        out.holdout = _one(loaded, route, _bar_of(chosen, out.window), held, *args)
         out.holdout_current = _one(loaded, route, r.quality_bar, held, *args)
     return out
 
@@ -151,7 +155,8 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
 def evidence_bar(result: Calibration, target: float, data: list[str]) -> dict[str, Any]:
     """The ``quality_bar`` mapping to write: the picked threshold and its evidence."""
     p = result.chosen
-    return {p.param: p.threshold, "calibrated": {
+    window = {"window": result.window} if p.param == "route_target" and result.window else {}
+    return {p.param: p.threshold, **window, "calibrated": {
         "ratio_target": target, "confidence": result.confidence, "ratio": round(p.ratio, 4),
         "ratio_lower_bound": round(p.lower, 4), "cost_ratio": round(p.cost_ratio, 4),
         "miss_rate": round(p.miss_rate, 4), "n": p.n, "method": result.method,

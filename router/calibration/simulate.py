@@ -104,6 +104,11 @@ def data_columns(loaded: LoadedPolicy, route: RouteConfig, models: Sequence[str]
     return out
 
 
+def bar_of(param: str, threshold: float, window: int | None = None) -> QualityBar:
+    """The bar ``{param: threshold}``; a ``route_target`` bar keeps the route's ``window``."""
+    return QualityBar(**{param: threshold, **({"window": window} if param == "route_target" and window else {})})
+
+
 def with_bar(loaded: LoadedPolicy, route: str, bar: QualityBar) -> LoadedPolicy:
     """``loaded`` with route ``route``'s quality bar replaced by ``bar`` (same source and hash)."""
     policy = loaded.policy
@@ -150,13 +155,14 @@ def sweep(loaded: LoadedPolicy, route: str, prompts: Sequence[str], predictor, c
           grids: dict[str, np.ndarray] | None = None, progress: Progress | None = None) -> list[Sweep]:
     """Decide every prompt at every threshold of every parametrisation (:data:`GRIDS`)."""
     grids = grids or GRIDS
+    window = loaded.policy.route(route).quality_bar.window
 
     async def run() -> list[Sweep]:
         out = []
         for param, grid in grids.items():
             choices = np.empty((len(grid), len(prompts)), dtype=int)
             for k, t in enumerate(grid):
-                bar = QualityBar(**{param: float(t)})
+                bar = bar_of(param, float(t), window)
                 choices[k] = await decide_rows(with_bar(loaded, route, bar), route, prompts, predictor, columns)
                 if progress:
                     progress(f"decide ({param})", k + 1, len(grid))

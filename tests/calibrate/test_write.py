@@ -98,3 +98,19 @@ def test_bad_input_exits_2_and_unreachable_exits_1(policy_file, nested_csv, fake
 
     doc = json.loads((tmp_path / "curve.json").read_text())  # the curve that missed is kept
     assert doc["chosen"] is None and "best lower bound" in doc["error"] and len(doc["points"]) > 10
+
+
+def test_route_target_keeps_its_window():
+    """A route_target bar is swept, checked and written with the route's window."""
+    from router.calibration import Calibration, evidence_bar
+    from router.calibration.bound import Point
+    from router.calibration.simulate import bar_of
+
+    assert bar_of("route_target", 0.97, 16).window == 16
+    assert bar_of("target", 0.97, 16).window is None  # only route_target takes a window
+    point = Point("route_target", 0.97, 100, 0.96, 0.95, (0.94, 0.98), 0.3, 0.1, 0.975)
+    cal = Calibration("auto", "big", point, [point], point, 0.9, "m", window=16)
+    bar = evidence_bar(cal, 0.95, ["d"])
+    assert bar["route_target"] == 0.97 and bar["window"] == 16 and bar["calibrated"]["ratio_lower_bound"] == 0.95
+    cal.window = None
+    assert "window" not in evidence_bar(cal, 0.95, ["d"])
