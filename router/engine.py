@@ -225,7 +225,7 @@ class Router:
                 c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
         share = ctl = None
         if qb.route_target is not None:  # the route's current share of the best, this request included
-            ctl = self.live.route_target(route.name, qb.route_target, qb.window)
+            ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends))
             points = [(c.expected_cost_usd, c.predicted_quality) for c in cands]
             share = ctl.peek(points) if req.dry_run else ctl.add(points)
         bar = self._bar(route, cands, share)

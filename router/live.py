@@ -53,17 +53,18 @@ class LiveState:
     def __init__(self) -> None:
         self._s: dict[str, _State] = {}
         self._prefixes: dict[str, OrderedDict[str, float]] = {}
-        self._targets: dict[str, RouteTarget] = {}
+        self._targets: dict[str, tuple[tuple, RouteTarget]] = {}
 
-    def route_target(self, route: str, target: float, window: int | None = None) -> RouteTarget:
+    def route_target(self, route: str, target: float, window: int | None = None,
+                     backends: tuple[str, ...] = ()) -> RouteTarget:
         """The ``route_target`` controller of ``route`` (:mod:`router.aggregate`). It is kept
-        across policy reloads while the route's target and window stay the same; a changed
-        bar starts a new one."""
-        window = window or DEFAULT_WINDOW
-        ctl = self._targets.get(route)
-        if ctl is None or ctl.target != float(target) or ctl.window != window:
-            ctl = self._targets[route] = RouteTarget(target, window)
-        return ctl
+        across policy reloads while the route's target, window and candidate backends stay
+        the same; a change starts a new, empty one."""
+        key = (float(target), window or DEFAULT_WINDOW, tuple(backends))
+        found = self._targets.get(route)
+        if found is None or found[0] != key:
+            found = self._targets[route] = (key, RouteTarget(key[0], key[1]))
+        return found[1]
 
     def saw_prefix(self, backend: str, prefix_hash: str, now: float | None = None) -> None:
         """Record that ``backend`` served a request with this stable-prefix hash."""

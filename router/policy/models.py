@@ -167,8 +167,8 @@ class QualityBar(_Strict):
             route there (:mod:`router.aggregate`), so it holds the quantity offline
             evaluation reports (realised quality as a share of always-strongest) for less
             than ``target`` spends making every single request clear it.
-        window: requests a ``route_target`` bar looks back over (default 512; only with
-            ``route_target``).
+        window: requests a ``route_target`` bar looks back over (1-10,000, default 512;
+            only with ``route_target``).
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 
@@ -176,7 +176,7 @@ class QualityBar(_Strict):
     target: Number | None = Field(default=None, gt=0, le=1)
     willingness_to_pay: Number | None = Field(default=None, gt=0)
     route_target: Number | None = Field(default=None, gt=0, le=1)
-    window: Integer | None = Field(default=None, ge=1, le=100_000)
+    window: Integer | None = Field(default=None, ge=1, le=10_000)
     calibrated: CalibrationEvidence | None = None
 
     #: The bar kinds, one of which is set.

@@ -22,6 +22,9 @@ routes:
 """
 
 
+BACKENDS = ("strong", "mid", "weak")
+
+
 def _pick(points: list[tuple[float, float]], share: float) -> float:
     """The per-request relative rule, independently: the cheapest candidate predicting at
     least ``share x best`` (ties: the higher quality); its predicted quality."""
@@ -151,8 +154,9 @@ async def test_route_target_state_survives_reload_of_the_same_bar():
     for p in order[:30]:
         await Router(policy, _Table(table), live).decide(
             RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
-    assert len(live.route_target("auto", 0.9, 100)) == 30
-    assert len(live.route_target("auto", 0.95, 100)) == 0  # a changed bar starts afresh
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS)) == 30
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS[:2])) == 0  # other candidates: afresh
+    assert len(live.route_target("auto", 0.95, 100, BACKENDS)) == 0  # a changed bar starts afresh
 
 
 @pytest.mark.parametrize("bar, match", [
@@ -163,6 +167,7 @@ async def test_route_target_state_survives_reload_of_the_same_bar():
     ("{target: 0.9, window: 10}", "window"),
     ("{route_target: 0.9, window: 0}", "window"),
     ("{route_target: 0.9, window: true}", "window"),
+    ("{route_target: 0.9, window: 10001}", "window"),
 ])
 def test_bad_route_target_is_a_policy_error(bar, match):
     from router.policy.loader import PolicyError
@@ -236,7 +241,7 @@ async def test_dry_runs_do_not_move_the_route():
 
     for p in order[:8]:
         await router.decide(req(p, False))
-    ctl = live.route_target("auto", 0.95, 8)
+    ctl = live.route_target("auto", 0.95, 8, BACKENDS)
     state = (len(ctl), ctl.share, ctl.held)
     dry = [await router.decide(req("p0", True)) for _ in range(20)]
     assert (len(ctl), ctl.share, ctl.held) == state
@@ -255,7 +260,7 @@ async def test_steps_just_under_a_bucket_edge_are_crossed():
         d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
         chosen.append(d.record.chosen)
     assert 0.4 * len(chosen) < chosen.count("strong") < 0.8 * len(chosen)  # about 60% needed
-    assert router.live.route_target("auto", 0.9).held >= 0.88
+    assert router.live.route_target("auto", 0.9, None, BACKENDS).held >= 0.88
 
 
 def test_chose_credits_only_the_request_just_added():
