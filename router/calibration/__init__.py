@@ -86,10 +86,6 @@ def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalD
     return data.subset(np.flatnonzero(~held)), data.subset(np.flatnonzero(held))
 
 
-def _bar_of(point: Point, window: int | None = None) -> QualityBar:
-    return bar_of(point.param, point.threshold, window)
-
-
 def _one(loaded: LoadedPolicy, route: str, bar: QualityBar, data: EvalData, predictor: Any, columns: dict[str, int],
          strong: int, confidence: float, resamples: int, seed: int) -> Point:
     choices = asyncio.run(decide_rows(with_bar(loaded, route, bar), route, data.prompts, predictor, columns))
@@ -147,7 +143,7 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
     out = Calibration(route, data.models[strong], chosen, points, current, confidence, method,
                       window=r.quality_bar.window)
     if held is not None:
-        out.holdout = _one(loaded, route, _bar_of(chosen, out.window), held, *args)
+        out.holdout = _one(loaded, route, bar_of(chosen.param, chosen.threshold, out.window), held, *args)
         out.holdout_current = _one(loaded, route, r.quality_bar, held, *args)
     return out
 
