@@ -15,11 +15,25 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _integer(value: Any) -> Any:
+    # PyYAML reads `window: 1e3` as the string "1e3", which int parsing rejects as "unable to
+    # parse string as an integer": read it as the number it spells, so a whole value passes
+    # and anything else gets the bound's or the fraction's own message.
+    value = _number(value)
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() else number
+    return value
+
+
 #: A float field of the policy: finite (``_Strict``), never a boolean.
 Number = Annotated[float, BeforeValidator(_number)]
 #: A whole-number field of the policy, never a boolean (lax mode read `context_tokens: true`
 #: as a 1-token context window).
-Integer = Annotated[int, BeforeValidator(_number)]
+Integer = Annotated[int, BeforeValidator(_integer)]
 #: The policy's ``version``: 1 (and not ``true``, which lax mode compares equal to 1).
 Version = Annotated[Literal[1], BeforeValidator(_number)]
 

@@ -356,6 +356,21 @@ def test_replay_data_of_no_known_format_is_an_error_at_its_line(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("window, problem", [
+    ("1e9", "Input should be less than or equal to 10000"),
+    ("1.5e0", "Input should be a valid integer, got a number with a fractional part"),
+    ("ten", "Input should be a valid integer, unable to parse string as an integer"),
+])
+def test_whole_numbers_in_exponent_form_read_as_numbers(window, problem):
+    """PyYAML reads `1e9` as a string; `window: 1e9` said "unable to parse string as an
+    integer" where the problem is the bound. Whole values in exponent form now pass."""
+    bar = "backends: [big, small]\n    quality_bar: {route_target: 0.9, window: %s}"
+    assert _problem(GOOD.replace("backends: [big, small]", bar % window)) \
+        == f"policy.yaml:14 routes[0].quality_bar.window: {problem}"
+    policy = parse_policy(GOOD.replace("backends: [big, small]", bar % "1e3"), source="policy.yaml")
+    assert policy.policy.routes[0].quality_bar.window == 1000
+
+
 def test_huge_numbers_are_an_error_not_a_traceback():
     text = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    context_tokens: 99999999999999999999999\n")
     assert _problem(text) == "policy.yaml:11 backends[1].context_tokens: number out of range (at most 2**63 - 1)"
