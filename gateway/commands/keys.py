@@ -70,9 +70,10 @@ def _check_tenant(tenant: str) -> None:
 
 
 def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
-    """Warn on stderr for each --routes name that is neither a route nor a backend of
-    ``policy``; without ``policy`` note that nothing was checked. Exit 2 for a bad policy,
-    or for a name no policy could hold (``auto,best``: names have no commas, the option is
+    """Exit 2 (nothing created) when a --routes name is neither a route nor a backend of
+    ``policy`` (a key for a route the policy will only gain later: leave out --policy);
+    without ``policy`` note that nothing was checked. Exit 2 too for a bad policy, or for a
+    name no policy could hold (``auto,best``: names have no commas, the option is
     repeated; such a key could use nothing, and ``keys list`` showed it as two routes)."""
     import re
 
@@ -96,10 +97,11 @@ def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
 
     p = load_policy_or_exit(policy, exit_code=2).policy
     known = [r.name for r in p.routes] + [b.name for b in p.backends]
-    for name in routes:
-        if name not in known:
-            typer.echo(f"warning: --routes {name!r} is not a route or backend of {policy} "
-                       f"(known: {', '.join(known)}); the key will not be able to use it", err=True)
+    unknown = [name for name in routes if name not in known]
+    if unknown:
+        _error(f"--routes {', '.join(map(repr, unknown))}: not a route or backend of {policy} "
+               f"(known: {', '.join(known)}); no key was created (leave out --policy to allow a route "
+               "the policy does not have yet)")
 
 
 def _interactive() -> bool:
@@ -119,7 +121,7 @@ def create(
     rpm: Annotated[Optional[int], typer.Option(help="Requests per minute.")] = None,
     tpm: Annotated[Optional[int], typer.Option(help="Tokens per minute.")] = None,
     routes: Annotated[Optional[list[str]], typer.Option("--routes", help="Allowed routes/backends (repeat).")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="Policy file to check --routes against.")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="Policy file to check --routes against (an unknown name is an error).")] = None,
     database_url: DbOption = None,
 ) -> None:
     """Create a key; the key itself is printed once, on the last line of stdout."""
