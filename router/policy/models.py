@@ -105,8 +105,16 @@ class BackendConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict)
     demo: bool = False
 
+    #: Fields that only some kinds read: set on another kind they would be ignored in silence.
+    KIND_ONLY: ClassVar[dict[str, tuple[str, ...]]] = {
+        "endpoints": ("vllm",), "api_base": ("hosted",), "api_key": ("hosted", "vllm"), "data": ("replay",)}
+
     @model_validator(mode="after")
     def _kind_fields(self) -> "BackendConfig":
+        for name, kinds in self.KIND_ONLY.items():
+            if getattr(self, name) not in (None, []) and self.kind not in kinds:
+                raise ValueError(f"'{name}' applies to {' and '.join(kinds)} backends only; this backend is "
+                                 f"kind {self.kind!r} and would ignore it")
         if self.kind == "vllm" and not self.endpoints:
             raise ValueError("a vllm backend needs at least one entry in 'endpoints'")
         if self.kind == "replay" and not self.data:

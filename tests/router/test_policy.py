@@ -371,6 +371,19 @@ def test_whole_numbers_in_exponent_form_read_as_numbers(window, problem):
     assert policy.policy.routes[0].quality_bar.window == 1000
 
 
+@pytest.mark.parametrize("key, kind_words", [
+    ("endpoints: [http://vllm-0:8000/v1]", "'endpoints' applies to vllm backends only; this backend is kind 'fake'"),
+    ("api_base: https://example.com/v1", "'api_base' applies to hosted backends only; this backend is kind 'fake'"),
+    ("api_key: sk-test", "'api_key' applies to hosted and vllm backends only"),
+    ("data: [rows.csv]", "'data' applies to replay backends only"),
+])
+def test_a_key_the_backends_kind_ignores_is_an_error(key, kind_words):
+    """A fake backend with `endpoints`, or a hosted one with `data`, validated and the key was
+    ignored in silence (a fresh-user pass: the user believed the backend used it)."""
+    msg = _problem(GOOD.replace("    quality: 0.7\n", f"    quality: 0.7\n    {key}\n"))
+    assert msg.startswith("policy.yaml:7 backends[1]: ") and kind_words in msg, msg
+
+
 def test_huge_numbers_are_an_error_not_a_traceback():
     text = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    context_tokens: 99999999999999999999999\n")
     assert _problem(text) == "policy.yaml:11 backends[1].context_tokens: number out of range (at most 2**63 - 1)"
