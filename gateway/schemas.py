@@ -280,7 +280,14 @@ async def read_json(request: Request, max_bytes: int) -> dict:
     Raises:
         ContextTooLarge: body over ``max_bytes`` (413).
         InvalidRequest: not UTF-8, not JSON, or not an object (400).
+        UnsupportedMediaType: a compressed body (``Content-Encoding`` other than
+            ``identity``, 415): it used to be read as text and refused as "not valid UTF-8".
     """
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity"):
+        raise UnsupportedMediaType(f"Content-Encoding {encoding[:40]!r} is not supported; send the request "
+                                   "body uncompressed (Content-Encoding: identity or none)",
+                                   code="unsupported_content_encoding")
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
         raise ContextTooLarge(f"Request body of {declared} bytes exceeds the limit of {max_bytes} bytes")

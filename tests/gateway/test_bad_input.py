@@ -123,6 +123,20 @@ def test_completions_missing_prompt(demo_gateway):
                      "missing_required_parameter", "prompt")
 
 
+@pytest.mark.parametrize("path", ["/chat/completions", "/completions", "/feedback"])
+def test_a_compressed_body_is_415_not_a_utf8_error(demo_gateway, path):
+    import gzip
+
+    body = gzip.compress(b'{"model": "auto", "messages": [{"role": "user", "content": "hi"}]}')
+    resp = httpx.post(demo_gateway.v1 + path, content=body,
+                      headers={"content-type": "application/json", "content-encoding": "gzip"})
+    err = _assert_envelope(resp, 415, "unsupported_content_encoding")
+    assert "'gzip' is not supported" in err["message"]
+    plain = httpx.post(demo_gateway.v1 + "/chat/completions", json={"model": "auto", "messages": MSG},
+                       headers={"content-encoding": "identity"})
+    assert plain.status_code == 200, plain.text
+
+
 def test_unknown_path_and_method(demo_gateway):
     _assert_envelope(httpx.get(demo_gateway.v1 + "/nothing-here"), 404)
     _assert_envelope(httpx.get(demo_gateway.v1 + "/chat/completions"), 405)
