@@ -103,3 +103,15 @@ def test_importing_the_backend_does_not_import_litellm():
     code = "import sys, backends.hosted.backend, backends.hosted.pricing; sys.exit('litellm' in sys.modules)"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=60).returncode == 0
+
+
+def test_litellm_log_lines_are_printed_once():
+    """litellm gives its loggers a stderr handler and lets them propagate: with the gateway's
+    root handler every line came out twice, in two formats."""
+    code = ("import logging; logging.basicConfig(format='ROOT %(name)s %(message)s')\n"
+            "from backends.hosted.backend import load_litellm; load_litellm()\n"
+            "logging.getLogger('LiteLLM').warning('one line')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    lines = [line for line in out.stderr.splitlines() if "one line" in line]
+    assert lines == ["ROOT LiteLLM one line"], out.stderr
