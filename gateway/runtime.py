@@ -89,6 +89,8 @@ class PolicyHolder:
             return self.current
         runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared)
         old, self.current = self.current, runtime
+        self.live.keep_route_targets({r.name for r in loaded.policy.routes
+                                      if r.quality_bar.route_target is not None})
         if self.on_loaded:
             self.on_loaded(loaded)
         if old is not None:

@@ -66,6 +66,13 @@ class LiveState:
             found = self._targets[route] = (key, RouteTarget(key[0], key[1]))
         return found[1]
 
+    def keep_route_targets(self, routes: set[str]) -> None:
+        """Drop the ``route_target`` controllers of every route not in ``routes`` (called on a
+        policy reload with the routes that still have such a bar: a deleted route's window
+        would otherwise stay in memory, and a route that gets the bar back starts afresh)."""
+        for route in [r for r in self._targets if r not in routes]:
+            del self._targets[route]
+
     def saw_prefix(self, backend: str, prefix_hash: str, now: float | None = None) -> None:
         """Record that ``backend`` served a request with this stable-prefix hash."""
         seen = self._prefixes.setdefault(backend, OrderedDict())

@@ -274,3 +274,30 @@ def test_chose_credits_only_the_request_just_added():
     ctl.chose(0.5)
     ctl.chose(1.0)  # a second report for the same request is ignored
     assert ctl.held == pytest.approx(0.5)
+
+
+async def test_a_reload_drops_the_windows_of_routes_without_the_bar(tmp_path):
+    """Controllers are kept across reloads of the same bar (above) but a route that is deleted,
+    or whose bar is no longer ``route_target``, used to keep its window in memory for good."""
+    from gateway.runtime import PolicyHolder
+
+    path = tmp_path / "policy.yaml"
+    two = POLICY.replace("BAR", "{route_target: 0.9}") + \
+        "  - {name: other, backends: [strong, mid], quality_bar: {route_target: 0.8}}\n"
+    path.write_text(two)
+    holder = PolicyHolder(path, _Table(_traffic()[1]))
+    await holder.load()
+    try:
+        for route in ("auto", "other"):
+            await holder.current.router.decide(
+                RoutingRequest("chat", {"model": route, "messages": [{"role": "user", "content": "p1"}]}))
+        assert set(holder.live._targets) == {"auto", "other"}
+        path.write_text(POLICY.replace("BAR", "{route_target: 0.9}"))  # `other` deleted
+        assert await holder.reload()
+        assert set(holder.live._targets) == {"auto"}
+        assert len(holder.live.route_target("auto", 0.9, None, BACKENDS)) == 1  # kept: same bar
+        path.write_text(POLICY.replace("BAR", "{target: 0.9}"))
+        assert await holder.reload()
+        assert holder.live._targets == {}
+    finally:
+        await holder.aclose()
