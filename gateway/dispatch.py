@@ -104,7 +104,9 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     for name in attempt.decision.order:
         backend = _begin(runtime, attempt, name)
         try:
-            return await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
+            response = await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
+            attempt.decision.answered_by(name)
+            return response
         except BackendError as exc:
             last = exc
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
@@ -129,6 +131,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
             attempt.first_at = time.perf_counter()
+            attempt.decision.answered_by(name)
             return first, chunks
         except StopAsyncIteration:
             last = BackendError(f"{name}: the upstream sent an empty stream", backend=name)

@@ -43,7 +43,8 @@ Feedback: the solve is counterfactual (it assumes the window's earlier requests 
 decided at today's share). When traffic drifts they were not: if the cheap candidates get
 better over time, each new request looks like the easiest in the window and goes cheap
 while the window's real choices fall short. The controller therefore also sums the
-predicted quality of the choices actually made (:meth:`RouteTarget.chose`) and raises the
+predicted quality of the choices actually made (:meth:`RouteTarget.chose`; a fallback that
+answered in place of a failed choice replaces it, :meth:`RouteTarget.answered`) and raises the
 next solve's goal by :data:`GAIN` x the shortfall (a surplus is kept: the bar is "at
 least"). In a simulation where the cheap candidate's gap shrank steadily over 2,000
 requests (``tests/router/test_route_target.py``) the route kept 0.94 of its best with the
@@ -183,7 +184,7 @@ class RouteTarget:
         # engine's test), so its bucket is taken from that, not from q_j / best.
         tol = BAR_TOLERANCE / best
         return [q0, best, array("i", [min(max(int((r + tol) * BUCKETS), 0), BUCKETS - 1) for r, _ in steps]),
-                array("d", [g for _, g in steps]), None]
+                array("d", [g for _, g in steps]), None, True]
 
     def add(self, points: Sequence[tuple[float, float]]) -> float:
         """Add one request's candidates ``[(cost USD, predicted quality)]`` to the window and
@@ -196,7 +197,9 @@ class RouteTarget:
         self._rows.append(row)
         self._push(row, 1.0)
         if len(self._rows) > self.window:
-            self._push(self._rows.popleft(), -1.0)
+            old = self._rows.popleft()
+            self._push(old, -1.0)
+            old[5] = False  # out of the window: a late answered() must not touch the sums
         self._added += 1
         if self._added % REBUILD_EVERY == 0:
             self._reset()
@@ -232,16 +235,29 @@ class RouteTarget:
                 fine[b], coarse[b // BLOCK] = f, c
             self.share, self._bucket, self._p_high, self._have, self._best = saved
 
-    def chose(self, quality: float | None) -> None:
+    def chose(self, quality: float | None) -> list | None:
         """Report the predicted quality of the candidate chosen for the request the last
         :meth:`add` added (``None``: the request was refused). Once per request; a call
-        after an :meth:`add` that added nothing is ignored."""
+        after an :meth:`add` that added nothing is ignored. Returns the request's row, the
+        handle :meth:`answered` takes, or ``None`` when nothing was recorded."""
         row, self._pending = self._pending, None
         if row is None or quality is None or not isfinite(quality) or not self._rows or self._rows[-1] is not row:
-            return
+            return None
         row[4] = max(float(quality), 0.0)
         self._chosen += row[4]
         self._chosen_best += row[1]
+        return row
+
+    def answered(self, row: list | None, quality: float | None) -> None:
+        """The request of ``row`` (from :meth:`chose`) was answered by a fallback whose
+        predicted quality is ``quality``, not by its first choice: the choices actually made
+        (the feedback sum) count the fallback instead. Ignored once the row has left the
+        window, or for a missing or non-finite quality."""
+        if row is None or not row[5] or row[4] is None or quality is None or not isfinite(quality):
+            return
+        quality = max(float(quality), 0.0)
+        self._chosen += quality - row[4]
+        row[4] = quality
 
     def _solve(self) -> None:
         best = self._best

@@ -77,11 +77,19 @@ class Decision:
     body: dict
     candidates: list[Candidate] = field(default_factory=list)
     bar: float | None = None
+    #: Told which backend answered when it was not the first choice (a ``route_target``
+    #: route's controller then counts the fallback's predicted quality).
+    on_fallback: Callable[[str], None] | None = field(default=None, repr=False)
 
     @property
     def order(self) -> list[str]:
         """Backends to try, in order: the choice then the fallbacks."""
         return [self.record.chosen, *self.record.fallbacks]
+
+    def answered_by(self, backend: str) -> None:
+        """Report that ``backend`` gave the answer (dispatch calls this after a fallback)."""
+        if self.on_fallback is not None and backend != self.record.chosen:
+            self.on_fallback(backend)
 
 
 def stable_prefix_text(body: dict) -> str:
@@ -235,8 +243,12 @@ class Router:
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
+        on_fallback = None
         if ctl is not None and not req.dry_run:
-            ctl.chose(chosen.predicted_quality)
+            row = ctl.chose(chosen.predicted_quality)
+            if row is not None:
+                quality = {c.backend: c.predicted_quality for c in cands}
+                on_fallback = lambda backend: ctl.answered(row, quality.get(backend))  # noqa: E731
         bar_kind = qb.kind
         if wtp is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
@@ -258,7 +270,7 @@ class Router:
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
         )
-        return Decision(record=record, body=body, candidates=cands, bar=bar)
+        return Decision(record=record, body=body, candidates=cands, bar=bar, on_fallback=on_fallback)
 
     def _fitting(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
                  where: str) -> list[BackendConfig]:

@@ -143,3 +143,33 @@ routes:
         assert after["signals"]["route_held"] >= 0.95 - 1e-9
     finally:
         gw.stop()
+
+
+def test_route_target_counts_the_fallback_that_answered(tmp_path):
+    """When the first choice fails and a fallback answers, the route's held share counts the
+    fallback's predicted quality: it used to count the failed choice's, so a route whose
+    strong backend was down reported its bar held while every answer came from the weak one."""
+    import httpx
+
+    from tests.gateway.conftest import start_gateway
+
+    policy = """version: 1
+backends:
+  - {name: big, kind: fake, model: big-model-error-500, quality: 0.9, quality_model: big-model, pricing: {input_per_1m: 10, output_per_1m: 30}}
+  - {name: small, kind: fake, model: small-model, quality: 0.8, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+routes:
+  - {name: auto, backends: [big, small], quality_bar: {route_target: 0.95, window: 16}, max_attempts: 2}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        answered = []
+        for _ in range(8):
+            r = httpx.post(gw.v1 + "/chat/completions", json=body, timeout=10)
+            assert r.status_code == 200, r.text
+            answered.append(r.headers["x-mixroute-backend"])
+        assert set(answered) == {"small"}
+        held = httpx.post(gw.v1 + "/route", json=body, timeout=10).json()["signals"]["route_held"]
+        assert abs(held - 0.8 / 0.9) < 1e-6, held  # every answer was small's 0.8 of the best 0.9
+    finally:
+        gw.stop()

@@ -301,3 +301,20 @@ async def test_a_reload_drops_the_windows_of_routes_without_the_bar(tmp_path):
         assert holder.live._targets == {}
     finally:
         await holder.aclose()
+
+
+def test_answered_replaces_the_choice_until_the_row_leaves_the_window():
+    ctl = RouteTarget(0.9, window=2)
+    ctl.add([(1.0, 0.9), (0.1, 0.6)])
+    row = ctl.chose(0.9)
+    assert ctl.held == 1.0
+    ctl.answered(row, 0.6)  # the fallback answered
+    assert abs(ctl.held - 0.6 / 0.9) < 1e-12
+    ctl.answered(row, float("nan"))  # ignored
+    assert abs(ctl.held - 0.6 / 0.9) < 1e-12
+    for _ in range(2):  # the row leaves the window
+        ctl.add([(1.0, 0.9), (0.1, 0.6)])
+        ctl.chose(0.9)
+    ctl.answered(row, 0.0)
+    assert ctl.held == 1.0
+    assert ctl.chose(0.5) is None  # once per request
