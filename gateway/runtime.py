@@ -31,6 +31,9 @@ class Runtime:
     loaded: LoadedPolicy
     router: Router
     backends: dict[str, Backend]
+    #: Request headers the policy's ``when_header`` rules name (lower case): passed to the
+    #: rules with the ``x-mixroute-*`` headers.
+    rule_headers: frozenset[str] = frozenset()
 
     @classmethod
     async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None,
@@ -46,7 +49,8 @@ class Runtime:
             if shared is not None and hasattr(backend, "share_state"):
                 backend.share_state(*shared)
             await backend.start()
-        return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends)
+        return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends,
+                   rule_headers=frozenset(r.when_header.lower() for r in loaded.policy.rules if r.when_header))
 
     async def aclose(self) -> None:
         for backend in self.backends.values():

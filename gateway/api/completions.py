@@ -40,7 +40,8 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
     body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])
-    headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-")}
+    wanted = runtime.rule_headers
+    headers = {k: v for k, v in request.headers.items() if k.startswith("x-mixroute-") or k in wanted}
     if OVERRIDE_HEADER in headers and not principal.admin:
         # Silently routing as usual would let a client believe its override took effect.
         raise PermissionDenied(f"{OVERRIDE_HEADER} needs the admin key (MIXROUTE_ADMIN_KEY)",

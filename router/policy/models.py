@@ -241,6 +241,20 @@ class RouteConfig(_Strict):
 NUMBER_SIGNALS = ("pii", "injection", "difficulty", "domain_confidence", "scan_coverage")
 #: Signals that are labels or lists, which no threshold can test.
 TEXT_SIGNALS = ("domain", "classifier_heads", "quality_prior_for", "predictor")
+#: Heads whose output is not a probability (per-model qualities, a label, a token count).
+_NOT_PROBABILITY_HEADS = ("quality", "domain", "output_length")
+
+
+def number_signals() -> tuple[str, ...]:
+    """The signal names a rule threshold can test: :data:`NUMBER_SIGNALS` plus the name of
+    every other head folder under the shipped ``adapters/`` (a head you train and add
+    there), whose output is a probability."""
+    import adapters
+
+    root = Path(adapters.__file__).resolve().parent
+    extra = sorted(p.name for p in root.iterdir() if (p / "config.json").is_file()
+                   and p.name not in NUMBER_SIGNALS and p.name not in _NOT_PROBABILITY_HEADS)
+    return (*NUMBER_SIGNALS, *extra)
 
 
 class RuleConfig(_Strict):
@@ -254,7 +268,8 @@ class RuleConfig(_Strict):
         name: shown in the decision's reason.
         routes: routes it applies to (empty: all).
         tenants: tenants it applies to (empty: all).
-        when_header: applies when this request header is present (``x-mixroute-...``).
+        when_header: applies when this request header is present (any name, e.g. ``x-priority``;
+            matched case-insensitively, on its presence only).
         when_signal: applies when every named classifier signal is at least its threshold,
             e.g. ``{pii: 0.5}`` or ``{injection: 0.8}`` (probabilities).
         when_signal_below: applies when every named classifier signal is strictly below its
@@ -297,10 +312,13 @@ class RuleConfig(_Strict):
             if name in TEXT_SIGNALS:
                 raise ValueError(f"'{name}' is not a number signal, so no threshold applies to it "
                                  f"(number signals: {', '.join(NUMBER_SIGNALS)})")
-            near = difflib.get_close_matches(name, NUMBER_SIGNALS, n=1, cutoff=0.75)
-            if name not in NUMBER_SIGNALS and near:
-                raise ValueError(f"unknown signal '{name}': did you mean '{near[0]}'? (a rule on a signal that is "
-                                 "never produced never fires)")
+            known = number_signals()
+            if name not in known:
+                near = [k for k in known if k.lower() == name.lower()] or \
+                    difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+                hint = f"did you mean '{near[0]}'? " if near else ""
+                raise ValueError(f"unknown signal '{name}': {hint}(number signals: {', '.join(known)}; a rule on a "
+                                 "signal that is never produced never fires)")
             if not 0 <= threshold <= 1:
                 raise ValueError(f"the threshold of '{name}' must be between 0 and 1 (signals are probabilities), "
                                  f"not {threshold}")
@@ -332,6 +350,9 @@ class RuleConfig(_Strict):
             raise ValueError("a rule needs an action: block, route_to, allow_backends, require_tags or max_cost_usd")
         if self.block and (self.route_to or self.allow_backends or self.require_tags):
             raise ValueError("'block' contradicts 'route_to', 'allow_backends' and 'require_tags'")
+        if self.route_to and self.allow_backends and self.route_to not in self.allow_backends:
+            raise ValueError(f"'route_to: {self.route_to}' is not in its own 'allow_backends' "
+                             f"({', '.join(self.allow_backends)}): every request the rule matches would have no candidate")
         return self
 
 

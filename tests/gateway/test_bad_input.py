@@ -310,3 +310,24 @@ def test_an_authorization_header_that_is_not_bearer_is_named(tmp_path):
         assert ok.status_code == 200
     finally:
         gw.stop()
+
+
+def test_a_when_header_rule_fires_on_any_header_name(tmp_path):
+    """From a fresh-user pass: rules saw only x-mixroute-* headers, so `when_header:
+    x-priority` validated (its own error message suggests that name) and never fired."""
+    policy = """version: 1
+backends:
+  - {name: big, kind: fake, model: big-model}
+routes:
+  - {name: auto, backends: [big]}
+rules:
+  - {name: priority-block, when_header: X-Priority, block: true}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        body = {"model": "auto", "messages": MSG}
+        blocked = httpx.post(gw.v1 + "/chat/completions", json=body, headers={"x-priority": "high"}, timeout=10)
+        _assert_envelope(blocked, 400, "prompt_blocked")
+        assert httpx.post(gw.v1 + "/chat/completions", json=body, timeout=10).status_code == 200
+    finally:
+        gw.stop()

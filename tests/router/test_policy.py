@@ -470,6 +470,8 @@ rules:
     ("  - {name: r, when_signal_below: {scan_coverage: false}, block: true}\n", 7, "must be a number, not False"),
     ("  - {name: r, when_signal_below: {scan_coverage: 0}, block: true}\n", 7, "never holds"),
     ("  - {name: r, when_signal: {pii: 0.5}, when_signal_below: {pii: 0.5}, block: true}\n", 7, "would never fire"),
+    ("  - {name: r, when_signal: {PII: 0.5}, block: true}\n", 7, "unknown signal 'PII': did you mean 'pii'"),
+    ("  - {name: r, when_signal: {toxicity: 0.5}, block: true}\n", 7, "unknown signal 'toxicity': (number signals: pii"),
 ])
 def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, words):
     problem = _problem(RULES_BASE + rules)
@@ -493,10 +495,20 @@ rules:
     parse_policy(base + "  - {name: fine, routes: [auto], require_tags: [x]}\n")
 
 
-def test_sensible_rules_still_load():
+def test_sensible_rules_still_load(monkeypatch):
+    import router.policy.models as models
+
+    # A head trained and added under adapters/ is a signal too (its folder names it).
+    monkeypatch.setattr(models, "number_signals", lambda: (*models.NUMBER_SIGNALS, "my_custom_head"))
     parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
                  "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n"
                  "  - {name: c, when_signal: {my_custom_head: 0.5, domain_confidence: 1}, block: true}\n")
+
+
+def test_the_shipped_heads_are_the_known_signals():
+    from router.policy.models import number_signals
+
+    assert number_signals() == ("pii", "injection", "difficulty", "domain_confidence", "scan_coverage")
 
 
 def test_lookups_follow_a_copy_with_other_backends_or_routes():
@@ -533,3 +545,12 @@ def test_a_policy_path_that_is_no_regular_file_or_too_large_is_one_problem(tmp_p
             load_policy(path)
         (line,) = info.value.lines()
         assert line.startswith(f"{path}: cannot read file: ") and words in line, line
+
+
+def test_route_to_outside_its_own_allow_list_is_refused():
+    """From a fresh-user pass: {route_to: big, allow_backends: [small]} validated, and every
+    request it matched then failed with 503 no_candidate."""
+    rules = "rules:\n  - {name: contra, when_header: x-mixroute-a, route_to: big, allow_backends: [small]}\n"
+    problem = _problem(GOOD + rules)
+    assert problem.startswith("policy.yaml:15 rules[0]: ") and "'route_to: big' is not in its own 'allow_backends'" in problem
+    parse_policy(GOOD + rules.replace("[small]", "[small, big]"))
