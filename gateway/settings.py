@@ -140,6 +140,11 @@ class Settings(BaseSettings):
         # redis-py's from_url accepts these schemes and raises on anything else at start-up.
         if url and not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)")
+        if url:
+            from importlib.util import find_spec
+
+            if find_spec("redis") is None:  # else a traceback from the app's start-up
+                raise ValueError("is set but the redis client is not installed: pip install 'mixroute[redis]'")
         return url
 
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)

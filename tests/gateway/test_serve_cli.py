@@ -102,6 +102,18 @@ def test_bad_redis_url_is_an_invalid_setting():
     assert "redis://" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_redis_url_without_the_redis_extra_is_one_line(tmp_path):
+    """From a fresh-user pass: MIXROUTE_REDIS_URL without `.[redis]` installed was a
+    ModuleNotFoundError traceback from the app's start-up (exit 3)."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import importlib.util as u\n_f = u.find_spec\n"
+        "u.find_spec = lambda name, *a: None if name == 'redis' else _f(name, *a)\n")
+    res = _serve("--port", "18999", MIXROUTE_REDIS_URL="redis://127.0.0.1:6379/0",
+                 PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "invalid setting MIXROUTE_REDIS_URL" in res.stderr and "pip install 'mixroute[redis]'" in res.stderr
+
+
 def test_in_memory_sqlite_and_impossible_ports_are_refused():
     for url, words in (("sqlite://", "in-memory SQLite"), ("sqlite:///", "in-memory SQLite"),
                        ("postgresql+psycopg://postgres@127.0.0.1:99999/test", "port 99999")):
