@@ -156,6 +156,8 @@ class ChatCompletionRequest(_Common):
     # Only its type: providers name their tiers differently (OpenAI, Groq...).
     service_tier: str | None = None
     modalities: list[str] | None = None
+    # Not an OpenAI chat field, but vLLM's chat endpoint took it: checked as on /v1/completions.
+    best_of: int | None = Field(default=None, ge=1)
 
     @field_validator("modalities")
     @classmethod
@@ -180,6 +182,9 @@ class ChatCompletionRequest(_Common):
     @field_validator("function_call")
     @classmethod
     def _function_call(cls, call: Any, info: ValidationInfo) -> Any:
+        # As tool_choice without tools: the OpenAI API refuses function_call without functions.
+        if call is not None and not info.data.get("functions"):
+            raise ValueError("is set but no 'functions' are given")
         if isinstance(call, dict):
             check_function_call(call, info.data.get("functions") or [])
         return call
@@ -218,6 +223,10 @@ class ChatCompletionRequest(_Common):
 
 
 
+#: Most prompts in one legacy completions request (the OpenAI API's limit).
+MAX_PROMPTS = 2048
+
+
 class CompletionRequest(_Common):
     """``POST /v1/completions`` body."""
 
@@ -227,6 +236,14 @@ class CompletionRequest(_Common):
     suffix: str | None = None
     echo: bool | None = None
     best_of: int | None = Field(default=None, ge=1)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_count(cls, prompt: Any) -> Any:
+        # The OpenAI API takes at most 2048 prompts in one request; each is answered n times.
+        if isinstance(prompt, list) and len(prompt) > MAX_PROMPTS:
+            raise ValueError(f"has {len(prompt)} prompts; at most {MAX_PROMPTS} are allowed in one request")
+        return prompt
 
     @field_validator("prompt", mode="before")
     @classmethod

@@ -58,6 +58,10 @@ def _assert_envelope(resp: httpx.Response, status: int, code: str | None = None,
      400, "invalid_value", "stream_options.include_usage"),
     (b'{"messages": [{"role": "user", "content": "x"}], "stream": true, "stream_options": [true]}', 400,
      "invalid_value", "stream_options"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "best_of": 0}', 400, "invalid_value", "best_of"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "best_of": "x"}', 400, "invalid_value", "best_of"),
+    (b'{"messages": [{"role": "user", "content": "x"}], "function_call": "auto"}', 400, "invalid_value",
+     "function_call"),
     (b'{"messages": [{"role": "user", "content": "x"}], "foo": ' + b"[" * 300 + b"]" * 300 + b"}", 400,
      "invalid_json", None),
 ])
@@ -116,6 +120,16 @@ def test_legacy_completions_logprobs_is_a_small_count(demo_gateway):
         resp = httpx.post(demo_gateway.v1 + "/completions", json={"prompt": "hi", "logprobs": bad})
         assert _assert_envelope(resp, 400)["param"] == "logprobs"
     assert httpx.post(demo_gateway.v1 + "/completions", json={"prompt": "hi", "logprobs": 5}).status_code == 200
+
+
+def test_completions_take_at_most_2048_prompts(demo_gateway):
+    """From a fresh-user pass: 1,000 prompts x n=128 gave 128,000 choices (15 MB; on a hosted
+    backend, 128,000 paid completions). The OpenAI API takes at most 2048 prompts."""
+    resp = httpx.post(demo_gateway.v1 + "/completions", json={"model": "auto", "prompt": ["x"] * 2049}, timeout=30)
+    err = _assert_envelope(resp, 400, "invalid_value", "prompt")
+    assert "has 2049 prompts; at most 2048" in err["message"]
+    ok = httpx.post(demo_gateway.v1 + "/completions", json={"model": "auto", "prompt": ["x"] * 3}, timeout=30)
+    assert ok.status_code == 200 and len(ok.json()["choices"]) == 3
 
 
 def test_completions_missing_prompt(demo_gateway):
