@@ -51,9 +51,13 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
     """Validate FILE; print `FILE:LINE path: problem` per problem and exit 1 on error."""
     from gateway.commands import load_policy_or_exit
 
+    from router.policy.models import pricing_notes
+
     loaded = load_policy_or_exit(file, exit_code=1)
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
+    for note in pricing_notes(p):
+        typer.echo(f"{file}: note: {note}", err=True)
 
 
 # --- commands registered by other modules (one line each) ---------------------------

@@ -17,6 +17,7 @@ from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
 from router.predict import Predictor
+from router.policy.models import pricing_notes
 
 log = logging.getLogger("mixroute.policy")
 
@@ -102,6 +103,8 @@ class PolicyHolder:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
         log.info("policy %s applied (hash %s)", self.path, loaded.hash)
+        for note in pricing_notes(loaded.policy):
+            log.warning("policy %s: %s", self.path, note)
         return runtime
 
     async def reload(self) -> bool:

@@ -49,7 +49,19 @@ class Pricing(_Strict):
     def _gpu_needs_throughput(self) -> "Pricing":
         if self.gpu_usd_per_hour is not None and self.output_tokens_per_s is None:
             raise ValueError("'gpu_usd_per_hour' needs the pool's measured 'output_tokens_per_s'")
+        if self.gpu_usd_per_hour is not None and (self.input_per_1m or self.output_per_1m):
+            # router.cost.gpu_pricing derives both token prices and would drop these in silence.
+            raise ValueError("set token prices ('input_per_1m', 'output_per_1m') or GPU time ('gpu_usd_per_hour' "
+                             "with throughput), not both: the GPU pricing replaces the token prices")
         return self
+
+
+def pricing_notes(policy: "Policy") -> list[str]:
+    """Advice on a valid policy: each ``vllm`` backend without ``pricing`` is costed at $0
+    (no price map covers self-hosted models), so it wins every route where it clears the bar."""
+    return [f"backend '{b.name}' (vllm) has no pricing: it is costed at $0 and wins every route where it clears "
+            "the bar; give 'pricing: {gpu_usd_per_hour: ..., output_tokens_per_s: ...}' (or zeros to say it is free)"
+            for b in policy.backends if b.kind == "vllm" and b.pricing is None]
 
 
 class BackendConfig(_Strict):

@@ -554,3 +554,24 @@ def test_route_to_outside_its_own_allow_list_is_refused():
     problem = _problem(GOOD + rules)
     assert problem.startswith("policy.yaml:15 rules[0]: ") and "'route_to: big' is not in its own 'allow_backends'" in problem
     parse_policy(GOOD + rules.replace("[small]", "[small, big]"))
+
+
+def test_gpu_pricing_and_token_prices_together_are_refused():
+    """gpu_usd_per_hour replaces the token prices (router.cost.gpu_pricing): both given, the
+    token prices were dropped in silence."""
+    both = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    pricing: {input_per_1m: 1, gpu_usd_per_hour: 2, "
+                        "output_tokens_per_s: 1000}\n")
+    assert "not both: the GPU pricing replaces the token prices" in _problem(both)
+
+
+def test_validate_notes_an_unpriced_vllm_pool(tmp_path):
+    """From a fresh-user pass: a vllm pool without pricing is costed at $0 and wins every
+    route it clears the bar on; validate now says so (a note: free pools are legitimate)."""
+    policy = tmp_path / "p.yaml"
+    text = GOOD.replace("backends:\n", "backends:\n  - {name: pool, kind: vllm, model: m, endpoints: [http://v:8000/v1]}\n", 1)
+    policy.write_text(text)
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
+    assert result.exit_code == 0 and ": ok (" in result.stdout
+    assert "note: backend 'pool' (vllm) has no pricing: it is costed at $0" in result.stderr
+    policy.write_text(text.replace("endpoints: [http://v:8000/v1]}", "endpoints: [http://v:8000/v1], pricing: {}}"))
+    assert CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr == ""
