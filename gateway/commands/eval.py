@@ -137,6 +137,7 @@ class _Progress:
 def _table(reports) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from router.eval.report import COLUMNS, describe, fmt
 
@@ -149,7 +150,8 @@ def _table(reports) -> None:
             t.add_column(c, justify="right", no_wrap=True)
         t.add_column("fit / note")
         for r in rep.results:
-            t.add_row(r.router, *(fmt(c, r.values.get(c)) for c in COLUMNS), r.note or r.fit)
+            # Text, not markup: a note's "pip install 'mixroute[classifier]'" lost its [classifier].
+            t.add_row(Text(r.router), *(fmt(c, r.values.get(c)) for c in COLUMNS), Text(r.note or r.fit))
         console.print(t)
 
 

@@ -176,3 +176,18 @@ def test_a_named_router_that_cannot_run_fails_the_command(tiny_pair_csv, tmp_pat
     assert "could not run mixroute" in res.output
     rows = json.loads((tmp_path / "r.json").read_text())  # the results are still written
     assert {r["router"] for r in rows} == {"mixroute", "zero"}
+
+
+def test_a_note_with_brackets_is_printed_as_text(capsys, monkeypatch):
+    """From a fresh-user pass: rich read the install hint's "[classifier]" as a style tag and
+    the table showed "pip install 'mixroute'"."""
+    from types import SimpleNamespace
+
+    from gateway.commands.eval import _table
+    from router.eval import report
+
+    monkeypatch.setattr(report, "describe", lambda rep: "")
+    result = SimpleNamespace(router="knn", values={}, fit="",
+                             note="torch is not installed: pip install 'mixroute[classifier]'")
+    _table([SimpleNamespace(data=SimpleNamespace(name="tiny"), results=[result])])
+    assert "mixroute[classifier]" in capsys.readouterr().out
