@@ -114,6 +114,16 @@ def test_redis_url_without_the_redis_extra_is_one_line(tmp_path):
     assert "invalid setting MIXROUTE_REDIS_URL" in res.stderr and "pip install 'mixroute[redis]'" in res.stderr
 
 
+def test_a_sqlite_file_in_a_missing_folder_is_refused(tmp_path):
+    """From a fresh-user pass: a typo in the folder of a SQLite URL created that folder (via
+    the spill journal) and a new, empty store there."""
+    missing = tmp_path / "no" / "such"
+    res = _serve("--port", "18999", "--database-url", f"sqlite:///{missing}/x.db")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"folder {missing} does not exist" in res.stderr
+    assert not (tmp_path / "no").exists()
+
+
 def test_in_memory_sqlite_and_impossible_ports_are_refused():
     for url, words in (("sqlite://", "in-memory SQLite"), ("sqlite:///", "in-memory SQLite"),
                        ("postgresql+psycopg://postgres@127.0.0.1:99999/test", "port 99999")):
