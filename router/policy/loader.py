@@ -300,10 +300,23 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
                                                   "every request the rule matches would have no candidate")
         if rule.route_to is not None and rule.route_to not in seen:
             add(("rules", i, "route_to"), f"unknown backend '{rule.route_to}' (known: {known})")
+        if rule.route_to is not None:
+            # The first matching route_to wins (router.rules.apply_rules): an earlier rule with
+            # the very same conditions leaves this one nothing to route.
+            first = next((r for r in policy.rules[:i] if r.route_to and _conditions(r) == _conditions(rule)), None)
+            if first is not None and first.route_to != rule.route_to:
+                add(("rules", i, "route_to"), f"never takes effect: rule '{first.name}' has the same conditions and "
+                                              f"routes to '{first.route_to}' first (the first matching route_to wins)")
         for j, name in enumerate(rule.allow_backends):
             if name not in seen:
                 add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
     return problems
+
+
+def _conditions(rule: Any) -> tuple:
+    """What decides whether ``rule`` matches a request (routes and tenants as sets)."""
+    return (frozenset(rule.routes), frozenset(rule.tenants), (rule.when_header or "").lower(),
+            tuple(sorted(rule.when_signal.items())), tuple(sorted(rule.when_signal_below.items())))
 
 
 def _huge_integers(data: Any, root: yaml.Node) -> list[PolicyProblem]:

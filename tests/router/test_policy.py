@@ -575,3 +575,14 @@ def test_validate_notes_an_unpriced_vllm_pool(tmp_path):
     assert "note: backend 'pool' (vllm) has no pricing: it is costed at $0" in result.stderr
     policy.write_text(text.replace("endpoints: [http://v:8000/v1]}", "endpoints: [http://v:8000/v1], pricing: {}}"))
     assert CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr == ""
+
+
+def test_a_route_to_shadowed_by_an_earlier_rule_with_the_same_conditions_is_refused():
+    """From a fresh-user pass: two rules with one condition, `route_to: big` then `route_to:
+    small`, validated; the first matching route_to wins, so the second never acted."""
+    rules = ("rules:\n  - {name: one, when_header: x-mixroute-a, route_to: big}\n"
+             "  - {name: two, when_header: X-Mixroute-A, route_to: small}\n")
+    problem = _problem(GOOD + rules)
+    assert problem == ("policy.yaml:16 rules[1].route_to: never takes effect: rule 'one' has the same conditions "
+                       "and routes to 'big' first (the first matching route_to wins)")
+    parse_policy(GOOD + rules.replace("X-Mixroute-A", "x-mixroute-b"))  # other conditions: fine
