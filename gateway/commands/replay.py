@@ -11,7 +11,8 @@ the strongest over the route's requests, :mod:`router.aggregate`), starts
 waits for ``GET /readyz`` == 200, and stops it at the end (also on error or Ctrl-C).
 
 Each prompt (the data's rows in order, duplicates removed; ``--seed`` shuffles first;
-``--n`` keeps the first N) is sent as ``POST /v1/chat/completions`` with ``model: auto``
+``--n`` keeps the first N; one at a time unless ``--concurrency``: the default replays
+deterministically) is sent as ``POST /v1/chat/completions`` with ``model: auto``
 and one user message. The answering backend (``x-mixroute-backend``) is scored with the
 recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and the
 report is written as JSON::
@@ -59,7 +60,10 @@ def replay(
     n: Annotated[Optional[int], typer.Option("--n", min=1, help="Send only the first N prompts.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Shuffle the prompts with this seed before taking N.")] = None,
     route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Requests in flight.")] = 8,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help=(
+        "Requests in flight. 1 decides the rows in order, so the same command gives the same report; "
+        "more is faster on a machine with cores to spare, but a route_target bar then sees the "
+        "requests in the order they happen to arrive."))] = 1,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the gateway's /readyz.")] = 180.0,
     api_key: Annotated[Optional[str], typer.Option(envvar="MIXROUTE_API_KEY",
                                                    help="Bearer key for --gateway (a local gateway needs none).")] = None,

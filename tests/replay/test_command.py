@@ -158,6 +158,12 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
                                   "cost_usd": pytest.approx(sum(r.costs[best] for r in rows))}
     shares = {m: sum(r["model"] == m for r in reqs) / 20 for m in {r["model"] for r in reqs}}
     assert report["backend_share"] == pytest.approx(shares) and sum(shares.values()) == pytest.approx(1.0)
+    # The same command again gives the same report: rows one at a time, scan windows not timed
+    # (8 in flight and a start-up-timed scan budget flipped a few near-tied choices per run).
+    again = tmp_path / "again.json"
+    proc = subprocess.run([*_mixroute(), "replay", "--data", str(data), "--n", "20", "--json", str(again)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and json.loads(again.read_text())["requests"] == reqs
 
 
 async def test_send_all_presents_the_api_key(tmp_path):
