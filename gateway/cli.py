@@ -50,7 +50,6 @@ def serve(
 def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.")]) -> None:
     """Validate FILE; print `FILE:LINE path: problem` per problem and exit 1 on error."""
     from gateway.commands import load_policy_or_exit
-
     from router.policy.models import pricing_notes
 
     loaded = load_policy_or_exit(file, exit_code=1)
