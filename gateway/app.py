@@ -6,6 +6,7 @@ policy file -> ready. On shutdown: stop watching, close backends, drain the stor
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import math
@@ -143,7 +144,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await store.stop()
             from gateway.dashboard import worker as dashboard_worker
 
-            dashboard_worker.shutdown()
+            await asyncio.to_thread(dashboard_worker.shutdown)
 
     app = FastAPI(title="mixroute", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
     app.state.settings = settings

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -71,10 +72,21 @@ async def summary(url: str, *args: Any) -> dict[str, Any]:
         return await loop.run_in_executor(_executor(), _summary, url, *args)
 
 
-def shutdown() -> None:
-    """Stop the worker (the gateway's shutdown)."""
+def shutdown(timeout_s: float = 2.0) -> None:
+    """Stop the worker (the gateway's shutdown): ask it to exit, wait up to ``timeout_s``
+    seconds, then terminate it. ``shutdown(wait=False)`` alone left it running: the gateway
+    process exited before the pool's manager thread told the worker to stop, and the
+    orphaned worker kept its memory and database connections."""
     global _pool
     with _lock:
         pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=False, cancel_futures=True)
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # before shutdown clears it
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + timeout_s
+    for process in processes:
+        process.join(max(deadline - time.monotonic(), 0.0))
+        if process.is_alive():
+            process.terminate()
+            process.join(1.0)

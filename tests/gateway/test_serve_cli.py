@@ -238,3 +238,54 @@ def test_port_in_use_is_one_line_and_a_near_miss_setting_is_named():
     assert f"127.0.0.1:{port} is already in use" in res.stderr
     assert "MIXROUTE_POLICY_PTH is not a setting and is ignored; did you mean MIXROUTE_POLICY_PATH?" in res.stderr
     assert "MIXROUTE_MY_UPSTREAM" not in res.stderr
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def test_stopping_the_gateway_stops_the_dashboard_worker(tmp_path):
+    """From a fresh-user pass: the dashboard's worker process (spawned on the first summary)
+    outlived every gateway, holding ~84 MB and its database connections."""
+    import signal
+    import time
+
+    import httpx
+
+    if not Path("/proc/self/stat").exists():
+        import pytest
+
+        pytest.skip("needs /proc to find the worker process")
+    port = "18731"
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", port, "--database-url",
+                             f"sqlite:///{tmp_path / 'd.db'}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"})
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(base + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert httpx.get(base + "/dashboard/api/summary", timeout=60).status_code == 200
+        workers = _children(proc.pid)
+        assert workers, "the summary ran in a worker process"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        time.sleep(0.5)
+        assert not [p for p in workers if Path(f"/proc/{p}").exists()
+                    and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
