@@ -139,7 +139,8 @@ def find_key(engine: Engine, key: str) -> KeyInfo | None:
 
 
 def set_tenant_budget(engine: Engine, tenant: str, budget_usd: float | None, period: Period = "month") -> None:
-    """Create or update a tenant's budget (``None`` removes it).
+    """Create or update a tenant's budget (``None`` removes it: the tenant's record goes, so
+    ``tenants list`` shows only tenants with a budget).
 
     Raises:
         KeyError_: negative or absurd budget.
@@ -147,6 +148,9 @@ def set_tenant_budget(engine: Engine, tenant: str, budget_usd: float | None, per
     validate_limits(budget_usd, None, None)
     now = datetime.now(timezone.utc)
     with engine.begin() as conn:
+        if budget_usd is None:
+            conn.execute(sa.delete(Tenant).where(Tenant.name == tenant))
+            return
         updated = conn.execute(sa.update(Tenant).where(Tenant.name == tenant).values(
             budget_usd=budget_usd, period=period, updated_at=now)).rowcount
         if not updated:

@@ -55,6 +55,12 @@ def _error(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
+#: Tenant names the gateway itself uses: a key's tenant with one of them would share its
+#: logs, dashboard view, feedback rights and metrics labels.
+RESERVED_TENANTS = {"admin": "the admin key's requests are logged as tenant 'admin'",
+                    "-": "metrics label requests made with auth off as tenant '-'"}
+
+
 def _check_tenant(tenant: str) -> None:
     """Exit 2 for a tenant over :data:`MAX_TENANT_CHARS` or with control characters (they
     would corrupt terminal output and log lines)."""
@@ -62,6 +68,8 @@ def _check_tenant(tenant: str) -> None:
         _error("--tenant must not be empty (or only invisible characters)")
     if tenant != tenant.strip():
         _error(f"--tenant must not start or end with whitespace, got {tenant!r}")
+    if tenant in RESERVED_TENANTS:
+        _error(f"--tenant {tenant!r} is reserved: {RESERVED_TENANTS[tenant]}")
     if len(tenant) > MAX_TENANT_CHARS:
         _error(f"--tenant must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}")
     bad = sorted({c for c in tenant if unicodedata.category(c) == "Cc"})

@@ -13,7 +13,7 @@ app = typer.Typer(help="Tenant budgets (USD per period, across all of a tenant's
 def set_(
     tenant: Annotated[str, typer.Argument(help="Tenant name (as given to `keys create --tenant`).")],
     budget_usd: Annotated[Optional[float], typer.Option(help="USD budget per --period; omit to remove it.")] = None,
-    period: Annotated[str, typer.Option(help="day, month or total.")] = "month",
+    period: Annotated[Optional[str], typer.Option(help="day, month or total (default month; only with --budget-usd).")] = None,
     database_url: Annotated[Optional[str], typer.Option(help="Store URL (default: MIXROUTE_DATABASE_URL).")] = None,
 ) -> None:
     """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
@@ -22,6 +22,12 @@ def set_(
 
     _check_tenant(tenant)
 
+    if period is not None and budget_usd is None:
+        # Without a budget the command removes it: a lone --period used to wipe the amount.
+        typer.echo("error: --period needs --budget-usd (set both to change the period; leave out both to remove "
+                   "the budget)", err=True)
+        raise typer.Exit(2)
+    period = period or "month"
     if period not in ("day", "month", "total"):
         typer.echo(f"error: --period must be day, month or total, got {period!r}", err=True)
         raise typer.Exit(2)

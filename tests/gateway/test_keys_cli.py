@@ -91,6 +91,8 @@ def test_budget_is_shown_in_fixed_notation(db):
     ("acme\nevil", "control characters, found U+000A"),
     ("\x1b[31mred", "control characters, found U+001B"),
     ("tab\there", "U+0009"),
+    ("admin", "'admin' is reserved: the admin key's requests are logged as tenant 'admin'"),
+    ("-", "'-' is reserved"),
 ])
 def test_create_rejects_bad_tenants(db, tenant, problem):
     res = _run("create", "--tenant", tenant, "--database-url", db)
@@ -201,3 +203,20 @@ def test_creating_commands_still_create_the_store(tmp_path):
     res = CliRunner().invoke(app, ["tenants", "set", "acme", "--budget-usd", "1",
                                    "--database-url", f"sqlite:///{tmp_path}/other.db"])
     assert res.exit_code == 0, res.output
+
+
+def test_tenants_set_period_alone_is_refused_and_removal_removes_the_record(tmp_path):
+    """From a fresh-user pass: `tenants set beta --period total` (meant: change the period)
+    removed beta's budget, and `tenants set ghost` created a budget-less record that `tenants
+    list` then showed."""
+    url = f"sqlite:///{tmp_path}/t.db"
+
+    def tenants(*args):
+        return CliRunner().invoke(app, ["tenants", *args, "--database-url", url])
+
+    assert tenants("set", "beta", "--budget-usd", "5", "--period", "day").exit_code == 0
+    res = tenants("set", "beta", "--period", "total")
+    assert res.exit_code == 2 and "--period needs --budget-usd" in res.stderr
+    assert "beta" in tenants("list").stdout and "5.0" in tenants("list").stdout
+    assert tenants("set", "ghost").exit_code == 0 and "ghost" not in tenants("list").stdout
+    assert tenants("set", "beta").exit_code == 0 and "beta" not in tenants("list").stdout
