@@ -48,15 +48,17 @@ class Attempt:
         if not usage and fallback_text:
             # The upstream sent no usage: count with the documented chars/4 estimate.
             tokens_out = estimate_tokens(fallback_text)
-        if not usage and status == "client_disconnected" and self.backend is not None:
-            # The client left before the usage arrived, but the prompt reached the backend,
-            # which bills it: count it with the same estimate, so that spend and budgets
-            # see abandoned requests.
+        # A stream that broke after its first chunk was generated, and is billed, upstream.
+        broke_mid_stream = status == "error" and streamed and self.first_at is not None
+        if not usage and (status == "client_disconnected" or broke_mid_stream) and self.backend is not None:
+            # The client left (or the upstream broke) before the usage arrived, but the prompt
+            # reached the backend, which bills it: count it with the same estimate, so that
+            # spend and budgets see abandoned and broken requests.
             tokens_in = estimate_tokens(prompt_text(self.endpoint, self.decision.body))
         cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         name = self.backend.name if self.backend else None
         cost = 0.0
-        if name and status != "error":
+        if name and (status != "error" or broke_mid_stream):
             cost = call_cost(runtime, name, {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
                                              "prompt_tokens_details": {"cached_tokens": cached}}, recorded_cost)
         failed = [n for n in self.tried if n != name or status == "error"]

@@ -58,6 +58,9 @@ def test_drop_mid_stream_ends_with_error_event(fallback_gateway):
     outcome = _rows(fallback_gateway, "outcomes", rid)
     assert outcome["status"] == "error" and outcome["error_code"] == "upstream_stream_error"
     assert outcome["streamed"]
+    # The upstream generated (and bills) the prompt and the tokens sent before the break: a
+    # fresh-user pass found them recorded as 0 tokens in, $0.
+    assert outcome["tokens_in"] > 0 and outcome["tokens_out"] > 0 and outcome["cost_usd"] > 0
 
 
 def test_client_disconnect_records_outcome(fallback_gateway):
