@@ -61,6 +61,10 @@ def eval_cmd(
     err = Console(stderr=True, soft_wrap=True)
     for path, flag in ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot")):
         check_output(path, flag)
+    if plot_out is not None and plot_out.suffix.lower() not in PLOT_SUFFIXES:
+        # Checked before the evaluation: matplotlib refused the format only after it had run.
+        typer.echo(f"error: --plot {plot_out}: name a {', '.join(PLOT_SUFFIXES)} file", err=True)
+        raise typer.Exit(2)
     if bootstrap < 0:
         err.print(f"[red]error:[/] --bootstrap must be 0 (none) or more, not {bootstrap}")
         raise typer.Exit(2)
@@ -132,6 +136,10 @@ class _Progress:
         if key not in self.tasks:
             self.tasks[key] = self.bars.add_task(label, total=total)
         self.bars.update(self.tasks[key], description=label, completed=done, total=total)
+
+
+#: Image formats ``--plot`` writes (matplotlib picks the format from the suffix).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 def _table(reports) -> None:

@@ -191,3 +191,12 @@ def test_a_note_with_brackets_is_printed_as_text(capsys, monkeypatch):
                              note="torch is not installed: pip install 'mixroute[classifier]'")
     _table([SimpleNamespace(data=SimpleNamespace(name="tiny"), results=[result])])
     assert "mixroute[classifier]" in capsys.readouterr().out
+
+
+def test_a_plot_format_matplotlib_cannot_write_is_refused_before_the_run(tiny_pair_csv, tmp_path):
+    """From a fresh-user pass: `--plot out.txt` ran the whole evaluation, then failed with
+    matplotlib's ValueError traceback."""
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--bootstrap", "0",
+                              "--plot", str(tmp_path / "ev.txt")])
+    assert res.exit_code == 2 and "name a .png, .svg, .pdf file" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
