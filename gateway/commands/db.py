@@ -101,7 +101,11 @@ def upgrade(
 
     url = _url(database_url)
     try:
-        _check_revision(revision)
+        known = _check_revision(revision)
+        at = db.current(url)
+        if revision != "head" and at in known and known.index(at) > known.index(revision):
+            # Alembic's upgrade to an older revision is a no-op that printed "at revision <newer>".
+            raise CommandError(f"the database is at revision {at}, past {revision}: `db upgrade` does not downgrade")
         db.upgrade(url, revision)
         rev = db.current(url)
     except (SQLAlchemyError, ImportError, CommandError) as err:
@@ -109,20 +113,21 @@ def upgrade(
     typer.echo(f"{db.safe_url(url)}: at revision {rev}")
 
 
-def _check_revision(revision: str) -> None:
-    """Raises ``alembic.util.CommandError`` naming the known revisions for an unknown one,
-    before any connection is made."""
+def _check_revision(revision: str) -> list[str]:
+    """The known revisions, oldest first; raises ``alembic.util.CommandError`` naming them
+    for an unknown one, before any connection is made."""
     from alembic.script import ScriptDirectory
     from alembic.util import CommandError
 
     from gateway.store.db import alembic_config
 
     script = ScriptDirectory.from_config(alembic_config())
+    known = [r.revision for r in reversed(list(script.walk_revisions()))]
     try:
         script.get_revisions(revision)
     except CommandError:
-        known = [r.revision for r in reversed(list(script.walk_revisions()))]
         raise CommandError(f"unknown revision {revision!r} (known: {', '.join(known)}, head)") from None
+    return known
 
 
 @app.command()

@@ -74,6 +74,11 @@ def test_revision_option_reaches_that_revision(tmp_path: Path):
     assert current(url) == "0001"
     res = _run("db", "upgrade", "--database-url", url, "--revision", "0001")
     assert res.exit_code == 0, res.output
+    # A revision below the database's is not a silent no-op that reports the newer one.
+    assert _run("db", "upgrade", "--database-url", url).exit_code == 0
+    res = _run("db", "upgrade", "--database-url", url, "--revision", "0001")
+    assert res.exit_code == 2 and "past 0001: `db upgrade` does not downgrade" in _one_clean_line(res)
+    assert current(url) != "0001"
 
 
 def test_help_names_the_revision_option():
