@@ -50,6 +50,25 @@ def _engine(database_url: str | None, create: bool = True):
     return engine
 
 
+def new_store_note(database_url: str | None) -> str | None:
+    """The note to print after a command created a new SQLite store (a key or budget written
+    where no gateway reads it never applies, so the user is told where it went), or ``None``
+    when the store already exists or is not a SQLite file. Call before :func:`_engine`."""
+    from gateway.commands.db import shown_url
+    from gateway.settings import Settings
+    from gateway.store.db import missing_sqlite_file
+
+    url = database_url or Settings().database_url
+    try:
+        path = missing_sqlite_file(url)
+    except Exception:  # noqa: BLE001  # a bad URL: _engine reports it
+        return None
+    if path is None:
+        return None
+    return (f"note: created a new store at {path.resolve()} ({shown_url(url)}); gateways must use the same "
+            "MIXROUTE_DATABASE_URL")
+
+
 def _error(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
@@ -139,12 +158,15 @@ def create(
         _error(f"--period must be day, month or total, got {period!r}")
     _check_tenant(tenant)
     _check_routes(routes, policy)
+    note = new_store_note(database_url)
     try:
         engine = _engine(database_url)
         key, info = create_key(engine, tenant, budget_usd=budget_usd, period=period, rpm=rpm, tpm=tpm,
                                routes=routes)
     except KeyError_ as exc:
         _error(str(exc))
+    if note:
+        typer.echo(note, err=True)
     per = "in total" if period == "total" else f"per {period}"
     parts = [f"budget {_usd(budget_usd)} USD {per}" if budget_usd is not None else None,
              f"{rpm} requests/min" if rpm is not None else None, f"{tpm} tokens/min" if tpm is not None else None]

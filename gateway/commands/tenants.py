@@ -18,7 +18,7 @@ def set_(
 ) -> None:
     """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
     from gateway.auth.keys import KeyError_, set_tenant_budget
-    from gateway.commands.keys import _check_tenant, _engine
+    from gateway.commands.keys import _check_tenant, _engine, new_store_note
 
     _check_tenant(tenant)
 
@@ -31,11 +31,14 @@ def set_(
     if period not in ("day", "month", "total"):
         typer.echo(f"error: --period must be day, month or total, got {period!r}", err=True)
         raise typer.Exit(2)
+    note = new_store_note(database_url)
     try:
         set_tenant_budget(_engine(database_url), tenant, budget_usd, period)  # type: ignore[arg-type]
     except KeyError_ as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
+    if note:
+        typer.echo(note, err=True)
     per = "in total" if period == "total" else f"per {period}"
     what = f"{budget_usd:.6f} USD {per}" if budget_usd is not None else "no budget"
     typer.echo(f"tenant '{tenant}': {what}")

@@ -113,7 +113,7 @@ def test_routes_checked_against_policy(db, tmp_path):
     assert "known: auto, priced" in res.stderr and "'auto'" not in res.stderr
     _no_keys(db)  # a key that could never use the route it was made for is not created
     clean, _ = _create(db, "--routes", "auto", "--routes", "priced", "--policy", str(policy))
-    assert clean.stderr == ""
+    assert "--routes" not in clean.stderr  # (the first key in a new store notes where it went)
 
 
 def test_routes_without_policy_are_noted_as_unchecked(db):
@@ -220,3 +220,13 @@ def test_tenants_set_period_alone_is_refused_and_removal_removes_the_record(tmp_
     assert "beta" in tenants("list").stdout and "5.0" in tenants("list").stdout
     assert tenants("set", "ghost").exit_code == 0 and "ghost" not in tenants("list").stdout
     assert tenants("set", "beta").exit_code == 0 and "beta" not in tenants("list").stdout
+
+
+def test_a_key_written_to_a_new_store_says_where(tmp_path):
+    """From a fresh-user pass: `keys create` in a folder without a store created ./mixroute.db
+    in silence; a key written where no gateway reads it never works."""
+    url = f"sqlite:///{tmp_path}/new.db"
+    first, _ = _create(url)
+    assert f"note: created a new store at {tmp_path}/new.db" in first.stderr
+    second, _ = _create(url)
+    assert second.stderr == ""
