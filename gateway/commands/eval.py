@@ -191,13 +191,14 @@ def whatif_cmd(
         end = parse_time(until) if until else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if start is not None and end is not None and start >= end:
-        raise typer.BadParameter(f"--since {since} is not before --until {until}")
+    if start is not None and start >= (end or datetime.now(timezone.utc)):
+        # As `logs export`: a window that holds no time is a typo, not "0 logged requests".
+        raise typer.BadParameter(f"--since {since} is not before --until {until or 'now'}")
     try:
         raw = _logged_rows(logs, start, end)
         rows = [Logged.from_row(r) for r in raw]
     except (OSError, ValueError) as exc:
-        typer.echo(f"error: {logs}: {exc}", err=True)
+        typer.echo(f"error: {logs or 'the store (MIXROUTE_DATABASE_URL)'}: {exc}", err=True)
         raise typer.Exit(2)
     result = what_if(loaded, rows, bootstrap=bootstrap)
     typer.echo(f"{len(rows)} logged request(s); policy {new_policy} (hash {loaded.hash})")
@@ -238,6 +239,8 @@ def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
                                          "`mixroute logs export` writes)")
                     rows.append(row)
         return [r for r in rows if _in_window(r.get("created_at"), start, end)]
+    if path is not None and path.is_dir():
+        raise OSError("is a folder; give an export file (`mixroute logs export`) or a database URL")
     if path is not None and "://" not in str(logs):
         raise OSError("no such export file, and not a database URL")
     import sqlalchemy as sa

@@ -103,6 +103,13 @@ def test_cli_names_a_missing_log(tmp_path):
     pol.write_text(_policy(0.6))
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(tmp_path / "nope.jsonl")])
     assert res.exit_code == 2 and "nope.jsonl" in res.output
+    # From a fresh-user pass: a folder, no --logs with no store, and a window in the future.
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(tmp_path)])
+    assert res.exit_code == 2 and "is a folder" in res.output
+    res = runner.invoke(app, ["policy", "what-if", str(pol)], env={"MIXROUTE_DATABASE_URL": f"sqlite:///{tmp_path}/no.db"})
+    assert res.exit_code == 2 and "None" not in res.output and "the store (MIXROUTE_DATABASE_URL)" in res.output
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(pol), "--since", "2999-01-01"])
+    assert res.exit_code == 2 and "is not before --until now" in res.output
 
 
 def test_cli_reads_the_store(tmp_path):
