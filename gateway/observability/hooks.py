@@ -113,7 +113,9 @@ class ObservabilityMiddleware:
                 try:
                     await self.app(scope, receive, send_wrapper)
                 finally:
-                    path = getattr(scope.get("route"), "path", None) or "unmatched"
+                    # A mounted app (the dashboard's static files) has no route: label it by
+                    # its mount path, so that "unmatched" keeps meaning no route (a 404).
+                    path = getattr(scope.get("route"), "path", None) or scope.get("root_path") or "unmatched"
                     tr.set_attributes(span, {"http.route": path, "http.response.status_code": code})
                     if span is not None:
                         span.update_name(f"{method} {path}")

@@ -58,6 +58,17 @@ def test_requests_tokens_cost_and_latency_are_counted(gw):
                   code="200") >= 2
 
 
+def test_static_files_are_labelled_by_their_mount_and_404s_as_unmatched(gw):
+    """From a fresh-user pass: the dashboard's static files were counted as path="unmatched",
+    the label docs/OBSERVABILITY.md keeps for requests no route matched (404s)."""
+    assert httpx.get(gw.url + "/dashboard/static/dashboard.css").status_code == 200
+    assert httpx.get(gw.url + "/no/such/page").status_code == 404
+    text = httpx.get(gw.url + "/metrics").text
+    assert sample(text, "mixroute_http_responses_total", path="/dashboard/static", method="GET", code="200") >= 1
+    assert sample(text, "mixroute_http_responses_total", path="unmatched", method="GET", code="404") >= 1
+    assert 'path="unmatched",method="GET",code="200"' not in text
+
+
 def test_errors_are_counted_without_request_ids(gw):
     r = chat(gw, model="no-such-route")
     assert r.status_code == 404
