@@ -174,10 +174,15 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
                    concurrency: int = 8, api_key: str | None = None,
                    transport: "httpx.AsyncBaseTransport | None" = None) -> list["Answered"]:
     """Send every row's prompt to ``url`` (``concurrency`` in flight); one result per row, in order.
+    The first row goes alone: when a backend that is not a model of the data answers it, no
+    other row is sent (every answer would be unscorable, and a real gateway bills them).
 
     Args:
         api_key: sent as ``Authorization: Bearer`` when given.
         transport: an httpx transport to use instead of the network (tests: ASGI).
+
+    Raises:
+        ReplayFailed: the first row was answered by a backend the data does not record.
     """
     import httpx
 
@@ -190,7 +195,15 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
             async with sem:
                 return await send_one(client, plan, row, route)
 
-        return list(await asyncio.gather(*(one(r) for r in rows)))
+        if not rows:
+            return []
+        first = await send_one(client, plan, rows[0], route)
+        if first.model is None and first.backend:
+            raise ReplayFailed(f"the first prompt was answered by backend {first.backend!r}, which is not a model "
+                               f"of the data ({', '.join(plan.dataset.models)}); no other prompt was sent. Replay "
+                               "through a gateway whose route's backends are the data's models (serve the policy "
+                               "`mixroute replay --write-policy FILE` writes)")
+        return [first, *await asyncio.gather(*(one(r) for r in rows[1:]))]
 
 
 async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "OutcomeRow", route: str) -> "Answered":

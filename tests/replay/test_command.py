@@ -179,6 +179,22 @@ async def test_send_all_presents_the_api_key(tmp_path):
     assert seen == ["Bearer k-123"] and answered[0].error == "HTTP 401: bad key"
 
 
+async def test_a_gateway_whose_backends_are_not_the_datas_models_gets_one_request(tmp_path):
+    """From a fresh-user pass: `replay --gateway` against the demo policy sent every prompt
+    (billed on a real gateway) and every answer was unscorable."""
+    plan, rows = prepare([write_bench(tmp_path)], n=3)
+    calls = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request)
+        return httpx.Response(200, headers={"x-mixroute-backend": "gpt-4o-mini"},
+                              json={"model": "gpt-4o-mini", "choices": [{"message": {"content": "x"}}]})
+
+    with pytest.raises(ReplayFailed, match="answered by backend 'gpt-4o-mini', which is not a model of the data"):
+        await send_all("http://gw", plan, rows, transport=httpx.MockTransport(handler))
+    assert len(calls) == 1 and len(rows) == 3
+
+
 def test_prepare_keeps_only_the_classifiers_split(data_dir):
     from router.classify.data import split_of
 
