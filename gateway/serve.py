@@ -78,13 +78,18 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
         # synchronous stderr write per request on the event loop, and one line per vLLM
         # replica per /metrics poll. Kept at debug, where those lines are wanted.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-    if not _auth_configured(settings):
+    configured = _auth_configured(settings)
+    if not configured:
         if settings.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"mixroute: no API keys and no MIXROUTE_ADMIN_KEY: refusing to expose an open gateway on "
                   f"{settings.host}; binding 127.0.0.1 instead (create a key with `mixroute keys create`)",
                   file=sys.stderr)
             settings = settings.model_copy(update={"host": "127.0.0.1"})
-        print("mixroute: auth is OFF (no keys exist, no admin key): open to local clients only", file=sys.stderr)
+        if configured is None:
+            print("mixroute: the store cannot be read, so whether API keys exist is unknown: requests get 503 "
+                  "auth_unavailable (and /readyz 503) until it answers", file=sys.stderr)
+        else:
+            print("mixroute: auth is OFF (no keys exist, no admin key): open to local clients only", file=sys.stderr)
     _check_port_free_or_exit(settings.host, settings.port)
     from gateway.commands.db import shown_url
 
@@ -203,8 +208,9 @@ def _check_journal_path_or_exit(settings) -> None:
         raise SystemExit(2)
 
 
-def _auth_configured(settings) -> bool:
-    """Whether an admin key is set or any API key exists in the store."""
+def _auth_configured(settings) -> bool | None:
+    """Whether an admin key is set or any API key exists in the store; ``None`` when the
+    store cannot be reached at all (then nobody knows, and the gateway fails closed)."""
     if settings.admin_key:
         return True
     from gateway.auth.keys import any_keys
@@ -212,6 +218,10 @@ def _auth_configured(settings) -> bool:
 
     engine = make_engine(settings.database_url)
     try:
+        try:
+            engine.connect().close()
+        except Exception:  # unreachable (down, wrong host or password)
+            return None
         return any_keys(engine)
     except Exception:  # no store yet, or no api_keys table: no keys
         return False

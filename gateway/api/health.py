@@ -1,11 +1,13 @@
 """``GET /healthz`` (the process is up) and ``GET /readyz`` (200 only once the policy and
-router are loaded; 503 before). Both answer ``HEAD`` too: the same status and headers, no
+router are loaded; 503 before, and while the key store has never answered whether keys
+exist, when every request would be refused with ``auth_unavailable``). Both answer ``HEAD`` too: the same status and headers, no
 body (load balancers and uptime checkers often probe with ``HEAD``)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from gateway.auth.guard import AuthUnavailable
 from gateway.responses import FastJSONResponse
 
 router = APIRouter()
@@ -23,6 +25,15 @@ async def readyz(request: Request):
     runtime = request.app.state.policies.current
     if runtime is None or not request.app.state.ready:
         return FastJSONResponse({"status": "starting"}, status_code=503)
+    auth = getattr(request.app.state, "auth", None)
+    if auth is not None:
+        try:
+            await auth.required()  # cached for the key cache TTL
+        except AuthUnavailable:
+            # The store never said whether keys exist, so every request is refused with 503
+            # auth_unavailable: a load balancer must not send this replica traffic.
+            return FastJSONResponse({"status": "auth_unavailable", "detail": "the key store cannot be read"},
+                                    status_code=503)
     predictor = runtime.router.predictor
     predictor = getattr(predictor, "inner", predictor)  # the tracing wrapper's inner predictor
     body = {"status": "ready", "policy_hash": runtime.loaded.hash, "predictor": type(predictor).__name__}

@@ -52,11 +52,14 @@ class Gateway:
         self.thread.join(timeout=10)
 
 
-def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, **overrides) -> Gateway:
+def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, ready_status: int = 200,
+                  **overrides) -> Gateway:
     """Serve ``create_app`` on a free loopback port until :meth:`Gateway.stop`.
 
     Args:
         prepare: called with the app before it serves (e.g. to swap in a test tracer).
+        ready_status: the ``/readyz`` status that means started (503 for a gateway that
+            starts but is not ready: its key store never answered).
 
     Raises:
         RuntimeError: not ready within 20 s.
@@ -83,7 +86,8 @@ def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, **ove
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+            ready = httpx.get(url + "/readyz", timeout=1)
+            if ready.status_code == ready_status and (ready_status == 200 or ready.json()["status"] != "starting"):
                 return Gateway(url, settings, server, thread)
         except httpx.HTTPError:
             pass

@@ -289,3 +289,15 @@ def test_stopping_the_gateway_stops_the_dashboard_worker(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_the_start_banner_tells_an_unreachable_store_from_a_store_without_keys(tmp_path):
+    """From a fresh-user pass: with the database down, `serve` said "auth is OFF (no keys
+    exist)" and then refused every request with 503 auth_unavailable."""
+    from gateway.serve import _auth_configured
+    from gateway.settings import Settings
+
+    down = Settings(database_url="postgresql+psycopg://postgres@127.0.0.1:1/mixroute_down")
+    assert _auth_configured(down) is None
+    assert _auth_configured(Settings(database_url=f"sqlite:///{tmp_path}/new.db")) is False
+    assert _auth_configured(Settings(database_url="sqlite:///x.db", admin_key="adm-0123456789abcdef")) is True

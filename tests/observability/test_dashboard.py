@@ -203,10 +203,14 @@ def test_summary_and_feedback_say_503_while_the_database_is_down(tmp_path):
     Without an admin key the gateway cannot know whether keys exist in that store, so it
     fails closed (503 auth_unavailable) instead of serving anyone; with one it serves."""
     url = "postgresql+psycopg://postgres@127.0.0.1:1/mixroute_down"
-    gw = start_gateway(tmp_path, database_url=url, store_journal_path=tmp_path / "journal.jsonl")
+    gw = start_gateway(tmp_path, database_url=url, store_journal_path=tmp_path / "journal.jsonl", ready_status=503)
     try:
         closed = chat(gw, "nobody knows whether keys exist")
         assert closed.status_code == 503 and closed.json()["error"]["code"] == "auth_unavailable"
+        # ... and /readyz says so, so that a load balancer sends the replica no traffic (a
+        # fresh-user pass found it 200 "ready" while every request was refused).
+        ready = httpx.get(gw.url + "/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["status"] == "auth_unavailable"
     finally:
         gw.stop()
     gw = start_gateway(tmp_path, database_url=url, store_journal_path=tmp_path / "journal.jsonl",
