@@ -97,8 +97,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:
-                log.warning("redis %s is not reachable at start (%s): rate limits and budgets fail open until it "
-                            "answers (docs/LIMITS.md)", app.state.limiter.where, problem)
+                log.warning("redis %s is not reachable at start (%s): until it answers, requests under rate "
+                            "limits or budgets follow the policy's limits.on_unavailable (open, the default: admitted "
+                            "unlimited; closed: 503 limits_unavailable; docs/LIMITS.md)", app.state.limiter.where, problem)
         predictor = load_predictor(settings)
         batcher = getattr(predictor, "batcher", None)
         obs = getattr(app.state, "observability", None)
