@@ -277,7 +277,7 @@ def print_table(report: dict) -> None:
     if "statistic" in s:
         console.print(f"{s['statistic']}:")
     ratio = s["hit_rate_vs_round_robin"]
-    console.print(f"mixroute vs round-robin: hit rate x{ratio:.1f}" if ratio else "round-robin hit rate 0",
+    console.print(f"mixroute vs round-robin: hit rate x{ratio:.2f}" if ratio else "round-robin hit rate 0",
                   f"TTFT p90 x{s['ttft_p90_speedup_vs_round_robin']:.1f} faster "
                   f"(client-side x{s['client_ttft_p90_speedup_vs_round_robin']:.1f});",
                   f"volatile prompts: {s['volatile_hit_rate_off']:.1%} -> {s['volatile_hit_rate_on']:.1%}")
