@@ -181,8 +181,11 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
         ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
             routes on the policy's quality priors.
     """
-    from router.classify.memory import MEMORY_FILE, OutcomeMemory
-    from router.classify.predictor import ClassifierPredictor
+    try:
+        from router.classify.memory import MEMORY_FILE, OutcomeMemory
+        from router.classify.predictor import ClassifierPredictor
+    except ImportError as exc:  # numpy first, on a plain install: name the extra, not just numpy
+        raise _missing(exc) from exc
 
     folder = adapters_dir or default_adapters_dir()
     path = folder / "quality" / MEMORY_FILE

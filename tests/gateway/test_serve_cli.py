@@ -301,3 +301,16 @@ def test_the_start_banner_tells_an_unreachable_store_from_a_store_without_keys(t
     assert _auth_configured(down) is None
     assert _auth_configured(Settings(database_url=f"sqlite:///{tmp_path}/new.db")) is False
     assert _auth_configured(Settings(database_url="sqlite:///x.db", admin_key="adm-0123456789abcdef")) is True
+
+
+def test_a_plain_install_warns_with_the_classifier_extra(tmp_path):
+    """From a fresh-user pass: a plain `pip install -e .` started with "classifier not loaded
+    (No module named 'numpy')", which names neither torch nor the extra to install."""
+    (tmp_path / "numpy.py").write_text("raise ImportError(\"No module named 'numpy'\", name='numpy')\n")
+    code = ("import logging; logging.basicConfig(format='%(message)s')\n"
+            "from gateway.app import load_predictor\nfrom gateway.settings import Settings\n"
+            "assert load_predictor(Settings()) is None\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "classifier not loaded (numpy" in res.stderr and "pip install 'mixroute[classifier]'" in res.stderr
