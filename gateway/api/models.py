@@ -43,6 +43,7 @@ def _models(runtime: Runtime) -> list[dict]:
 
 
 @router.get("/v1/models")
+@router.head("/v1/models", include_in_schema=False)  # uptime checkers probe with HEAD
 async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
     """OpenAI ``list`` of ``model`` objects (see :func:`_models`) the key may use, and the
     policy hash."""
@@ -51,6 +52,7 @@ async def list_models(runtime: RuntimeDep, principal: PrincipalDep):
 
 
 @router.get("/v1/models/{model_id:path}")
+@router.head("/v1/models/{model_id:path}", include_in_schema=False)
 async def retrieve_model(model_id: str, runtime: RuntimeDep, principal: PrincipalDep):
     """The ``model`` object of one route or backend, as listed by ``GET /v1/models``.
 

@@ -1,4 +1,4 @@
-"""``HEAD /healthz`` and ``HEAD /readyz``; ``GET /v1/models/{model_id}`` over real HTTP and
+"""``HEAD /healthz``, ``/readyz`` and ``/v1/models``; ``GET /v1/models/{model_id}`` over real HTTP and
 through the OpenAI SDK."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from tests.gateway.conftest import FALLBACK_POLICY
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/v1/models", "/v1/models/auto"])
 def test_head_answers_like_get_without_body(demo_gateway, path):
     get = httpx.get(demo_gateway.url + path)
     head = httpx.head(demo_gateway.url + path)
@@ -29,7 +29,7 @@ def test_openapi_has_one_operation_per_health_path(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # FastAPI warns on duplicate operation ids
         spec = app.openapi()
-    assert list(spec["paths"]["/healthz"]) == ["get"] and list(spec["paths"]["/readyz"]) == ["get"]
+    assert all(list(spec["paths"][p]) == ["get"] for p in ("/healthz", "/readyz", "/v1/models"))
 
 
 def test_retrieve_model_matches_the_list(demo_gateway):
