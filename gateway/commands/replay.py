@@ -132,8 +132,9 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
     classifier's ``split`` when given: :func:`router.classify.data.split_of`).
 
     Raises:
-        ReplayFailed: a path is unreadable or of no known format, the datasets have
-            different model sets, an unknown split, or there is no row.
+        ReplayFailed: a path is unreadable or of no known format, the data records one
+            model only, the datasets have different model sets, an unknown split, or there
+            is no row.
     """
     if split is not None and split not in SPLITS:
         raise ReplayFailed(f"--split {split!r}: one of {', '.join(SPLITS)}")
@@ -145,6 +146,9 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
     except DataFormatError as exc:
         raise ReplayFailed(str(exc)) from None
     models = datasets[0].models
+    if len(models) < 2:  # as `mixroute eval`: a column that is not a model reads as one model
+        raise ReplayFailed(f"{paths[0]}: single-model data (models: {', '.join(models) or 'none'}); routing "
+                           "needs outcomes of at least two models")
     for p, ds in zip(paths[1:], datasets[1:]):
         if set(ds.models) != set(models):
             raise ReplayFailed(f"{p}: models {sorted(ds.models)} differ from {paths[0]}'s {sorted(models)}")

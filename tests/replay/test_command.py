@@ -39,6 +39,14 @@ def test_prepare_dedupes_shuffles_and_takes_n(tmp_path):
     assert plan.dataset.strongest() == "big/model-1"  # 0.5 each over all 4 rows: first column wins
 
 
+def test_prepare_rejects_single_model_data(tmp_path):
+    """From a fresh-user pass: a CSV of `prompt,foo` replayed as one model, "baseline (foo)"."""
+    weird = tmp_path / "weird.csv"
+    weird.write_text("prompt,foo\nhello,1\nworld,0\n")
+    with pytest.raises(ReplayFailed, match="single-model data"):
+        prepare([weird])
+
+
 def test_prepare_rejects_mixed_model_sets(tmp_path):
     with pytest.raises(ReplayFailed, match="differ"):
         prepare([write_bench(tmp_path), write_routellm(tmp_path)])
