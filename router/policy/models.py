@@ -13,9 +13,9 @@ import difflib
 import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from router.policy.base import NAME_PATTERN, Integer, Number, Version, _Strict
 from router.policy.endpoints import check_endpoint
@@ -64,6 +64,16 @@ def pricing_notes(policy: "Policy") -> list[str]:
             for b in policy.backends if b.kind == "vllm" and b.pricing is None]
 
 
+def _endpoint(url: str) -> str:
+    check_endpoint(url)
+    return url
+
+
+#: One replica base URL: checked item by item, so that every bad entry of a list gets its own
+#: ``file:line endpoints[i]`` line (a model validator stopped at the first).
+Endpoint = Annotated[str, AfterValidator(_endpoint)]
+
+
 class BackendConfig(_Strict):
     """One backend: a model behind a transport.
 
@@ -102,7 +112,7 @@ class BackendConfig(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     kind: Literal["vllm", "hosted", "fake", "replay"]
     model: str = Field(min_length=1)
-    endpoints: list[str] = Field(default_factory=list)
+    endpoints: list[Endpoint] = Field(default_factory=list)
     api_base: str | None = None
     api_key: SecretStr | None = None
     pricing: Pricing | None = None
@@ -132,8 +142,7 @@ class BackendConfig(_Strict):
         if self.kind == "replay" and not self.data:
             raise ValueError("a replay backend needs at least one file in 'data'")
         seen = set()
-        for url in self.endpoints:
-            check_endpoint(url)
+        for url in self.endpoints:  # each was checked on its own (Endpoint)
             if url.rstrip("/") in seen:
                 raise ValueError(f"endpoint {url!r} is listed twice (each entry is one replica)")
             seen.add(url.rstrip("/"))

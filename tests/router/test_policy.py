@@ -586,3 +586,12 @@ def test_a_route_to_shadowed_by_an_earlier_rule_with_the_same_conditions_is_refu
     assert problem == ("policy.yaml:16 rules[1].route_to: never takes effect: rule 'one' has the same conditions "
                        "and routes to 'big' first (the first matching route_to wins)")
     parse_policy(GOOD + rules.replace("X-Mixroute-A", "x-mixroute-b"))  # other conditions: fine
+
+
+def test_every_bad_endpoint_of_a_list_gets_its_own_line():
+    """From a fresh-user pass: `endpoints: ["not a url", "ftp://x"]` reported only the first."""
+    text = GOOD.replace("kind: fake\n    model: big-model",
+                        "kind: vllm\n    model: big-model\n    endpoints: ['not a url', 'ftp://x', 'http://ok:8000/v1']")
+    assert _problem(text).splitlines() == [
+        "policy.yaml:6 backends[0].endpoints[0]: endpoint 'not a url' must start with http:// or https://",
+        "policy.yaml:6 backends[0].endpoints[1]: endpoint 'ftp://x' must start with http:// or https://"]
