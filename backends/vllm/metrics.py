@@ -190,12 +190,12 @@ class Scraper:
                 text = await response.text(errors="replace") if status == 200 else ""
         except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
             log.debug("metrics scrape failed (%s)", type(exc).__name__)
-            self.pool.failed(replica)
+            self.pool.failed(replica, request=False)
             return
         if status >= 500:
-            self.pool.failed(replica)
+            self.pool.failed(replica, request=False)
             return
-        self.pool.succeeded(replica)
+        self.pool.succeeded(replica, request=False)
         if status == 200:
             replica.metrics = to_metrics(parse_prometheus(text), replica.metrics, cache_config(text))
 

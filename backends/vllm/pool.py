@@ -9,8 +9,11 @@ replica (reported by the backend and by the metrics scraper,
 :mod:`backends.vllm.metrics`); after ``eject_after`` of them the replica is ejected and
 :meth:`Pool.pick` skips it until a success puts it back: the scraper's next good scrape,
 or, once ``retry_ejected_s`` have passed since it was ejected, a request let through to
-try it (one failure then ejects it again for as long). When every replica is ejected they
-are all tried anyway (failing open beats refusing every request).
+try it (one failure then ejects it again for as long). Once a *request* has failed, only a
+request's success clears the replica: a wedged engine often still serves ``/metrics``, and
+its good scrapes used to put it back every interval while its requests kept timing out.
+When every replica is ejected they are all tried anyway (failing open beats refusing every
+request).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Replica:
             shared through Redis (:mod:`backends.vllm.shared`; 0 without Redis).
         metrics: its last scraped ``/metrics`` (empty until the first scrape).
         failures: consecutive failures (requests or scrapes).
+        request_failed: a request failed since the last successful request (then a good
+            scrape neither resets ``failures`` nor puts the replica back).
         healthy: ``False`` while ejected.
         ejected_at: ``time.monotonic()`` of the last ejection (or failed retry).
     """
@@ -50,6 +55,7 @@ class Replica:
     remote_in_flight: int = 0
     metrics: ReplicaMetrics = field(default_factory=ReplicaMetrics)
     failures: int = 0
+    request_failed: bool = False
     healthy: bool = True
     ejected_at: float = 0.0
 
@@ -121,16 +127,22 @@ class Pool:
         left = healthy or left
         return self.chooser.choose(left, body) if left else None
 
-    def failed(self, replica: Replica) -> None:
-        """Count a failure of ``replica``; eject it at ``eject_after`` in a row."""
+    def failed(self, replica: Replica, *, request: bool = True) -> None:
+        """Count a failure of ``replica`` (``request``: of a request, else of a scrape);
+        eject it at ``eject_after`` in a row."""
         replica.failures += 1
+        replica.request_failed = replica.request_failed or request
         if replica.failures >= self.eject_after:
             replica.healthy = False
             replica.ejected_at = time.monotonic()
 
-    def succeeded(self, replica: Replica) -> None:
-        """Reset ``replica``'s failure count and put it back if it was ejected."""
+    def succeeded(self, replica: Replica, *, request: bool = True) -> None:
+        """Reset ``replica``'s failure count and put it back if it was ejected; a good scrape
+        (``request=False``) does not vouch for a replica whose requests failed."""
+        if not request and replica.request_failed:
+            return
         replica.failures = 0
+        replica.request_failed = False
         replica.healthy = True
 
     @staticmethod

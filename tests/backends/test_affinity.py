@@ -155,6 +155,23 @@ def test_an_ejected_replica_is_retried_after_a_while(monkeypatch):
     assert a.healthy and a.failures == 0
 
 
+def test_good_scrapes_do_not_return_a_replica_whose_requests_fail():
+    """From a fresh-user pass: a replica hanging on inference but serving /metrics was put
+    back by every scrape, so requests kept timing out on it (22 of 120 got 504)."""
+    pool = Pool(["http://a/v1", "http://b/v1"], eject_after=2)
+    a, _ = pool.replicas
+    pool.failed(a), pool.failed(a)  # two requests timed out
+    pool.succeeded(a, request=False)  # ... while /metrics still answers
+    assert not a.healthy and a.failures == 2
+    assert {pool.pick({}).base_url for _ in range(4)} == {"http://b/v1"}
+    pool.succeeded(a)  # a request that got through (retry_ejected_s) answered
+    assert a.healthy and a.failures == 0
+    pool.failed(a, request=False), pool.failed(a, request=False)  # down: scrapes fail
+    assert not a.healthy
+    pool.succeeded(a, request=False)  # back up: a good scrape returns it
+    assert a.healthy
+
+
 @pytest.fixture(scope="module")
 def fakes():
     servers = serve_replicas(3, FAST)
