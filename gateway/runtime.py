@@ -38,23 +38,38 @@ class Runtime:
 
     @classmethod
     async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None,
-                    shared: tuple[str, str, str] | None = None) -> "Runtime":
+                    shared: tuple[str, str, str] | None = None,
+                    previous: "Runtime | None" = None) -> "Runtime":
         """Build and start the backends of ``loaded``.
 
         Args:
             shared: ``(redis_url, prefix, gateway_id)`` to share pool state between gateway
                 replicas (backends that support it: ``vllm``).
+            previous: the runtime being replaced (a reload): its backends whose configuration
+                is unchanged are kept as they are, running, so that a vLLM pool keeps its
+                prefix-affinity table, replica health and metrics across an edit elsewhere in
+                the policy (a reload used to scatter every session's prefix).
         """
-        backends = {b.name: build_backend(b) for b in loaded.policy.backends}
-        for backend in backends.values():
+        kept = previous.backends if previous is not None else {}
+        backends: dict[str, Backend] = {}
+        for config in loaded.policy.backends:
+            old = kept.get(config.name)
+            if old is not None and old.config == config:
+                backends[config.name] = old
+                continue
+            backend = backends[config.name] = build_backend(config)
             if shared is not None and hasattr(backend, "share_state"):
                 backend.share_state(*shared)
             await backend.start()
         return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends,
                    rule_headers=frozenset(r.when_header.lower() for r in loaded.policy.rules if r.when_header))
 
-    async def aclose(self) -> None:
+    async def aclose(self, keep: "Runtime | None" = None) -> None:
+        """Close the backends, except those ``keep`` (the runtime that replaced this one) uses."""
+        still_used = {id(b) for b in keep.backends.values()} if keep is not None else set()
         for backend in self.backends.values():
+            if id(backend) in still_used:
+                continue
             try:
                 await backend.aclose()
             except Exception:  # closing must not stop the others
@@ -92,14 +107,14 @@ class PolicyHolder:
         loaded = await asyncio.to_thread(load_policy, self.path)
         if self.current is not None and loaded.hash == self.current.loaded.hash:
             return self.current
-        runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared)
+        runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared, previous=self.current)
         old, self.current = self.current, runtime
         self.live.keep_route_targets({r.name for r in loaded.policy.routes
                                       if r.quality_bar.route_target is not None})
         if self.on_loaded:
             self.on_loaded(loaded)
         if old is not None:
-            task = asyncio.create_task(self._close_later(old))
+            task = asyncio.create_task(self._close_later(old, runtime))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
         log.info("policy %s applied (hash %s)", self.path, loaded.hash)
@@ -143,9 +158,11 @@ class PolicyHolder:
                 log.exception("policy watcher failed; restarting it in 1 s")
                 await asyncio.sleep(1.0)
 
-    async def _close_later(self, runtime: Runtime) -> None:
+    async def _close_later(self, runtime: Runtime, successor: Runtime) -> None:
+        # A backend object is shared only by consecutive runtimes, so each is closed once: by
+        # the last runtime holding it, whose successor no longer does.
         await asyncio.sleep(DRAIN_GRACE_S)
-        await runtime.aclose()
+        await runtime.aclose(keep=successor)
 
     async def aclose(self) -> None:
         if self._watch_task:

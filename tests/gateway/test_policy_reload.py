@@ -115,3 +115,44 @@ def test_bad_options_or_missing_data_in_a_reload_are_one_line_and_keep_the_polic
             assert httpx.get(gw.url + "/readyz").json()["policy_hash"] == first
     finally:
         gw.stop()
+
+
+async def test_a_reload_keeps_the_backends_whose_configuration_did_not_change(tmp_path, monkeypatch):
+    """From a fresh-user pass: any reload rebuilt every backend, so an edit to one hosted
+    backend's quality emptied a vLLM pool's prefix-affinity table and health state (9 of 12
+    sessions then landed on a replica without their prefix). Unchanged backends are kept,
+    running, and closed once, by the last runtime that holds them."""
+    import asyncio
+
+    import gateway.runtime as runtime_module
+    from gateway.runtime import PolicyHolder
+
+    monkeypatch.setattr(runtime_module, "DRAIN_GRACE_S", 0.0)
+    policy = tmp_path / "policy.yaml"
+    text = ("version: 1\nbackends:\n  - {name: a, kind: fake, model: a, quality: 0.8}\n"
+            "  - {name: b, kind: fake, model: b, quality: 0.7}\nroutes:\n  - {name: auto, backends: [a, b]}\n")
+    policy.write_text(text)
+    holder = PolicyHolder(policy, None)
+    first = await holder.load()
+    closed = []
+    for name, backend in first.backends.items():
+        original = backend.aclose
+
+        async def aclose(name=name, original=original):
+            closed.append(name)
+            await original()
+
+        backend.aclose = aclose
+    try:
+        policy.write_text(text.replace("quality: 0.7", "quality: 0.75"))  # only b changes
+        assert await holder.reload()
+        second = holder.current
+        assert second.backends["a"] is first.backends["a"] and second.backends["b"] is not first.backends["b"]
+        for _ in range(50):
+            if closed:
+                break
+            await asyncio.sleep(0.01)
+        assert closed == ["b"]  # the old b; a is still in use
+    finally:
+        await holder.aclose()
+    assert sorted(closed) == ["a", "b"]  # at shutdown the kept a is closed, once
