@@ -22,6 +22,10 @@ def check_endpoint(url: str) -> None:
     if parts.query or parts.fragment:
         raise ValueError(f"endpoint {url!r} must not have a query or fragment (give the base URL, e.g. "
                          "http://vllm-0:8000/v1)")
+    if not parts.path.rstrip("/").endswith("/v1"):
+        # Without it every request got a 404 the pool never ejected for (its /metrics answered).
+        raise ValueError(f"endpoint {url!r} must be the replica's OpenAI base URL, ending in /v1 "
+                         f"(e.g. {url.rstrip('/')}/v1)")
     try:  # the HTTP clients' own parsers (host names are IDNA-encoded there)
         import httpx
         import yarl

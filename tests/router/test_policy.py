@@ -99,6 +99,7 @@ def test_vllm_needs_endpoints_and_bar_exactly_one():
     ("http://vllm 0:8000/v1", "contains whitespace"),
     ("http://vllm-0:99999/v1", "invalid port"),
     ("http://vllm-0:8000/v1?key=1", "must not have a query"),
+    ("http://vllm-0:8000", "ending in /v1 (e.g. http://vllm-0:8000/v1)"),
 ])
 def test_vllm_endpoints_must_be_usable_urls(url, problem):
     text = GOOD.replace("kind: fake\n    model: big-model",
