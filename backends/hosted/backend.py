@@ -50,6 +50,7 @@ import httpx
 from backends.base import Backend, Endpoint
 from backends.errors import BackendConnectError, BackendError, BackendStreamError, BackendTimeout, from_status
 from backends.hosted.cache_hints import add_cache_hints
+from backends.vllm.upstream_text import retry_after_seconds
 from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
@@ -228,8 +229,26 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
         return BackendError(message, backend=backend, code="upstream_unavailable")
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
-        return from_status(status, message, backend=backend)
+        error = from_status(status, message, backend=backend)
+        seconds = retry_after_seconds(_header(exc, "retry-after")) if status == 429 else None
+        if seconds is not None:
+            error.headers = {"retry-after": seconds}  # as a vllm replica's: the client learns when to retry
+        return error
     return BackendError(message, backend=backend)
+
+
+def _header(exc: BaseException, name: str) -> str | None:
+    """Header ``name`` of the upstream answer a litellm exception carries (its ``response``,
+    or ``litellm_response_headers``), if any."""
+    for headers in (getattr(getattr(exc, "response", None), "headers", None),
+                    getattr(exc, "litellm_response_headers", None)):
+        try:
+            value = headers.get(name) if headers is not None else None
+        except AttributeError:
+            value = None
+        if value is not None:
+            return str(value)
+    return None
 
 
 def _caused_by(exc: BaseException, types: type | tuple[type, ...]) -> bool:

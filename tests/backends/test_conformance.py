@@ -117,6 +117,9 @@ async def test_upstream_status_errors(make_backend, suffix, error, retryable):
     assert info.value.retryable is retryable
     assert info.value.backend == backend.name
     assert "sk-test" not in info.value.message
+    if suffix == "-error-429" and backend.config.kind in ("vllm", "hosted"):
+        # The upstream's Retry-After reaches the client (a fresh-user pass: hosted lost it).
+        assert getattr(info.value, "headers", None) == {"retry-after": "3"}, getattr(info.value, "headers", None)
 
     chunks = []
     with pytest.raises(error):
