@@ -48,7 +48,8 @@ from typing import Any
 import httpx
 
 from backends.base import Backend, Endpoint
-from backends.errors import BackendConnectError, BackendError, BackendStreamError, BackendTimeout, from_status
+from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
+                             BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
 from backends.vllm.upstream_text import retry_after_seconds
 from router.rewrite import CACHE_SCOPE_KEY
@@ -167,18 +168,44 @@ class HostedBackend(Backend):
             response = await self._call(endpoint, kwargs)
         except Exception as exc:  # noqa: BLE001  # the edge
             raise self._error(exc, started=False) from exc
+        held: list[dict] = []  # leading chunks that carry nothing (a role-only first delta)
         try:
             async for chunk in response:
+                data = to_dict(chunk)
+                if not started and not _carries_output(data):
+                    held.append(data)
+                    continue
                 started = True
-                yield to_dict(chunk)
+                for early in held:
+                    yield early
+                held = []
+                yield data
         except Exception as exc:  # noqa: BLE001  # the edge
             raise self._error(exc, started=started) from exc
         finally:
             await _close_stream(response)
+        if not started:
+            # litellm turns an answer that is not a stream (HTML, a JSON body) into one empty
+            # chunk with finish_reason "stop": that is a failed call, not an empty answer
+            # (no text, no tool call and no usage, where usage is always asked for).
+            raise BackendServerError(f"{self.name}: the upstream stream carried no output and no usage "
+                                     "(not an SSE stream?)", backend=self.name)
 
     def _error(self, exc: Exception, *, started: bool) -> BackendError:
         key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
         return translate_error(exc, backend=self.name, started=started, secret=key)
+
+
+def _carries_output(chunk: dict) -> bool:
+    """Whether a streamed chunk holds text, a tool or function call, or usage."""
+    if chunk.get("usage"):
+        return True
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls") or delta.get("function_call") or choice.get("text") \
+                or delta.get("refusal") or delta.get("reasoning_content"):
+            return True
+    return False
 
 
 _NO_PROVIDER = "LLM Provider NOT provided"

@@ -16,6 +16,7 @@ Behaviour by model-name suffix (as the ``fake`` backend):
   terminating chunk); a non-streaming answer is cut half-way through its body.
 - ``...-slow``: ``SLOW_FIRST_TOKEN_S`` before the first chunk and ``SLOW_TOKEN_S`` between
   chunks (a non-streaming answer waits ``SLOW_FIRST_TOKEN_S``).
+- ``...-html``: 200 with an HTML page (a proxy's error page), streaming or not.
 - anything else: a normal answer ``"Hello from <model>. You said: <last user text>"``, or a
   call of the first offered tool when ``tools`` is given (and ``tool_choice`` is not ``none``).
 
@@ -186,6 +187,8 @@ def create_app(state: UpstreamState) -> Starlette:
         for status in (429, 500, 400):
             if model.endswith(f"-error-{status}"):
                 return _error(status, f"fake upstream error {status} for {model}")
+        if model.endswith("-html"):  # a proxy's error page with status 200, whatever was asked
+            return Response("<html><body>Service temporarily unavailable</body></html>", media_type="text/html")
         slow = model.endswith("-slow")
         if body.get("stream"):
             return StreamingResponse(_sse(endpoint, model, body, slow), media_type="text/event-stream")

@@ -62,6 +62,22 @@ async def test_connect_error(upstream_state):
             pass
 
 
+async def test_a_stream_answered_by_a_web_page_is_a_failure_before_the_first_chunk(upstream):
+    """From a fresh-user pass: litellm turned a 200 text/html answer into one empty chunk with
+    finish_reason "stop", and the gateway logged an empty successful answer at $0 (no
+    fallback). It is now a retryable error raised before anything is yielded."""
+    from backends.errors import BackendServerError
+
+    backend = hosted(model="openai/m-html", api_base=upstream.v1())
+    chunks = []
+    with pytest.raises(BackendServerError, match="carried no output and no usage"):
+        async for chunk in backend.stream("chat", {"model": "x", **CHAT}):
+            chunks.append(chunk)
+    assert chunks == []
+    normal = [c async for c in hosted(api_base=upstream.v1()).stream("chat", {"model": "x", **CHAT})]
+    assert any(c.get("usage") for c in normal)  # a real stream still passes, usage last
+
+
 async def test_timeout(upstream):
     backend = hosted(model="openai/m-slow", api_base=upstream.v1(), timeout_s=0.1)
     with pytest.raises(BackendTimeout):
