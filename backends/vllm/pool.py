@@ -18,6 +18,7 @@ request).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from backends.vllm.metrics import ReplicaMetrics
+
+log = logging.getLogger("mixroute.pool")
 
 EJECT_AFTER = 3
 """Consecutive failures after which a replica is ejected."""
@@ -133,6 +136,9 @@ class Pool:
         replica.failures += 1
         replica.request_failed = replica.request_failed or request
         if replica.failures >= self.eject_after:
+            if replica.healthy:
+                log.warning("replica %s ejected after %d failures in a row (%s)", replica.base_url,
+                            replica.failures, "requests" if replica.request_failed else "metrics scrapes")
             replica.healthy = False
             replica.ejected_at = time.monotonic()
 
@@ -141,6 +147,8 @@ class Pool:
         (``request=False``) does not vouch for a replica whose requests failed."""
         if not request and replica.request_failed:
             return
+        if not replica.healthy:
+            log.warning("replica %s is back (a %s succeeded)", replica.base_url, "request" if request else "scrape")
         replica.failures = 0
         replica.request_failed = False
         replica.healthy = True

@@ -155,6 +155,19 @@ def test_an_ejected_replica_is_retried_after_a_while(monkeypatch):
     assert a.healthy and a.failures == 0
 
 
+def test_ejection_and_return_are_logged_once(caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="mixroute.pool")
+    pool = Pool(["http://a/v1", "http://b/v1"], eject_after=2)
+    a, _ = pool.replicas
+    for _ in range(4):
+        pool.failed(a)
+    pool.succeeded(a), pool.succeeded(a)
+    assert [r.getMessage() for r in caplog.records] == [
+        "replica http://a/v1 ejected after 2 failures in a row (requests)", "replica http://a/v1 is back (a request succeeded)"]
+
+
 def test_good_scrapes_do_not_return_a_replica_whose_requests_fail():
     """From a fresh-user pass: a replica hanging on inference but serving /metrics was put
     back by every scrape, so requests kept timing out on it (22 of 120 got 504)."""
