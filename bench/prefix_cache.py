@@ -7,7 +7,11 @@ on loopback) behind the real :class:`backends.vllm.backend.VllmBackend` (streami
 same HTTP path as production). Workload: ``--tenants`` tenants, each with a system prompt
 of 1000-3000 tokens (random words, seeded), ``--sessions`` sessions per tenant of
 ``--turns`` turns (each turn resends the whole conversation, as chat clients do), with
-``--concurrency`` sessions in flight at once, in a seeded random order.
+``--concurrency`` sessions in flight at once, in a seeded random order. Between two turns
+a session pauses (the user reads the answer and types): exponential, mean ``--think-s``
+(0.1 s by default, seeded; 0: the next turn leaves the moment the answer ends). Without
+pauses a session's next turn arrives exactly when its replica has just freed a slot, which
+no real chat traffic does (and which lent least-loaded a stickiness it loses with pauses).
 
 Scenarios (each on freshly emptied replica caches):
 
@@ -65,6 +69,7 @@ class Params:
     concurrency: int = 24
     system_tokens: tuple[int, int] = (1000, 3000)
     user_tokens: tuple[int, int] = (20, 60)
+    think_s: float = 0.1
     seed: int = 7
     model: ReplicaModel = field(default_factory=lambda: ReplicaModel(
         capacity_blocks=1100, prefill_s_per_token=5e-5, prefill_base_s=0.002, itl_s=0.005, output_tokens=8))
@@ -86,6 +91,7 @@ class Session:
     tenant: int
     system: str
     users: list[str]
+    thinks: list[float] = field(default_factory=list)
 
 
 def _words(rng: random.Random, vocab: list[str], n: int) -> str:
@@ -109,6 +115,9 @@ def workload(p: Params) -> list[Session]:
     sessions = [Session(t, systems[t], [_words(rng, vocab, rng.randint(*p.user_tokens)) for _ in range(p.turns)])
                 for t in range(p.tenants) for _ in range(p.sessions)]
     rng.shuffle(sessions)
+    think = random.Random(p.seed + 1)  # own stream: the prompts do not change with --think-s
+    for s in sessions:
+        s.thinks = [think.expovariate(1 / p.think_s) if p.think_s > 0 else 0.0 for _ in range(p.turns)]
     return sessions
 
 
@@ -131,7 +140,9 @@ async def run_one(servers, sessions: list[Session], p: Params, chooser, *, rewri
     async def session(s: Session) -> None:
         async with gate:
             history: list[dict] = []
-            for user in s.users:
+            for turn, user in enumerate(s.users):
+                if turn and s.thinks[turn]:
+                    await asyncio.sleep(s.thinks[turn])  # the user reads the answer and types
                 history.append({"role": "user", "content": user})
                 system = _volatile_system(s.system) if volatile else s.system
                 body = {"model": "m", "messages": [{"role": "system", "content": system}, *history],
@@ -292,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=Params.turns)
     parser.add_argument("--concurrency", type=int, default=Params.concurrency)
     parser.add_argument("--replicas", type=int, default=Params.replicas)
+    parser.add_argument("--think-s", type=float, default=Params.think_s,
+                        help="mean pause between a session's turns, seconds (exponential, seeded); 0: none")
     parser.add_argument("--seeds", default="7,8,9",
                         help="comma-separated workload seeds; the targets are checked on the medians over seeds")
     parser.add_argument("--capacity-blocks", type=int, default=Params().model.capacity_blocks,
@@ -307,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     reports = []
     for seed in seeds:
         p = Params(replicas=args.replicas, tenants=args.tenants, sessions=args.sessions, turns=args.turns,
-                   concurrency=args.concurrency, seed=seed, model=model)
+                   concurrency=args.concurrency, think_s=args.think_s, seed=seed, model=model)
         reports.append(asyncio.run(run(p, log=lambda line, seed=seed: print(f"seed {seed}: {line}", file=sys.stderr))))
     report = combine(reports)
     print_table(report)

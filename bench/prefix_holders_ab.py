@@ -6,6 +6,7 @@ Usage::
 
     python -m bench.prefix_holders_ab [--holders 1,2] [--seeds 7,8,9] [--repeats 2]
     python -m bench.prefix_holders_ab --variants "holders=2" "holders=2,min_bound=8"
+    python -m bench.prefix_holders_ab --variants min_bound=4 min_bound=8 --think-s 0.1
 
 For each repeat and seed, runs the ``tenants`` and ``volatile`` (rewriting on) scenarios with
 mixroute's chooser once per variant (the order alternates between repeats) and prints each
@@ -33,12 +34,12 @@ def parse_variant(text: str) -> dict[str, float]:
 
 
 async def ab(variants: list[str], seeds: list[int], repeats: int,
-             concurrency: int = Params.concurrency) -> dict[str, list[tuple[float, float]]]:
+             concurrency: int = Params.concurrency, think_s: float = Params.think_s) -> dict[str, list[tuple[float, float]]]:
     """``(hit rate, TTFT p90 s)`` per run, per variant (``tenants`` and ``volatile`` pooled)."""
     res: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
     for rep in range(repeats):
         for seed in seeds:
-            p = Params(seed=seed, concurrency=concurrency)
+            p = Params(seed=seed, concurrency=concurrency, think_s=think_s)
             servers = serve_replicas(p.replicas, p.model)
             sessions = workload(p)
             try:
@@ -65,9 +66,11 @@ def main() -> None:
     ap.add_argument("--seeds", default="7,8,9")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--concurrency", type=int, default=Params.concurrency, help="sessions in flight at once")
+    ap.add_argument("--think-s", type=float, default=Params.think_s,
+                    help="mean pause between a session's turns, seconds (as bench.prefix_cache --think-s)")
     a = ap.parse_args()
     variants = a.variants or [f"holders={h}" for h in a.holders.split(",")]
-    res = asyncio.run(ab(variants, [int(x) for x in a.seeds.split(",")], a.repeats, a.concurrency))
+    res = asyncio.run(ab(variants, [int(x) for x in a.seeds.split(",")], a.repeats, a.concurrency, a.think_s))
     for v, runs in res.items():
         hits, p90 = [r[0] for r in runs], [r[1] * 1e3 for r in runs]
         print(f"[{v}]: {len(runs)} runs, hit rate median {statistics.median(hits):.3f} mean "

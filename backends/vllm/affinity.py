@@ -87,7 +87,7 @@ class AffinityChooser:
     """
 
     def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
-                 load_factor: float = 1.25, min_bound: int = 4, queue_threshold: float = 8,
+                 load_factor: float = 1.25, min_bound: int = 8, queue_threshold: float = 8,
                  balance_new: bool = True, match_threshold: float = 0.5, holders: int = 2,
                  cache_model: bool = True, cache_blocks: int | None = None):
         self.block_tokens = block_tokens

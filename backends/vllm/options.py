@@ -61,7 +61,7 @@ class PoolOptions(BaseModel):
     block_tokens: int = Field(default=16, ge=1, le=4096)
     hrw_blocks: int = Field(default=8, ge=1)
     load_factor: float = Field(default=1.25, ge=1.0)
-    min_bound: int = Field(default=4, ge=1)
+    min_bound: int = Field(default=8, ge=1)
     queue_threshold: float = Field(default=8, ge=0)
     match_threshold: float = Field(default=0.5, ge=0, le=1)
     prefix_holders: int = Field(default=2, ge=1, le=16)

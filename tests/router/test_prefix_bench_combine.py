@@ -1,6 +1,6 @@
 """bench/prefix_cache.py: several seeds combine into medians, on which the targets are checked."""
 
-from bench.prefix_cache import combine, summarise
+from bench.prefix_cache import Params, combine, summarise, workload
 
 
 def _rows(rr: float, mr: float, off: float = 0.01, on: float = 0.85) -> list[dict]:
@@ -30,3 +30,12 @@ def test_targets_are_checked_on_the_medians():
     assert out["summary"]["hit_rate_vs_round_robin"] == 0.85 / 0.26  # the middle ratio, not a ratio of medians
     assert out["summary"]["targets_met"]["hit_rate_3x"] is True
     assert set(out["per_seed"]) == {"7", "8", "9"} and out["summary"]["statistic"] == "median over 3 seeds"
+
+
+def test_think_times_are_seeded_and_leave_the_prompts_alone():
+    plain, paused = workload(Params(tenants=4, think_s=0.0)), workload(Params(tenants=4, think_s=0.1))
+    assert [(s.tenant, s.system, s.users) for s in plain] == [(s.tenant, s.system, s.users) for s in paused]
+    assert all(t == 0.0 for s in plain for t in s.thinks)
+    thinks = [t for s in paused for t in s.thinks]
+    assert thinks == [t for s in workload(Params(tenants=4, think_s=0.1)) for t in s.thinks]
+    assert all(t > 0 for t in thinks) and 0.05 < sum(thinks) / len(thinks) < 0.2  # exponential, mean 0.1 s
