@@ -67,6 +67,11 @@ class Candidate:
     #: ``willingness_to_pay x predicted quality - expected cost`` (USD), under a
     #: ``willingness_to_pay`` bar only: the engine picks the largest.
     utility_usd: float | None = None
+    #: Posterior standard deviation of ``predicted_quality`` (``None``: none known).
+    quality_sd: float | None = None
+    #: ``predicted_quality - uncertainty_z x quality_sd`` (at least 0), under a
+    #: ``route_target`` bar only: the value the bar and the route's share are held on.
+    quality_bound: float | None = None
 
 
 @dataclass
@@ -221,6 +226,8 @@ class Router:
                    for b in ruled.backends}
         fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
+        for c in cands:
+            c.quality_sd = prediction.quality_sd.get(c.backend)
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if not cands:
@@ -232,23 +239,27 @@ class Router:
             for c in cands:
                 c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
         share = ctl = None
+        held = {c.backend: c.predicted_quality for c in cands}  # the quality the bar is tested on
         if qb.route_target is not None:  # the route's current share of the best, this request included
+            z = qb.z
+            for c in cands:
+                c.quality_bound = max(0.0, c.predicted_quality - z * (c.quality_sd or 0.0))
+                held[c.backend] = c.quality_bound
             ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends))
-            points = [(c.expected_cost_usd, c.predicted_quality) for c in cands]
+            points = [(c.expected_cost_usd, held[c.backend]) for c in cands]
             share = ctl.peek(points) if req.dry_run else ctl.add(points)
-        bar = self._bar(route, cands, share)
+        bar = self._bar(route, cands, share, held)
         by_name = {b.name: b for b in fitting}
         for c in cands:
-            c.eligible = c.predicted_quality + _EPS >= bar
+            c.eligible = held[c.backend] + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
         chosen, reason = choose(route, cands)
         on_fallback = None
         if ctl is not None and not req.dry_run:
-            row = ctl.chose(chosen.predicted_quality)
+            row = ctl.chose(held[chosen.backend])
             if row is not None:
-                quality = {c.backend: c.predicted_quality for c in cands}
-                on_fallback = lambda backend: ctl.answered(row, quality.get(backend))  # noqa: E731
+                on_fallback = lambda backend: ctl.answered(row, held.get(backend))  # noqa: E731
         bar_kind = qb.kind
         if wtp is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
@@ -330,14 +341,18 @@ class Router:
         return cands
 
     @staticmethod
-    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None) -> float:
+    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None,
+             held: dict[str, float] | None = None) -> float:
+        """The quality a candidate must reach; ``held``: backend -> the quality tested
+        (``quality_bound`` under ``route_target``; default: ``predicted_quality``)."""
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
         if qb.willingness_to_pay is not None:  # utility_usd set by decide()
             best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
             return max(c.predicted_quality for c in cands if c.utility_usd >= best)
-        return (qb.target if share is None else share) * max(c.predicted_quality for c in cands)
+        q = held or {c.backend: c.predicted_quality for c in cands}
+        return (qb.target if share is None else share) * max(q[c.backend] for c in cands)
 
 
 

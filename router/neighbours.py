@@ -45,6 +45,23 @@ def nearest(memory: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarray:
     return out
 
 
+def observations(neighbour_scores: np.ndarray, kappa: float = KAPPA) -> np.ndarray:
+    """``(n, m)`` observations behind each :func:`blend` estimate: ``kappa`` (the head's
+    weight) plus the neighbours with a recorded score for that model. The blend is the mean
+    of a Beta posterior with this many pseudo-observations, so its posterior standard
+    deviation is ``sqrt(q (1 - q) / (observations + 1))`` (:func:`posterior_sd`)."""
+    nb = np.asarray(neighbour_scores, float)
+    return kappa + (~np.isnan(nb)).sum(axis=1)
+
+
+def posterior_sd(quality: np.ndarray | float, n: np.ndarray | float) -> np.ndarray:
+    """Standard deviation of a Beta posterior with mean ``quality`` and ``n``
+    pseudo-observations (``a + b = n``): ``sqrt(q (1 - q) / (n + 1))`` (the Beta
+    distribution's variance ``ab / ((a + b)^2 (a + b + 1))``)."""
+    q = np.clip(np.asarray(quality, float), 0.0, 1.0)
+    return np.sqrt(q * (1 - q) / (np.asarray(n, float) + 1))
+
+
 def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) -> np.ndarray:
     """Posterior mean quality (see the module docstring). A NaN score means "not recorded":
     that neighbour does not count for that model, which then has fewer observations,

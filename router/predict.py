@@ -26,6 +26,9 @@ class Prediction:
 
     Attributes:
         quality: backend name -> probability in [0, 1] of a good answer.
+        quality_sd: backend name -> standard deviation of that probability (the outcome
+            memory's Beta posterior, :func:`router.neighbours.posterior_sd`); a backend
+            missing here counts as 0 (its quality is taken as exact).
         output_tokens: expected completion tokens (before capping by ``max_tokens``).
         signals: other classifier signals (``domain``, ``difficulty``, ``pii``,
             ``injection``...), JSON-serialisable; stored in the decision row.
@@ -33,6 +36,7 @@ class Prediction:
     """
 
     quality: dict[str, float]
+    quality_sd: dict[str, float] = field(default_factory=dict)
     output_tokens: int = DEFAULT_OUTPUT_TOKENS
     signals: dict[str, Any] = field(default_factory=dict)
     source: str = "prior"

@@ -56,7 +56,8 @@ class Calibration:
             ``1 - (1 - confidence) / parametrisations``; ``chosen.confidence``).
         method: the bound and the testing procedure, for the evidence.
         holdout, holdout_current: the picked bar and the current bar on the held-out rows.
-        window: the route's ``quality_bar.window``, kept by a picked ``route_target`` bar.
+        window, uncertainty_z: the route's ``quality_bar`` settings, kept by a picked
+            ``route_target`` bar.
     """
 
     route: str
@@ -69,6 +70,7 @@ class Calibration:
     holdout: Point | None = None
     holdout_current: Point | None = None
     window: int | None = None
+    uncertainty_z: float | None = None
 
 
 def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalData, EvalData | None]:
@@ -141,9 +143,10 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
               f"testing over {len(grids)} parametrisations at {each:.4g} each (Learn then Test, Angelopoulos "
               "et al. 2021)")
     out = Calibration(route, data.models[strong], chosen, points, current, confidence, method,
-                      window=r.quality_bar.window)
+                      window=r.quality_bar.window, uncertainty_z=r.quality_bar.uncertainty_z)
     if held is not None:
-        out.holdout = _one(loaded, route, bar_of(chosen.param, chosen.threshold, out.window), held, *args)
+        out.holdout = _one(loaded, route, bar_of(chosen.param, chosen.threshold, out.window, out.uncertainty_z),
+                           held, *args)
         out.holdout_current = _one(loaded, route, r.quality_bar, held, *args)
     return out
 
@@ -151,7 +154,9 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
 def evidence_bar(result: Calibration, target: float, data: list[str]) -> dict[str, Any]:
     """The ``quality_bar`` mapping to write: the picked threshold and its evidence."""
     p = result.chosen
-    window = {"window": result.window} if p.param == "route_target" and result.window else {}
+    window = {}
+    if p.param == "route_target":
+        window = {k: v for k, v in (("window", result.window), ("uncertainty_z", result.uncertainty_z)) if v is not None}
     return {p.param: p.threshold, **window, "calibrated": {
         "ratio_target": target, "confidence": result.confidence, "ratio": round(p.ratio, 4),
         "ratio_lower_bound": round(p.lower, 4), "cost_ratio": round(p.cost_ratio, 4),

@@ -41,7 +41,7 @@ def cache_path(heads: Any) -> Path:
     memory = getattr(heads, "memory", None)
     if memory is not None:
         tag += (f";memory={memory.digest or memory.n},k={memory.k},kappa={memory.kappa},"
-                f"exclude_exact={bool(getattr(heads, 'exclude_exact', False))}")
+                f"exclude_exact={bool(getattr(heads, 'exclude_exact', False))},quality_n")
     return cache_dir() / "calibration" / f"heads-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.jsonl"
 
 

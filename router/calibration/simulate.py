@@ -104,9 +104,13 @@ def data_columns(loaded: LoadedPolicy, route: RouteConfig, models: Sequence[str]
     return out
 
 
-def bar_of(param: str, threshold: float, window: int | None = None) -> QualityBar:
-    """The bar ``{param: threshold}``; a ``route_target`` bar keeps the route's ``window``."""
-    return QualityBar(**{param: threshold, **({"window": window} if param == "route_target" and window else {})})
+def bar_of(param: str, threshold: float, window: int | None = None, uncertainty_z: float | None = None) -> QualityBar:
+    """The bar ``{param: threshold}``; a ``route_target`` bar keeps the route's ``window`` and
+    ``uncertainty_z``."""
+    extra = {}
+    if param == "route_target":
+        extra = {k: v for k, v in (("window", window), ("uncertainty_z", uncertainty_z)) if v is not None}
+    return QualityBar(**{param: threshold, **extra})
 
 
 def with_bar(loaded: LoadedPolicy, route: str, bar: QualityBar) -> LoadedPolicy:
@@ -156,13 +160,14 @@ def sweep(loaded: LoadedPolicy, route: str, prompts: Sequence[str], predictor, c
     """Decide every prompt at every threshold of every parametrisation (:data:`GRIDS`)."""
     grids = grids or GRIDS
     window = loaded.policy.route(route).quality_bar.window
+    z = loaded.policy.route(route).quality_bar.uncertainty_z
 
     async def run() -> list[Sweep]:
         out = []
         for param, grid in grids.items():
             choices = np.empty((len(grid), len(prompts)), dtype=int)
             for k, t in enumerate(grid):
-                bar = bar_of(param, float(t), window)
+                bar = bar_of(param, float(t), window, z)
                 choices[k] = await decide_rows(with_bar(loaded, route, bar), route, prompts, predictor, columns)
                 if progress:
                     progress(f"decide ({param})", k + 1, len(grid))

@@ -39,7 +39,7 @@ import numpy as np
 
 from router.classify.errors import AdapterError
 from router.neighbours import blend as posterior_mean
-from router.neighbours import nearest
+from router.neighbours import nearest, observations
 
 #: File name inside the quality head's folder.
 MEMORY_FILE = "memory.safetensors"
@@ -99,10 +99,13 @@ class OutcomeMemory:
             valid &= np.cumsum(valid, axis=1) <= self.k  # the k most similar that remain
         return idx, valid
 
-    def blend(self, head: np.ndarray, emb: np.ndarray, *, exclude_exact: bool = False) -> np.ndarray:
+    def blend(self, head: np.ndarray, emb: np.ndarray, *, exclude_exact: bool = False,
+              with_n: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Posterior mean quality ``(B, M)`` from the head's ``(B, M)`` (columns in
         :attr:`labels` order) and the prompts' ``(B, D)`` embeddings: the neighbours' recorded
-        scores through :func:`router.neighbours.blend` (module docstring).
+        scores through :func:`router.neighbours.blend` (module docstring). ``with_n``: also
+        return the ``(B, M)`` observations behind each estimate
+        (:func:`router.neighbours.observations`: ``kappa`` + recorded neighbour scores).
 
         Raises:
             ValueError: ``head`` does not have ``M`` columns or ``B`` rows of ``emb``.
@@ -113,7 +116,8 @@ class OutcomeMemory:
                              f"{len(self.labels)} memory labels")
         idx, valid = self.neighbours(emb, exclude_exact=exclude_exact)
         nb = np.where(valid[:, :, None], self.scores[idx], np.nan)  # (B, k, M); NaN: not counted
-        return posterior_mean(head, nb, self.kappa)
+        q = posterior_mean(head, nb, self.kappa)
+        return (q, observations(nb, self.kappa)) if with_n else q
 
     def save(self, path: Path) -> None:
         """Write the compressed file (module docstring)."""

@@ -9,6 +9,11 @@ Per prompt, one micro-batched encoder pass yields every head's output; they beco
   last ``/`` segment (``openai/gpt-4-1106-preview`` -> ``gpt-4-1106-preview``). A backend
   the head does not know keeps its policy ``quality`` prior (or
   :data:`~router.predict.UNKNOWN_QUALITY`) and is listed in ``signals["quality_prior_for"]``.
+- ``quality_sd[backend]``: with an outcome memory, the posterior standard deviation of that
+  quality, ``sqrt(q (1 - q) / (n + 1))`` with ``n`` = the memory's ``kappa`` plus the
+  neighbours with a recorded score (:func:`router.neighbours.posterior_sd`); a
+  ``route_target`` bar holds its share on ``q - uncertainty_z x sd``. Absent without a
+  memory and for backends on their prior.
 - ``output_tokens``: the ``output_length`` head (tokens), else the default.
 - ``signals``: ``domain`` (+ ``domain_confidence``), ``difficulty``, ``pii``, ``injection``
   as far as those heads are loaded (``pii``/``injection``: the most alarming window of a
@@ -23,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from router.classify.batching import MicroBatcher
+from router.neighbours import posterior_sd
 from router.policy.models import BackendConfig
 from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
 
@@ -94,8 +100,10 @@ class ClassifierPredictor:
 
         raw, coverage, emb = self.encoder.scan_embed(texts)
         per_head = {h.name: postprocess(h.config, r) for h, r in zip(self.encoder.heads, raw)}
+        counts = None
         if self.memory is not None:
-            blended = self.memory.blend(per_head["quality"].numpy(), emb.numpy(), exclude_exact=self.exclude_exact)
+            blended, counts = self.memory.blend(per_head["quality"].numpy(), emb.numpy(),
+                                                exclude_exact=self.exclude_exact, with_n=True)
             per_head["quality"] = torch.from_numpy(blended)
         out: list[dict[str, Any]] = []
         for i in range(len(texts)):
@@ -114,6 +122,7 @@ class ClassifierPredictor:
             d["scan_coverage"] = coverage[i]
             if self.memory is not None:
                 d["quality_memory"] = self.memory.n
+                d["quality_n"] = dict(zip(self.memory.labels, counts[i].tolist()))
             out.append(d)
         return out, emb
 
@@ -128,21 +137,24 @@ class ClassifierPredictor:
     async def predict(self, text: str, backends: Sequence[BackendConfig]) -> Prediction:
         out = await self.signals(text)
         head_quality: dict[str, float] = out.get("quality", {})
-        quality, prior_for = {}, []
+        counts: dict[str, float] = out.get("quality_n") or {}
+        quality, sd, prior_for = {}, {}, []
         for b in backends:
             label = self.head_model(b)
             if label is not None and label in head_quality:
                 quality[b.name] = round(float(head_quality[label]), 4)
+                if label in counts:
+                    sd[b.name] = round(float(posterior_sd(quality[b.name], counts[label])), 4)
             else:
                 quality[b.name] = b.quality if b.quality is not None else UNKNOWN_QUALITY
                 prior_for.append(b.name)
         signals: dict[str, Any] = {k: (round(v, 4) if isinstance(v, float) else v)
-                                   for k, v in out.items() if k not in ("quality", "output_length")}
+                                   for k, v in out.items() if k not in ("quality", "output_length", "quality_n")}
         if prior_for:
             signals["quality_prior_for"] = prior_for
         signals["classifier_heads"] = [f"{n}@{c.version}" for n, c in self.heads.items()]
         tokens = out.get("output_length")
-        return Prediction(quality=quality,
+        return Prediction(quality=quality, quality_sd=sd,
                           output_tokens=max(1, int(round(tokens))) if tokens is not None else DEFAULT_OUTPUT_TOKENS,
                           signals=signals, source=self.source)
 

@@ -181,16 +181,19 @@ class LoggedPredictor:
     async def predict(self, text: str, backends: Sequence[Any]):
         from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
 
-        quality, tokens = {}, None
+        quality, sd, tokens = {}, {}, None
         for b in backends:
             c = self.row.candidate(b.name, b.model)
             if c is not None and c.get("predicted_quality") is not None:
                 quality[b.name] = float(c["predicted_quality"])
+                if isinstance(c.get("quality_sd"), (int, float)):
+                    sd[b.name] = float(c["quality_sd"])
                 tokens = tokens or c.get("expected_output_tokens")
             else:
                 quality[b.name] = b.quality if b.quality is not None else UNKNOWN_QUALITY
                 self.unknown[b.name] += 1
-        return Prediction(quality=quality, output_tokens=int(tokens or self.row.tokens_out or DEFAULT_OUTPUT_TOKENS),
+        return Prediction(quality=quality, quality_sd=sd,
+                          output_tokens=int(tokens or self.row.tokens_out or DEFAULT_OUTPUT_TOKENS),
                           signals=dict(self.row.signals), source="logged")
 
 

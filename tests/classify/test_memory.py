@@ -102,6 +102,20 @@ def test_shipped_predictor_blends_the_memory():
         assert np.allclose([[g["quality"][lab] for lab in labels] for g in got], want, atol=1e-4)
         assert got[0]["quality_memory"] == with_mem.memory.n > 1000
         assert any(abs(g["quality"][lab] - h["quality"][lab]) > 1e-3 for g, h in zip(got, head) for lab in labels)
+        mem = with_mem.memory
+        counts = [g["quality_n"][lab] for g in got for lab in labels]  # kappa + neighbours with that model's score
+        assert all(mem.kappa <= c <= mem.kappa + mem.k for c in counts) and max(counts) > mem.kappa
+        # The gateway's Prediction carries the Beta posterior sd of each blended quality.
+        import asyncio
+
+        from router.policy.models import BackendConfig
+
+        b = BackendConfig(name="b", kind="fake", model=labels[0])
+        pred = asyncio.run(with_mem.predict(texts[0], [b]))
+        q, n = pred.quality["b"], got[0]["quality_n"][labels[0]]
+        assert pred.quality_sd["b"] == pytest.approx((q * (1 - q) / (n + 1)) ** 0.5, abs=1e-4) and pred.quality_sd["b"] > 0
+        assert "quality_n" not in pred.signals
+        assert asyncio.run(alone.predict(texts[0], [b])).quality_sd == {}  # no memory: no sd
     finally:
         with_mem.close()
         alone.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.neighbours import blend, nearest
+from router.neighbours import blend, nearest, observations, posterior_sd
 
 
 def test_nearest_finds_the_most_similar_rows():
@@ -30,6 +30,16 @@ def test_blend_counts_only_recorded_scores():
     head = np.array([[0.9, 0.1]])
     scores = np.array([[[0, np.nan], [1, np.nan], [1, 1]]])  # model 2 recorded on one neighbour
     assert blend(head, scores, kappa=2) == pytest.approx(np.array([[(2 * 0.9 + 2) / 5, (2 * 0.1 + 1) / 3]]))
+
+
+def test_observations_and_posterior_sd_of_the_blend():
+    scores = np.array([[[0, np.nan], [1, np.nan], [1, 1]]])
+    n = observations(scores, kappa=2)
+    assert n.tolist() == [[5.0, 3.0]]  # kappa + recorded neighbours, per model
+    # Beta(a, b) with a + b = n and mean q: variance q (1 - q) / (n + 1); e.g. Beta(1, 1) (n 2, q 0.5) is uniform, var 1/12
+    assert posterior_sd(0.5, 2) == pytest.approx((1 / 12) ** 0.5)
+    assert posterior_sd(np.array([0.0, 1.0, 0.8]), np.array([10, 10, 49])).tolist() == pytest.approx([0, 0, 0.4 / np.sqrt(50)])
+    assert posterior_sd(1.2, 10) == 0.0  # clipped to [0, 1]
 
 
 def test_blend_rejects_bad_input():

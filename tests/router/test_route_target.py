@@ -318,3 +318,53 @@ def test_answered_replaces_the_choice_until_the_row_leaves_the_window():
     ctl.answered(row, 0.0)
     assert ctl.held == 1.0
     assert ctl.chose(0.5) is None  # once per request
+
+
+class _TableSd(_Table):
+    def __init__(self, table, sd):
+        super().__init__(table)
+        self.sd = sd
+
+    async def predict(self, text, backends):
+        return Prediction(quality=dict(self.table[text]), quality_sd=dict(self.sd), source="table")
+
+
+async def _choices(bar: str, sd: dict[str, float], n: int = 60) -> tuple[list[str], dict]:
+    table = {"p": {"strong": 0.95, "mid": 0.9, "weak": 0.3}}
+    policy = POLICY.replace("BAR", bar).replace("[strong, mid, weak]", "[strong, mid]")
+    router = Router(parse_policy(policy), _TableSd(table, sd), LiveState())
+    chosen = []
+    for _ in range(n):
+        d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": "p"}]}))
+        chosen.append(d.record.chosen)
+    return chosen, {c.backend: c for c in d.candidates}
+
+
+async def test_route_target_holds_the_share_on_lower_bounds():
+    """mid predicts 0.9 / 0.95 = 0.947 of strong: enough for 0.9 of the best on every
+    request when the predictions are taken as exact (``uncertainty_z: 0``). With mid's
+    estimate uncertain (sd 0.1), its bound 0.8 is 0.85 of strong's 0.94, so about a third of
+    the requests must go to strong for the route to keep 0.9 of the summed bounds."""
+    sd = {"strong": 0.01, "mid": 0.1}
+    chosen, cands = await _choices("{route_target: 0.9, uncertainty_z: 0}", sd)
+    assert set(chosen) == {"mid"} and cands["mid"].quality_bound == pytest.approx(0.9)
+    chosen, cands = await _choices("{route_target: 0.9}", sd)  # default z = 1
+    strong = chosen.count("strong")
+    assert 0.9 * (strong * 0.94 + (60 - strong) * 0.8) >= 0.9 * 0.9 * 60 * 0.94 - 0.1  # the held share
+    assert 14 <= strong <= 26  # (0.846 - 0.8) / (0.94 - 0.8) = 1/3 of 60, drawn
+    assert cands["mid"].quality_bound == pytest.approx(0.8) and cands["strong"].quality_bound == pytest.approx(0.94)
+    assert cands["mid"].quality_sd == 0.1 and cands["mid"].predicted_quality == 0.9  # the estimate itself is kept
+    chosen, _ = await _choices("{route_target: 0.9}", {})  # no sd known: the estimate is the bound
+    assert set(chosen) == {"mid"}
+    chosen, cands = await _choices("{target: 0.9}", sd)  # per-request bars test the estimate
+    assert set(chosen) == {"mid"} and cands["mid"].quality_bound is None
+
+
+def test_uncertainty_z_is_for_route_target_only():
+    from router.policy.loader import PolicyError
+
+    with pytest.raises(PolicyError, match="uncertainty_z"):
+        parse_policy(POLICY.replace("BAR", "{target: 0.9, uncertainty_z: 1}"))
+    with pytest.raises(PolicyError, match="uncertainty_z"):
+        parse_policy(POLICY.replace("BAR", "{route_target: 0.9, uncertainty_z: -1}"))
+    assert parse_policy(POLICY.replace("BAR", "{route_target: 0.9}")).policy.routes[0].quality_bar.z == 1.0
