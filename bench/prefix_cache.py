@@ -317,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds must be comma-separated integers, not {args.seeds!r}")
     if not seeds:
         parser.error("--seeds: give at least one seed")
+    if not (args.think_s >= 0 and args.think_s != float("inf")):  # NaN fails both
+        parser.error(f"--think-s must be a finite number of seconds >= 0, not {args.think_s}")
     reports = []
     for seed in seeds:
         p = Params(replicas=args.replicas, tenants=args.tenants, sessions=args.sessions, turns=args.turns,

@@ -82,6 +82,8 @@ def prefix_cache(
     concurrency: Annotated[int, typer.Option(help="Sessions in flight at once.")] = 24,
     seeds: Annotated[str, typer.Option(help="Comma-separated workload seeds; targets are checked on the "
                                        "medians over seeds.")] = "7,8,9",
+    think_s: Annotated[float, typer.Option("--think-s", help="Mean pause between a session's turns, seconds "
+                                           "(exponential, seeded); 0: none.")] = 0.1,
 ) -> None:
     """Prefix-cache hit rate and TTFT over 4 fake vLLM replicas: round-robin, least-loaded and
     mixroute replica choice; rewriting off vs on for prompts with timestamps (bench/prefix_cache.py)."""
@@ -95,5 +97,5 @@ def prefix_cache(
     except ImportError as exc:
         typer.echo(f"error: the prefix-cache benchmark needs a source checkout ({exc})", err=True)
         raise typer.Exit(1)
-    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seeds", seeds]
+    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seeds", seeds, "--think-s", str(think_s)]
     raise typer.Exit(run_prefix_cache(args + (["--json", str(json_out)] if json_out else [])))

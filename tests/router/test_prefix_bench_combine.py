@@ -1,5 +1,7 @@
 """bench/prefix_cache.py: several seeds combine into medians, on which the targets are checked."""
 
+import pytest
+
 from bench.prefix_cache import Params, combine, summarise, workload
 
 
@@ -39,3 +41,12 @@ def test_think_times_are_seeded_and_leave_the_prompts_alone():
     thinks = [t for s in paused for t in s.thinks]
     assert thinks == [t for s in workload(Params(tenants=4, think_s=0.1)) for t in s.thinks]
     assert all(t > 0 for t in thinks) and 0.05 < sum(thinks) / len(thinks) < 0.2  # exponential, mean 0.1 s
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_think_s_must_be_finite_and_not_negative(value, capsys):
+    from bench.prefix_cache import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--think-s", value, "--seeds", "7"])
+    assert exc.value.code == 2 and "--think-s must be a finite number" in capsys.readouterr().err
