@@ -56,7 +56,7 @@ from backends.base import Backend, Endpoint
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
-from backends.vllm.upstream_text import retry_after_seconds
+from backends.vllm.upstream_text import retry_after_seconds, upstream_fields
 from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
@@ -251,7 +251,9 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
       ``upstream_unavailable``, the backend's fault like a bad provider key;
     - anything with an HTTP ``status_code`` (``RateLimitError`` 429, ``BadRequestError`` 400,
       ``InternalServerError`` 500, ``ServiceUnavailableError`` 503, ...):
-      :func:`backends.errors.from_status`;
+      :func:`backends.errors.from_status`, with the ``param`` and ``code`` of the upstream's
+      error body; ``ContextWindowExceededError`` (litellm's class for every provider's way
+      of saying so) has code ``context_length_exceeded``;
     - anything else: :class:`BackendError`.
 
     ``secret`` (the API key) is removed from the message.
@@ -278,7 +280,10 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
         return BackendError(message, backend=backend, code="upstream_unavailable")
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
-        error = from_status(status, message, backend=backend)
+        param, code = upstream_fields(_body(exc))
+        if isinstance(exc, litellm.ContextWindowExceededError):
+            code = "context_length_exceeded"
+        error = from_status(status, message, backend=backend, param=param, code=code)
         seconds = retry_after_seconds(_header(exc, "retry-after")) if status == 429 else None
         if seconds is not None:
             error.headers = {"retry-after": seconds}  # as a vllm replica's: the client learns when to retry
@@ -298,6 +303,15 @@ def _header(exc: BaseException, name: str) -> str | None:
         if value is not None:
             return str(value)
     return None
+
+
+def _body(exc: BaseException) -> bytes:
+    """The body of the upstream answer a litellm exception carries (its ``response``), or ``b""``."""
+    try:
+        content = exc.response.content  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError, httpx.HTTPError):  # no response, or one never read
+        return b""
+    return content if isinstance(content, bytes) else b""
 
 
 def _caused_by(exc: BaseException, types: type | tuple[type, ...]) -> bool:

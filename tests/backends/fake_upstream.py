@@ -16,6 +16,8 @@ Behaviour by model-name suffix (as the ``fake`` backend):
   terminating chunk); a non-streaming answer is cut half-way through its body.
 - ``...-slow``: ``SLOW_FIRST_TOKEN_S`` before the first chunk and ``SLOW_TOKEN_S`` between
   chunks (a non-streaming answer waits ``SLOW_FIRST_TOKEN_S``).
+- ``...-error-context``: 400 with OpenAI's error body for a prompt beyond the context window
+  (:data:`CONTEXT_ERROR`: ``param`` ``messages``, ``code`` ``context_length_exceeded``).
 - ``...-html``: 200 with an HTML page (a proxy's error page), streaming or not.
 - ``...-extras``: a normal answer with keys that are not OpenAI's, as providers add them
   (:data:`PROVIDER_EXTRAS`, Anthropic's cache usage fields, ``citations``), and 2 cached
@@ -145,6 +147,12 @@ def _extras(model: str, obj: dict, part: str) -> dict:
     return {**obj, **PROVIDER_EXTRAS}
 
 
+CONTEXT_ERROR = {"error": {
+    "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+"""OpenAI's answer (HTTP 400) to a prompt longer than the model's context window."""
+
+
 def _error(status: int, message: str) -> Response:
     kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(status, "server_error")
     body = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
@@ -206,6 +214,8 @@ def create_app(state: UpstreamState) -> Starlette:
         state.requests.append({"path": request.url.path, "replica": request.path_params.get("replica", ""),
                                "headers": dict(request.headers), "body": body})
         model = str(body.get("model", ""))
+        if model.endswith("-error-context"):
+            return Response(orjson.dumps(CONTEXT_ERROR), status_code=400, media_type="application/json")
         for status in (429, 500, 400):
             if model.endswith(f"-error-{status}"):
                 return _error(status, f"fake upstream error {status} for {model}")
