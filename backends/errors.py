@@ -12,6 +12,7 @@ Tree::
     │    missing upstream is the backend's fault; retryable)
     ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
     │                                                 the same request fails everywhere)
+    │   (the upstream's param is kept, and its code when context_length_exceeded)
     └── BackendStreamError       502                  upstream_stream_error    (after first byte;
                                                       ends the stream with an error event)
 """
@@ -70,8 +71,22 @@ class BackendStreamError(BackendError):
     code = "upstream_stream_error"
 
 
-def from_status(status: int, message: str, *, backend: str) -> BackendError:
-    """Map an upstream HTTP status to the most specific :class:`BackendError`."""
+UPSTREAM_CODES = frozenset({"context_length_exceeded"})
+"""Upstream error codes a :class:`BackendRejected` keeps instead of ``upstream_rejected``:
+clients act on them (SDK users shorten the conversation on ``context_length_exceeded``,
+which the gateway raises itself too, :class:`router.errors.ContextTooLong`)."""
+
+
+def from_status(status: int, message: str, *, backend: str, param: str | None = None,
+                code: str | None = None) -> BackendError:
+    """Map an upstream HTTP status to the most specific :class:`BackendError`.
+
+    Args:
+        param: the upstream error's ``param`` (the request field at fault); kept on a
+            :class:`BackendRejected` only, the one class that blames the request.
+        code: the upstream error's ``code``; kept on a :class:`BackendRejected` when it is
+            one of :data:`UPSTREAM_CODES`.
+    """
     if status == 429:
         return BackendRateLimited(message, backend=backend, upstream_status=status)
     if status in (408, 504):
@@ -82,4 +97,5 @@ def from_status(status: int, message: str, *, backend: str) -> BackendError:
         # A bad provider key or a model missing upstream is this backend's problem, not the
         # request's: another candidate can still answer.
         return BackendError(message, backend=backend, upstream_status=status, code="upstream_unavailable")
-    return BackendRejected(message, backend=backend, upstream_status=status)
+    return BackendRejected(message, backend=backend, upstream_status=status, param=param,
+                           code=code if code in UPSTREAM_CODES else None)

@@ -34,8 +34,13 @@ network. HTTP connections are pooled by litellm's own client cache (keyed by key
 and timeout), so :meth:`HostedBackend.aclose` has nothing to close.
 
 Responses (``ModelResponse``, stream chunks) are converted to plain dicts with
-``model_dump()``, dropping litellm-only keys whose value is ``None``. Exceptions are
-translated into :mod:`backends.errors` by :func:`translate_error`, the one edge.
+``model_dump()`` and cut down to the keys of the OpenAI objects (:data:`OPENAI_KEYS`):
+clients call the gateway as the OpenAI API, and litellm adds its own and the providers'
+keys (``provider_specific_fields``, ``usage.cost``, Anthropic's ``inference_geo`` and
+``cache_read_input_tokens``...). The gateway itself reads only ``usage.prompt_tokens``,
+``completion_tokens`` and ``prompt_tokens_details.cached_tokens`` (litellm maps Anthropic's
+cache reads there), all kept. Exceptions are translated into :mod:`backends.errors` by
+:func:`translate_error`, the one edge.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from backends.base import Backend, Endpoint
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
-from backends.vllm.upstream_text import retry_after_seconds
+from backends.vllm.upstream_text import retry_after_seconds, upstream_fields
 from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
@@ -68,7 +73,24 @@ OPENAI_PARAMS = frozenset({
 completions and legacy completions). ``store`` and ``metadata`` are not here: litellm uses
 ``metadata`` for its own logging, so they travel in ``extra_body``."""
 
-_LITELLM_ONLY = ("provider_specific_fields", "citations", "moderation", "obfuscation", "function_call", "audio")
+OPENAI_KEYS = {
+    "response": frozenset({"id", "object", "created", "model", "choices", "usage", "system_fingerprint",
+                           "service_tier"}),
+    "choice": frozenset({"index", "message", "delta", "text", "logprobs", "finish_reason"}),
+    "message": frozenset({"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations",
+                          "reasoning_content"}),
+    "usage": frozenset({"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
+                        "completion_tokens_details"}),
+    "prompt_tokens_details": frozenset({"cached_tokens", "audio_tokens"}),
+    "completion_tokens_details": frozenset({"reasoning_tokens", "audio_tokens", "accepted_prediction_tokens",
+                                            "rejected_prediction_tokens"}),
+}
+"""The keys kept in each part of a response or chunk: those of the OpenAI objects
+(API reference: ``chat.completion``, ``chat.completion.chunk``, ``text_completion``, the
+usage object), ``"message"`` standing for a chat message or a stream delta. One extension
+is kept: ``reasoning_content``, the reasoning text of vLLM and DeepSeek."""
+
+_NONE_DROPPED = ("function_call", "audio")  # deprecated or on request only: absent, not null, in OpenAI's answers
 _litellm: Any = None
 
 
@@ -229,7 +251,9 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
       ``upstream_unavailable``, the backend's fault like a bad provider key;
     - anything with an HTTP ``status_code`` (``RateLimitError`` 429, ``BadRequestError`` 400,
       ``InternalServerError`` 500, ``ServiceUnavailableError`` 503, ...):
-      :func:`backends.errors.from_status`;
+      :func:`backends.errors.from_status`, with the ``param`` and ``code`` of the upstream's
+      error body; ``ContextWindowExceededError`` (litellm's class for every provider's way
+      of saying so) has code ``context_length_exceeded``;
     - anything else: :class:`BackendError`.
 
     ``secret`` (the API key) is removed from the message.
@@ -256,7 +280,10 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
         return BackendError(message, backend=backend, code="upstream_unavailable")
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 600:
-        error = from_status(status, message, backend=backend)
+        param, code = upstream_fields(_body(exc))
+        if isinstance(exc, litellm.ContextWindowExceededError):
+            code = "context_length_exceeded"
+        error = from_status(status, message, backend=backend, param=param, code=code)
         seconds = retry_after_seconds(_header(exc, "retry-after")) if status == 429 else None
         if seconds is not None:
             error.headers = {"retry-after": seconds}  # as a vllm replica's: the client learns when to retry
@@ -278,6 +305,15 @@ def _header(exc: BaseException, name: str) -> str | None:
     return None
 
 
+def _body(exc: BaseException) -> bytes:
+    """The body of the upstream answer a litellm exception carries (its ``response``), or ``b""``."""
+    try:
+        content = exc.response.content  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError, httpx.HTTPError):  # no response, or one never read
+        return b""
+    return content if isinstance(content, bytes) else b""
+
+
 def _caused_by(exc: BaseException, types: type | tuple[type, ...]) -> bool:
     seen: set[int] = set()
     cur: BaseException | None = exc
@@ -290,21 +326,32 @@ def _caused_by(exc: BaseException, types: type | tuple[type, ...]) -> bool:
 
 
 def to_dict(obj: Any) -> dict:
-    """A litellm response or chunk as a plain OpenAI dict (litellm-only ``None`` keys dropped)."""
+    """A litellm response or chunk as a plain OpenAI dict: keys outside :data:`OPENAI_KEYS`
+    dropped, and a ``None`` ``text`` (litellm's last legacy completions chunk) made ``""``."""
     out = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
-    _prune(out)
+    _keep(out, "response")
     for choice in out.get("choices") or []:
-        _prune(choice)
+        _keep(choice, "choice")
         for key in ("message", "delta"):
             if isinstance(choice.get(key), dict):
-                _prune(choice[key])
+                _keep(choice[key], "message")
+                for name in _NONE_DROPPED:
+                    if name in choice[key] and choice[key][name] is None:
+                        del choice[key][name]
+        if "text" in choice and choice["text"] is None:
+            choice["text"] = ""
+    usage = out.get("usage")
+    if isinstance(usage, dict):
+        _keep(usage, "usage")
+        for key in ("prompt_tokens_details", "completion_tokens_details"):
+            if isinstance(usage.get(key), dict):
+                _keep(usage[key], key)
     return out
 
 
-def _prune(d: dict) -> None:
-    for key in _LITELLM_ONLY:
-        if key in d and d[key] is None:
-            del d[key]
+def _keep(d: dict, part: str) -> None:
+    for key in [k for k in d if k not in OPENAI_KEYS[part]]:
+        del d[key]
 
 
 async def _close_stream(response: Any) -> None:

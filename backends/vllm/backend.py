@@ -43,7 +43,8 @@ may have run is never silently duplicated inside the pool.
 
 Error translation happens here, at the edge (see :mod:`backends.errors`):
 
-- HTTP status >= 400 -> :func:`backends.errors.from_status`, with the upstream's message.
+- HTTP status >= 400 -> :func:`backends.errors.from_status`, with the upstream's message,
+  ``param`` and ``code``.
 - ``aiohttp.ClientConnectorError`` (refused, unreachable, DNS) and
   ``aiohttp.ConnectionTimeoutError`` -> :class:`BackendConnectError`.
 - other timeouts (``aiohttp.ServerTimeoutError``, ``asyncio.TimeoutError``) ->
@@ -89,7 +90,7 @@ from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
 from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
-from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_message
+from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_fields, upstream_message
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +352,9 @@ class VllmBackend(Backend):
 
     def _status_error(self, status: int, data: bytes, retry_after: str | None = None) -> BackendError:
         message = self._redact(upstream_message(data, status))
-        error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name)
+        param, code = upstream_fields(data)
+        error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name,
+                            param=param, code=code)
         seconds = retry_after_seconds(retry_after)
         if status == 429 and seconds is not None:
             error.headers = {"retry-after": seconds}  # sent to the client if no other candidate answers
@@ -364,7 +367,8 @@ class VllmBackend(Backend):
             return BackendStreamError(message, backend=self.name)
         code = error.get("code") if isinstance(error, dict) else None
         status = code if isinstance(code, int) and 400 <= code < 600 else 500
-        return from_status(status, message, backend=self.name)
+        param, upstream_code = upstream_fields(error)
+        return from_status(status, message, backend=self.name, param=param, code=upstream_code)
 
     def _redact(self, text: str) -> str:
         key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""

@@ -1,8 +1,10 @@
-"""Upstream error text as clients may see it, and an upstream's ``Retry-After``.
+"""Upstream error text as clients may see it (message, ``param``, ``code``), and an
+upstream's ``Retry-After``.
 
 Upstream messages reach clients inside the OpenAI error envelope; internal topology (URLs,
 addresses, host names, a proxy's HTML error page) must not. Used by
-:mod:`backends.vllm.backend` for status errors and stream error events.
+:mod:`backends.vllm.backend` for status errors and stream error events, and by
+:mod:`backends.hosted.backend`.
 """
 
 from __future__ import annotations
@@ -86,6 +88,24 @@ def upstream_message(data: bytes, status: int) -> str:
             return _phrase(status)
         return f"{_phrase(status)} (a {len(data)}-byte non-JSON body, not shown)"
     return scrub(message)[:300].strip() or _phrase(status)
+
+
+def upstream_fields(error: bytes | dict) -> tuple[str | None, str | None]:
+    """``(param, code)`` of an upstream error: a response body holding the OpenAI envelope
+    (or vLLM's older top-level error object), or the ``error`` object itself. Each is a
+    string or ``None`` (vLLM's integer ``code`` is ``None``); ``param`` is passed through
+    :func:`scrub`, at most 100 characters."""
+    if isinstance(error, bytes):
+        try:
+            parsed = orjson.loads(error)
+        except orjson.JSONDecodeError:
+            return None, None
+        error = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    if not isinstance(error, dict):
+        return None, None
+    param, code = error.get("param"), error.get("code")
+    return (scrub(param)[:100] if isinstance(param, str) and param else None,
+            code if isinstance(code, str) else None)
 
 
 MAX_RETRY_AFTER_S = 3600

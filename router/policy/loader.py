@@ -244,6 +244,8 @@ def _schema_problems(exc: ValidationError, root: yaml.Node, prefix: tuple = (),
     problems = []
     for err in exc.errors():
         loc = prefix + tuple(err["loc"])
+        if loc[-1] == "[key]":  # pydantic's mark of a dict key's own error (an unknown signal name)
+            loc = loc[:-1]
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = f"unknown key '{loc[-1]}'{known}"

@@ -305,6 +305,33 @@ def number_signals() -> tuple[str, ...]:
     return (*NUMBER_SIGNALS, *extra)
 
 
+def _signal_name(name: str) -> str:
+    if name in TEXT_SIGNALS:
+        raise ValueError(f"'{name}' is not a number signal, so no threshold applies to it "
+                         f"(number signals: {', '.join(NUMBER_SIGNALS)})")
+    known = number_signals()
+    if name not in known:
+        near = [k for k in known if k.lower() == name.lower()] or \
+            difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"did you mean '{near[0]}'? " if near else ""
+        raise ValueError(f"unknown signal '{name}': {hint}(number signals: {', '.join(known)}; a rule on a "
+                         "signal that is never produced never fires)")
+    return name
+
+
+def _probability(threshold: float) -> float:
+    if not 0 <= threshold <= 1:
+        raise ValueError(f"the threshold must be between 0 and 1 (signals are probabilities), not {threshold}")
+    return threshold
+
+
+#: A rule's signal name and its threshold (a number, never a boolean: YAML true/false would
+#: count as 1/0): checked entry by entry, so that every bad entry of a ``when_signal`` gets
+#: its own ``file:line when_signal.NAME`` line (a field validator stopped at the first).
+SignalName = Annotated[str, AfterValidator(_signal_name)]
+Threshold = Annotated[Number, AfterValidator(_probability)]
+
+
 class RuleConfig(_Strict):
     """A rule evaluated before scoring. A rule applies when all its conditions hold
     (``routes``, ``tenants``, ``when_header``, ``when_signal``, ``when_signal_below``); then
@@ -336,41 +363,13 @@ class RuleConfig(_Strict):
     routes: list[str] = Field(default_factory=list)
     tenants: list[str] = Field(default_factory=list)
     when_header: str | None = None
-    when_signal: dict[str, float] = Field(default_factory=dict)
-    when_signal_below: dict[str, float] = Field(default_factory=dict)
+    when_signal: dict[SignalName, Threshold] = Field(default_factory=dict)
+    when_signal_below: dict[SignalName, Threshold] = Field(default_factory=dict)
     block: bool = False
     route_to: str | None = None
     allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: Number | None = Field(default=None, ge=0)
-
-    @field_validator("when_signal", "when_signal_below", mode="before")
-    @classmethod
-    def _no_boolean_thresholds(cls, signals: Any) -> Any:
-        if isinstance(signals, dict):
-            for name, threshold in signals.items():
-                if isinstance(threshold, bool):  # YAML true/false would otherwise count as 1/0
-                    raise ValueError(f"the threshold of '{name}' must be a number, not {threshold}")
-        return signals
-
-    @field_validator("when_signal", "when_signal_below")
-    @classmethod
-    def _thresholds_are_probabilities(cls, signals: dict[str, float]) -> dict[str, float]:
-        for name, threshold in signals.items():
-            if name in TEXT_SIGNALS:
-                raise ValueError(f"'{name}' is not a number signal, so no threshold applies to it "
-                                 f"(number signals: {', '.join(NUMBER_SIGNALS)})")
-            known = number_signals()
-            if name not in known:
-                near = [k for k in known if k.lower() == name.lower()] or \
-                    difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-                hint = f"did you mean '{near[0]}'? " if near else ""
-                raise ValueError(f"unknown signal '{name}': {hint}(number signals: {', '.join(known)}; a rule on a "
-                                 "signal that is never produced never fires)")
-            if not 0 <= threshold <= 1:
-                raise ValueError(f"the threshold of '{name}' must be between 0 and 1 (signals are probabilities), "
-                                 f"not {threshold}")
-        return signals
 
     @field_validator("when_header")
     @classmethod

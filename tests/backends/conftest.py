@@ -5,7 +5,7 @@
   ``upstream_state``.
 - ``KINDS``: the backend kinds the conformance suite runs against. Each :class:`Kind` builds
   the :class:`BackendConfig` for a behaviour (``""`` normal, ``"-error-429"``,
-  ``"-error-500"``, ``"-error-400"``, ``"-drop-mid-stream"``, ``"-slow"``). To add a kind
+  ``"-error-500"``, ``"-error-400"``, ``"-error-context"``, ``"-drop-mid-stream"``, ``"-slow"``). To add a kind
   (e.g. ``replay``), append a :class:`Kind` to ``KINDS``.
 """
 
@@ -26,7 +26,8 @@ from backends.registry import build_backend  # noqa: E402
 from router.policy.models import BackendConfig  # noqa: E402
 from tests.backends.fake_upstream import RunningServer, UpstreamState, serve_in_thread  # noqa: E402
 
-ALL_BEHAVIOURS = frozenset({"", "-error-429", "-error-500", "-error-400", "-drop-mid-stream", "-slow"})
+ALL_BEHAVIOURS = frozenset({"", "-error-429", "-error-500", "-error-400", "-error-context", "-drop-mid-stream",
+                            "-slow"})
 
 
 @dataclass(frozen=True)

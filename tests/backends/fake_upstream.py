@@ -16,7 +16,12 @@ Behaviour by model-name suffix (as the ``fake`` backend):
   terminating chunk); a non-streaming answer is cut half-way through its body.
 - ``...-slow``: ``SLOW_FIRST_TOKEN_S`` before the first chunk and ``SLOW_TOKEN_S`` between
   chunks (a non-streaming answer waits ``SLOW_FIRST_TOKEN_S``).
+- ``...-error-context``: 400 with OpenAI's error body for a prompt beyond the context window
+  (:data:`CONTEXT_ERROR`: ``param`` ``messages``, ``code`` ``context_length_exceeded``).
 - ``...-html``: 200 with an HTML page (a proxy's error page), streaming or not.
+- ``...-extras``: a normal answer with keys that are not OpenAI's, as providers add them
+  (:data:`PROVIDER_EXTRAS`, Anthropic's cache usage fields, ``citations``), and 2 cached
+  prompt tokens.
 - anything else: a normal answer ``"Hello from <model>. You said: <last user text>"``, or a
   call of the first offered tool when ``tools`` is given (and ``tool_choice`` is not ``none``).
 
@@ -118,9 +123,34 @@ def _tool_call(body: dict) -> dict | None:
             "function": {"name": fn["name"], "arguments": orjson.dumps(args).decode()}}
 
 
-def _usage(prompt: int, completion: int) -> dict:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0}}
+PROVIDER_EXTRAS = {"provider_specific_fields": {"x": 1}, "citations": ["https://example.com"]}
+"""Non-OpenAI keys the ``-extras`` upstream adds to the response, each choice and each message or delta."""
+
+
+def _usage(prompt: int, completion: int, model: str = "") -> dict:
+    use = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+           "prompt_tokens_details": {"cached_tokens": 0}}
+    if model.endswith("-extras"):
+        use.update(cost=0.0001, inference_geo="us", cache_read_input_tokens=2, cache_creation_input_tokens=1,
+                   prompt_tokens_details={"cached_tokens": 2, "text_tokens": prompt})
+    return use
+
+
+def _extras(model: str, obj: dict, part: str) -> dict:
+    """``obj`` (a response or chunk) with :data:`PROVIDER_EXTRAS` added for the ``-extras`` model."""
+    if not model.endswith("-extras"):
+        return obj
+    for choice in obj["choices"]:
+        choice.update(PROVIDER_EXTRAS)
+        if part in choice:
+            choice[part].update(PROVIDER_EXTRAS)
+    return {**obj, **PROVIDER_EXTRAS}
+
+
+CONTEXT_ERROR = {"error": {
+    "message": "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+"""OpenAI's answer (HTTP 400) to a prompt longer than the model's context window."""
 
 
 def _error(status: int, message: str) -> Response:
@@ -132,16 +162,16 @@ def _error(status: int, message: str) -> Response:
 
 def _full_response(endpoint: str, model: str, body: dict) -> dict:
     text, call = answer_text(model, endpoint, body), _tool_call(body)
-    use = _usage(_prompt_words(endpoint, body), 0 if call else len(text.split()))
+    use = _usage(_prompt_words(endpoint, body), 0 if call else len(text.split()), model)
     base = {"created": int(time.time()), "model": model, "usage": use}
     if endpoint == "completions":
         choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}
-        return {"id": "cmpl-fake", "object": "text_completion", "choices": [choice], **base}
+        return _extras(model, {"id": "cmpl-fake", "object": "text_completion", "choices": [choice], **base}, "")
     message: dict = {"role": "assistant", "content": None if call else text}
     if call:
         message["tool_calls"] = [call]
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if call else "stop"}
-    return {"id": "chatcmpl-fake", "object": "chat.completion", "choices": [choice], **base}
+    return _extras(model, {"id": "chatcmpl-fake", "object": "chat.completion", "choices": [choice], **base}, "message")
 
 
 def _chunks(endpoint: str, model: str, body: dict) -> list[dict]:
@@ -167,8 +197,8 @@ def _chunks(endpoint: str, model: str, body: dict) -> list[dict]:
         out.append(delta({}, "tool_calls" if call else "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
         completion = 0 if call else len(words)
-        out.append({**obj, "choices": [], "usage": _usage(_prompt_words(endpoint, body), completion)})
-    return out
+        out.append({**obj, "choices": [], "usage": _usage(_prompt_words(endpoint, body), completion, model)})
+    return [_extras(model, chunk, "delta") for chunk in out]
 
 
 class _Cut(Exception):
@@ -184,6 +214,8 @@ def create_app(state: UpstreamState) -> Starlette:
         state.requests.append({"path": request.url.path, "replica": request.path_params.get("replica", ""),
                                "headers": dict(request.headers), "body": body})
         model = str(body.get("model", ""))
+        if model.endswith("-error-context"):
+            return Response(orjson.dumps(CONTEXT_ERROR), status_code=400, media_type="application/json")
         for status in (429, 500, 400):
             if model.endswith(f"-error-{status}"):
                 return _error(status, f"fake upstream error {status} for {model}")

@@ -128,6 +128,20 @@ async def test_upstream_status_errors(make_backend, suffix, error, retryable):
     assert chunks == []
 
 
+async def test_upstream_context_length_exceeded_keeps_param_and_code(make_backend):
+    """The client's envelope keeps OpenAI's param and code (it had code upstream_rejected
+    and param null), as the gateway's own context check gives them."""
+    backend = await make_backend("-error-context")
+    expected = {"type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+    with pytest.raises(BackendRejected) as info:
+        await backend.send("chat", _body(backend, CHAT))
+    assert not info.value.retryable and info.value.status == 400
+    assert {k: info.value.to_envelope()["error"][k] for k in expected} == expected
+    with pytest.raises(BackendRejected) as info:
+        await _collect(backend.stream("chat", _body(backend, CHAT)))
+    assert {k: info.value.to_envelope()["error"][k] for k in expected} == expected
+
+
 async def test_drop_mid_stream_raises_stream_error_after_first_chunk(make_backend):
     backend = await make_backend("-drop-mid-stream")
     chunks = []

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendTimeout
-from backends.hosted.backend import HostedBackend, load_litellm, translate_error
+from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendRejected, BackendTimeout
+from backends.hosted.backend import OPENAI_KEYS, HostedBackend, load_litellm, translate_error
 from backends.hosted.pricing import hosted_pricing
 from router.policy.models import BackendConfig
 from tests.backends.test_vllm import dead_url
@@ -78,6 +78,36 @@ async def test_a_stream_answered_by_a_web_page_is_a_failure_before_the_first_chu
     assert any(c.get("usage") for c in normal)  # a real stream still passes, usage last
 
 
+def assert_openai_shaped(obj: dict) -> None:
+    assert set(obj) <= OPENAI_KEYS["response"], obj
+    for choice in obj["choices"]:
+        assert set(choice) <= OPENAI_KEYS["choice"], choice
+        for key in ("message", "delta"):
+            assert set(choice.get(key) or {}) <= OPENAI_KEYS["message"], choice
+        assert choice.get("text", "") is not None, choice
+    usage = obj.get("usage") or {}
+    assert set(usage) <= OPENAI_KEYS["usage"], usage
+    for key in ("prompt_tokens_details", "completion_tokens_details"):
+        assert set(usage.get(key) or {}) <= OPENAI_KEYS[key], usage
+
+
+@pytest.mark.parametrize("endpoint,body", [("chat", CHAT), ("completions", {"prompt": "hi there"})])
+async def test_answers_are_openai_shaped(upstream, endpoint, body):
+    """Clients call the gateway as the OpenAI API: provider_specific_fields, usage.cost,
+    Anthropic's inference_geo and cache_*_input_tokens, citations and litellm's "text": null
+    at the end of a completions stream all reached them. Cached tokens still count."""
+    backend = hosted(model="openai/m-extras", api_base=upstream.v1())
+    answer = await backend.send(endpoint, {"model": "x", **body})
+    chunks = [c async for c in backend.stream(endpoint, {"model": "x", **body})]
+    for obj in (answer, *chunks):
+        assert_openai_shaped(obj)
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    assert answer["usage"]["prompt_tokens_details"]["cached_tokens"] == 2
+    assert usage[-1]["prompt_tokens_details"]["cached_tokens"] == 2
+    text = "".join((c.get("delta") or {}).get("content") or c.get("text") or "" for ch in chunks for c in ch["choices"])
+    assert text == "Hello from m-extras. You said: hi there"
+
+
 async def test_timeout(upstream):
     backend = hosted(model="openai/m-slow", api_base=upstream.v1(), timeout_s=0.1)
     with pytest.raises(BackendTimeout):
@@ -93,6 +123,14 @@ def test_translate_error_classes_and_redaction():
     error = translate_error(unsupported, backend="h")
     assert type(error) is BackendError and error.retryable and error.code == "upstream_unsupported_params"
     assert type(translate_error(RuntimeError("boom"), backend="h")) is BackendError
+
+
+def test_a_context_window_error_without_a_body_still_has_its_code():
+    # Anthropic says "prompt is too long" with no param or code: litellm's class tells.
+    litellm = load_litellm()
+    exc = litellm.ContextWindowExceededError(message="prompt is too long", model="m", llm_provider="anthropic")
+    error = translate_error(exc, backend="h")
+    assert type(error) is BackendRejected and error.code == "context_length_exceeded" and error.param is None
 
 
 async def test_a_model_litellm_has_no_provider_for_is_the_backends_fault():

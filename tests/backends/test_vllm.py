@@ -184,6 +184,22 @@ def test_upstream_error_text_shows_no_hosts_or_pages():
     assert not hasattr(backend._status_error(503, b"", retry_after="3"), "headers")  # a 502 to the client
 
 
+def test_upstream_param_and_context_code_are_kept():
+    """An upstream's context_length_exceeded keeps its code and param (vLLM's older error
+    object and error events too); other codes become upstream_rejected, param kept."""
+    backend = vllm(["http://x/v1"])
+    old = backend._status_error(400, b'{"object": "error", "message": "too long", "param": "prompt", '
+                                     b'"code": "context_length_exceeded"}')
+    assert (old.code, old.param) == ("context_length_exceeded", "prompt")
+    event = backend._event_error({"message": "too long", "param": "messages", "code": 400}, False)
+    assert (event.code, event.param) == ("upstream_rejected", "messages")
+    other = backend._status_error(400, b'{"error": {"message": "bad", "param": "n", "code": "invalid_value"}}')
+    assert (other.code, other.param) == ("upstream_rejected", "n")
+    kept = backend._status_error(500, b'{"error": {"message": "x", "param": "messages", '
+                                      b'"code": "context_length_exceeded"}}')
+    assert (kept.code, kept.param) == ("upstream_server_error", None)  # only a rejection blames the request
+
+
 def test_stream_error_events_are_scrubbed_too():
     backend = vllm(["http://x/v1"])
     event = {"message": "CUDA OOM on 10.0.0.7 host gpu-3.internal http://10.0.0.7:8000/x", "code": 500}
@@ -405,6 +421,34 @@ routes:
         gw.stop()
     assert resp.status_code == 429 and resp.headers["retry-after"] == "3"
     assert resp.json()["error"]["code"] == "upstream_rate_limited"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_gateway_passes_on_an_upstream_context_length_exceeded(upstream, tmp_path, stream):
+    """The client gets OpenAI's envelope, param and code included, from a vllm and a hosted backend."""
+    from tests.gateway.conftest import start_gateway
+
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: m-error-context, endpoints: ["{upstream.v1()}"],
+     options: {{metrics_interval_s: 0}}}}
+  - {{name: hosted, kind: hosted, model: openai/m-error-context, api_base: "{upstream.v1()}", api_key: sk-test,
+     pricing: {{input_per_1m: 1, output_per_1m: 1}}}}
+routes:
+  - {{name: auto, backends: [pool, hosted]}}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        answers = [httpx.post(gw.v1 + "/chat/completions", json={"model": name, "stream": stream, **CHAT})
+                   for name in ("pool", "hosted")]
+    finally:
+        gw.stop()
+    for resp in answers:
+        assert resp.status_code == 400, resp.text
+        error = resp.json()["error"]
+        assert (error["type"], error["param"], error["code"]) == (
+            "invalid_request_error", "messages", "context_length_exceeded"), error
+        assert "maximum context length is 8192 tokens" in error["message"]
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -479,6 +479,19 @@ def test_rules_that_could_never_work_are_refused_with_their_line(rules, line, wo
     assert f"policy.yaml:{line} rules[" in problem and words in problem, problem
 
 
+def test_every_unknown_key_and_bad_signal_of_a_rule_gets_its_own_line():
+    """As each bad endpoints entry does; an unknown signal used to hide the ones after it."""
+    assert _problem(RULES_BASE + "  - {name: x, when_foo: 1, bar: 2}\n").splitlines() == [
+        "policy.yaml:7 rules[0].when_foo: unknown key 'when_foo'", "policy.yaml:7 rules[0].bar: unknown key 'bar'"]
+    lines = _problem(RULES_BASE + "  - name: x\n    block: true\n    when_signal:\n      toxicity: 0.5\n"
+                                  "      injecton: 0.5\n      pii: 2\n").splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("policy.yaml:10 rules[0].when_signal.toxicity: unknown signal 'toxicity'")
+    assert lines[1].startswith("policy.yaml:11 rules[0].when_signal.injecton: unknown signal 'injecton': did you mean")
+    assert lines[2] == ("policy.yaml:12 rules[0].when_signal.pii: the threshold must be between 0 and 1 "
+                        "(signals are probabilities), not 2.0")
+
+
 def test_require_tags_must_be_reachable_together_and_within_the_rule_routes():
     base = """version: 1
 backends:
