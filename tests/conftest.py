@@ -43,3 +43,14 @@ def _clean_test_redis_keys():
         pass  # a server gone at teardown is not a test failure
     finally:
         client.close()
+
+
+@pytest.fixture
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now: tests that start (or only configure) a
+    server must not depend on port 8000 being free on the machine."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

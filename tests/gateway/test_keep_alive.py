@@ -9,7 +9,7 @@ import pytest
 
 
 @pytest.mark.parametrize("env, expected", [(None, 75), ("120", 120)])
-def test_serve_passes_keep_alive_to_uvicorn(env, expected, monkeypatch, tmp_path):
+def test_serve_passes_keep_alive_to_uvicorn(env, expected, monkeypatch, tmp_path, free_port):
     import uvicorn
 
     import gateway.app
@@ -24,7 +24,7 @@ def test_serve_passes_keep_alive_to_uvicorn(env, expected, monkeypatch, tmp_path
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
     from gateway.serve import run
 
-    run(policy=None, host=None, port=None, database_url=f"sqlite:///{tmp_path / 's.db'}")
+    run(policy=None, host=None, port=free_port, database_url=f"sqlite:///{tmp_path / 's.db'}")
     assert seen["timeout_keep_alive"] == expected
 
 

@@ -56,7 +56,7 @@ def test_bad_event_loop_setting():
     assert res.returncode == 2 and "MIXROUTE_EVENT_LOOP" in res.stderr and "Traceback" not in res.stderr
 
 
-def test_event_loop_setting_reaches_the_server(monkeypatch, tmp_path):
+def test_event_loop_setting_reaches_the_server(monkeypatch, tmp_path, free_port):
     """``MIXROUTE_EVENT_LOOP`` picks uvicorn's loop (uvloop by default, asyncio on request)."""
     import uvicorn
 
@@ -68,7 +68,7 @@ def test_event_loop_setting_reaches_the_server(monkeypatch, tmp_path):
     for value, expected in ((None, "auto"), ("asyncio", "asyncio")):
         if value:
             monkeypatch.setenv("MIXROUTE_EVENT_LOOP", value)
-        serve.run(policy=None, host=None, port=None, database_url=f"sqlite:///{tmp_path}/x.db")
+        serve.run(policy=None, host=None, port=free_port, database_url=f"sqlite:///{tmp_path}/x.db")
         assert seen["loop"] == expected
 
 
