@@ -295,19 +295,31 @@ def print_table(report: dict) -> None:
     console.print("targets:", ", ".join(f"{k}={'met' if v else 'MISSED'}" for k, v in s["targets_met"].items()))
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: an integer >= 1 (0 tenants, turns or replicas has nothing to measure, 0
+    sessions in flight never starts one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.prefix_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the report here")
-    parser.add_argument("--tenants", type=int, default=Params.tenants)
-    parser.add_argument("--sessions", type=int, default=Params.sessions)
-    parser.add_argument("--turns", type=int, default=Params.turns)
-    parser.add_argument("--concurrency", type=int, default=Params.concurrency)
-    parser.add_argument("--replicas", type=int, default=Params.replicas)
+    parser.add_argument("--tenants", type=_at_least_one, default=Params.tenants)
+    parser.add_argument("--sessions", type=_at_least_one, default=Params.sessions)
+    parser.add_argument("--turns", type=_at_least_one, default=Params.turns)
+    parser.add_argument("--concurrency", type=_at_least_one, default=Params.concurrency)
+    parser.add_argument("--replicas", type=_at_least_one, default=Params.replicas)
     parser.add_argument("--think-s", type=float, default=Params.think_s,
                         help="mean pause between a session's turns, seconds (exponential, seeded); 0: none")
     parser.add_argument("--seeds", default="7,8,9",
                         help="comma-separated workload seeds; the targets are checked on the medians over seeds")
-    parser.add_argument("--capacity-blocks", type=int, default=Params().model.capacity_blocks,
+    parser.add_argument("--capacity-blocks", type=_at_least_one, default=Params().model.capacity_blocks,
                         help="prefix-cache capacity of each replica, in 16-token blocks")
     args = parser.parse_args(argv)
     model = dataclasses.replace(Params().model, capacity_blocks=args.capacity_blocks)

@@ -243,9 +243,9 @@ class Router:
         if qb.route_target is not None:  # the route's current share of the best, this request included
             z = qb.z
             for c in cands:
-                c.quality_bound = max(0.0, c.predicted_quality - z * (c.quality_sd or 0.0))
+                c.quality_bound = round(max(0.0, c.predicted_quality - z * (c.quality_sd or 0.0)), 6)
                 held[c.backend] = c.quality_bound
-            ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends))
+            ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends), z)
             points = [(c.expected_cost_usd, held[c.backend]) for c in cands]
             share = ctl.peek(points) if req.dry_run else ctl.add(points)
         bar = self._bar(route, cands, share, held)
@@ -276,7 +276,7 @@ class Router:
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
-                     **({"route_share": share, "route_held": ctl.held} if ctl is not None else {}),
+                     **({"route_share": share, "route_held": ctl.held, "uncertainty_z": qb.z} if ctl is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,

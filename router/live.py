@@ -56,11 +56,12 @@ class LiveState:
         self._targets: dict[str, tuple[tuple, RouteTarget]] = {}
 
     def route_target(self, route: str, target: float, window: int | None = None,
-                     backends: tuple[str, ...] = ()) -> RouteTarget:
+                     backends: tuple[str, ...] = (), z: float = 0.0) -> RouteTarget:
         """The ``route_target`` controller of ``route`` (:mod:`router.aggregate`). It is kept
-        across policy reloads while the route's target, window and candidate backends stay
-        the same; a change starts a new, empty one."""
-        key = (float(target), window or DEFAULT_WINDOW, tuple(backends))
+        across policy reloads while the route's target, window, candidate backends and
+        ``uncertainty_z`` (``z``: the window holds qualities lowered by it) stay the same; a
+        change starts a new, empty one."""
+        key = (float(target), window or DEFAULT_WINDOW, tuple(backends), float(z))
         found = self._targets.get(route)
         if found is None or found[0] != key:
             found = self._targets[route] = (key, RouteTarget(key[0], key[1]))

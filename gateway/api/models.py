@@ -21,6 +21,15 @@ def _visible(models: list[dict], principal) -> list[dict]:
     return [m for m in models if m["id"] in key.routes]
 
 
+def _bar(qb) -> dict:
+    """A route's quality bar as set, plus the ``uncertainty_z`` in force under ``route_target``
+    (its default is not written in the policy)."""
+    out = qb.model_dump(exclude_none=True)
+    if qb.route_target is not None:
+        out["uncertainty_z"] = qb.z
+    return out
+
+
 def _models(runtime: Runtime) -> list[dict]:
     """OpenAI ``model`` objects: the routes, then the backends; ``mixroute`` says whether each
     id is a route (routed) or a backend (pinned), and marks demo backends."""
@@ -29,7 +38,7 @@ def _models(runtime: Runtime) -> list[dict]:
     data = [
         {"id": r.name, "object": "model", "created": created, "owned_by": "mixroute",
          "mixroute": {"type": "route", "default": r.name == policy.default_route, "backends": r.backends,
-                      "description": r.description, "quality_bar": r.quality_bar.model_dump(exclude_none=True)}}
+                      "description": r.description, "quality_bar": _bar(r.quality_bar)}}
         for r in policy.routes
     ]
     data += [

@@ -78,8 +78,13 @@ def classifier(
 @app.command("prefix-cache")
 def prefix_cache(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
-    tenants: Annotated[int, typer.Option(help="Tenants (one 1-3k-token system prompt each).")] = 48,
-    concurrency: Annotated[int, typer.Option(help="Sessions in flight at once.")] = 24,
+    tenants: Annotated[int, typer.Option(help="Tenants (one 1-3k-token system prompt each).", min=1)] = 48,
+    sessions: Annotated[int, typer.Option(help="Sessions per tenant.", min=1)] = 2,
+    turns: Annotated[int, typer.Option(help="Turns per session.", min=1)] = 6,
+    concurrency: Annotated[int, typer.Option(help="Sessions in flight at once.", min=1)] = 24,
+    replicas: Annotated[int, typer.Option(help="Fake vLLM replicas.", min=1)] = 4,
+    capacity_blocks: Annotated[int, typer.Option("--capacity-blocks", help="Prefix-cache capacity of each "
+                                                 "replica, in 16-token blocks.", min=1)] = 1100,
     seeds: Annotated[str, typer.Option(help="Comma-separated workload seeds; targets are checked on the "
                                        "medians over seeds.")] = "7,8,9",
     think_s: Annotated[float, typer.Option("--think-s", help="Mean pause between a session's turns, seconds "
@@ -97,5 +102,7 @@ def prefix_cache(
     except ImportError as exc:
         typer.echo(f"error: the prefix-cache benchmark needs a source checkout ({exc})", err=True)
         raise typer.Exit(1)
-    args = ["--tenants", str(tenants), "--concurrency", str(concurrency), "--seeds", seeds, "--think-s", str(think_s)]
+    args = ["--tenants", str(tenants), "--sessions", str(sessions), "--turns", str(turns), "--concurrency",
+            str(concurrency), "--replicas", str(replicas), "--capacity-blocks", str(capacity_blocks), "--seeds", seeds,
+            "--think-s", str(think_s)]
     raise typer.Exit(run_prefix_cache(args + (["--json", str(json_out)] if json_out else [])))

@@ -90,7 +90,7 @@ def replay(
             stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
             predictor = gateway_predictor(url)
-            check_route(url, route, api_key if gateway else None)
+            bar = check_route(url, route, api_key if gateway else None)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
                                             api_key=api_key if gateway else None))
     except ReplayFailed as exc:
@@ -101,6 +101,9 @@ def replay(
         raise typer.Exit(130)
     report = build_report(plan, answered, route=route, gateway=gateway)
     report["predictor"] = predictor
+    # How the report was produced, so that two reports can be compared.
+    report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
+                     "quality_bar": bar, "split": split, "seed": seed, "n": n, "concurrency": concurrency}
     write_output(json_out, "--json", lambda p: p.write_bytes(_dumps(report)))
     print_summary(report, json_out)
     if report["errors"]:

@@ -101,10 +101,14 @@ def _wait_ready(proc: subprocess.Popen, url: str, timeout_s: float, log_path: Pa
     raise ReplayFailed(f"the gateway was not ready after {timeout_s:.0f} s:\n{_tail(log_path)}")
 
 
-def check_route(url: str, route: str, api_key: str | None) -> None:
+def check_route(url: str, route: str, api_key: str | None) -> dict | None:
     """Raise :class:`ReplayFailed` when the gateway cannot be reached, refuses the key, or
     lists its models and ``route`` is not one of them (every request would fail the same
-    way); an unreadable model list is not an error."""
+    way); an unreadable model list is not an error.
+
+    Returns:
+        the route's quality bar as ``GET /v1/models`` shows it (``None``: not shown, e.g. a
+        backend name or another gateway)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -116,12 +120,15 @@ def check_route(url: str, route: str, api_key: str | None) -> None:
     if resp.status_code in (401, 403):
         raise ReplayFailed(f"the gateway at {url} refused the key (HTTP {resp.status_code}); pass --api-key")
     try:
-        ids = [m["id"] for m in resp.json()["data"]]
+        models = resp.json()["data"]
+        ids = [m["id"] for m in models]
     except (ValueError, KeyError, TypeError):
-        return
+        return None
     if ids and route not in ids:
         raise ReplayFailed(f"--route {route!r}: the gateway serves no such route or backend "
                            f"(models: {', '.join(ids[:20])}{' ...' if len(ids) > 20 else ''})")
+    bar = next((m.get("mixroute", {}).get("quality_bar") for m in models if m.get("id") == route), None)
+    return bar if isinstance(bar, dict) else None
 
 
 def gateway_predictor(url: str) -> str | None:

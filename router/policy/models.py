@@ -175,9 +175,11 @@ class CalibrationEvidence(_Strict):
 
 
 #: ``uncertainty_z`` of a ``route_target`` bar that does not set one: one posterior standard
-#: deviation. On the RouterBench splits (docs/CALIBRATION.md) it turned the predicted 0.95
-#: into a realised 0.95 or more on train, calib and test rows alike, for 0.26-0.29 of
-#: GPT-4's cost, where ``0`` realised 0.93-0.95 for 0.23-0.27.
+#: deviation. In `mixroute replay` at ``route_target: 0.95`` on RouterBench rows
+#: (docs/CALIBRATION.md, 2026-12-04) it realised 0.934-0.962 of always-GPT-4's quality at
+#: 0.26-0.37 of its cost (0.952 at 0.292 over all 2,205 rows), where ``0`` realised
+#: 0.934-0.964 at 0.24-0.29 (0.942 at 0.238): 0.95 at no more than 0.35 in 5 of 9 runs
+#: against 3 of 9.
 DEFAULT_UNCERTAINTY_Z = 1.0
 
 
@@ -212,8 +214,9 @@ class QualityBar(_Strict):
             memory). Choosing the cheap candidates whose estimates clear a bar selects
             the estimates that erred upwards, so the realised share falls short of the
             predicted one (the optimizer's curse, Smith & Winkler, Management Science
-            52(3), 2006); on RouterBench rows the predicted 0.95 realised 0.93-0.94 with
-            ``0`` (docs/CALIBRATION.md). ``0``: hold the predicted share.
+            52(3), 2006); on RouterBench rows the predicted 0.95 realised 0.934-0.964 with
+            ``0``, under 0.95 in 6 of 9 runs (docs/CALIBRATION.md). ``0``: hold the
+            predicted share. A change starts the route's window afresh.
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 

@@ -166,6 +166,8 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
                                   "cost_usd": pytest.approx(sum(r.costs[best] for r in rows))}
     shares = {m: sum(r["model"] == m for r in reqs) / 20 for m in {r["model"] for r in reqs}}
     assert report["backend_share"] == pytest.approx(shares) and sum(shares.values()) == pytest.approx(1.0)
+    assert report["run"] == {"policy": "generated", "quality_bar": {"route_target": 0.95, "uncertainty_z": 1.0},
+                             "split": None, "seed": None, "n": 20, "concurrency": 1}
     # The same command again gives the same report: rows one at a time, scan windows not timed
     # (8 in flight and a start-up-timed scan budget flipped a few near-tied choices per run).
     again = tmp_path / "again.json"

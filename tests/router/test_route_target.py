@@ -154,9 +154,10 @@ async def test_route_target_state_survives_reload_of_the_same_bar():
     for p in order[:30]:
         await Router(policy, _Table(table), live).decide(
             RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
-    assert len(live.route_target("auto", 0.9, 100, BACKENDS)) == 30
-    assert len(live.route_target("auto", 0.9, 100, BACKENDS[:2])) == 0  # other candidates: afresh
-    assert len(live.route_target("auto", 0.95, 100, BACKENDS)) == 0  # a changed bar starts afresh
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=1.0)) == 30  # the default uncertainty_z
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=0.0)) == 0  # another z: afresh (other bounds)
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS[:2], z=1.0)) == 0  # other candidates: afresh
+    assert len(live.route_target("auto", 0.95, 100, BACKENDS, z=1.0)) == 0  # a changed bar starts afresh
 
 
 @pytest.mark.parametrize("bar, match", [
@@ -241,7 +242,7 @@ async def test_dry_runs_do_not_move_the_route():
 
     for p in order[:8]:
         await router.decide(req(p, False))
-    ctl = live.route_target("auto", 0.95, 8, BACKENDS)
+    ctl = live.route_target("auto", 0.95, 8, BACKENDS, z=1.0)
     state = (len(ctl), ctl.share, ctl.held)
     dry = [await router.decide(req("p0", True)) for _ in range(20)]
     assert (len(ctl), ctl.share, ctl.held) == state
@@ -260,7 +261,7 @@ async def test_steps_just_under_a_bucket_edge_are_crossed():
         d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
         chosen.append(d.record.chosen)
     assert 0.4 * len(chosen) < chosen.count("strong") < 0.8 * len(chosen)  # about 60% needed
-    assert router.live.route_target("auto", 0.9, None, BACKENDS).held >= 0.88
+    assert router.live.route_target("auto", 0.9, None, BACKENDS, z=1.0).held >= 0.88
 
 
 def test_chose_credits_only_the_request_just_added():
@@ -295,7 +296,7 @@ async def test_a_reload_drops_the_windows_of_routes_without_the_bar(tmp_path):
         path.write_text(POLICY.replace("BAR", "{route_target: 0.9}"))  # `other` deleted
         assert await holder.reload()
         assert set(holder.live._targets) == {"auto"}
-        assert len(holder.live.route_target("auto", 0.9, None, BACKENDS)) == 1  # kept: same bar
+        assert len(holder.live.route_target("auto", 0.9, None, BACKENDS, z=1.0)) == 1  # kept: same bar
         path.write_text(POLICY.replace("BAR", "{target: 0.9}"))
         assert await holder.reload()
         assert holder.live._targets == {}
