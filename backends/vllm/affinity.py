@@ -112,42 +112,60 @@ class AffinityChooser:
 
     def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
         hashes = block_hashes(body, self.block_tokens)
+        if hashes:
+            self._update_capacities(replicas)
+        pick, self.last_reason = self._select(replicas, body, hashes, self.capacities, self.fallback.choose)
+        self.reasons[self.last_reason] += 1
+        if hashes:
+            self.learn(hashes, pick.base_url)
+            if self.on_choice is not None:
+                self.on_choice(hashes, pick.base_url)
+        return pick
+
+    def preview(self, replicas: Sequence[Replica], body: dict) -> tuple[Replica, str]:
+        """The replica and reason :meth:`choose` would give ``body`` now, changing nothing:
+        no :meth:`learn`, no ``reasons`` or ``last_reason``, no ``on_choice``, no stored
+        capacity, and the least-loaded fallback's cursor stays (``POST /v1/route``)."""
+        hashes = block_hashes(body, self.block_tokens)
+        capacities = {**self.capacities, **self._scraped_capacities(replicas)} if hashes else self.capacities
+        return self._select(replicas, body, hashes, capacities, self.fallback.peek)
+
+    def _select(self, replicas: Sequence[Replica], body: dict, hashes: Sequence[int],
+                capacities: dict[str, int], fallback) -> tuple[Replica, str]:
+        """Steps 2 and 3 of the module docstring over :meth:`preference`'s order; ``fallback``
+        is the least-loaded choice (``choose``, or ``peek`` for a preview)."""
         if not hashes:
-            self.last_reason = "short_prompt"
-            self.reasons["short_prompt"] += 1
-            return self.fallback.choose(replicas, body)
+            return fallback(replicas, body), "short_prompt"
         bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.load for r in replicas) + 1)
                                               / len(replicas)))
-        pick = None
-        self._update_capacities(replicas)
-        for i, replica in enumerate(self.preference(replicas, hashes)):
+        order, matched = self._ranked(replicas, hashes, capacities)
+        for i, replica in enumerate(order):
             if replica.load < bound and replica.queue <= self.queue_threshold:
-                pick, self.last_reason = replica, ("prefix_match" if i < self._matched else "rendezvous")
-                break
-        if pick is None:
-            pick, self.last_reason = self.fallback.choose(replicas, body), "overloaded_least_loaded"
-        self.reasons[self.last_reason] += 1
-        self.learn(hashes, pick.base_url)
-        if self.on_choice is not None:
-            self.on_choice(hashes, pick.base_url)
-        return pick
+                return replica, ("prefix_match" if i < matched else "rendezvous")
+        return fallback(replicas, body), "overloaded_least_loaded"
 
     def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
         """Replicas in preference order: those holding the deepest table match first (by
         depth, then recency), then rendezvous order (capacity-aware mode: the modelled
         caches decide, see the module docstring). Sets ``_matched`` to the number of
         prefix-holding replicas at the front."""
+        order, self._matched = self._ranked(replicas, hashes, self.capacities)
+        return order
+
+    def _ranked(self, replicas: Sequence[Replica], hashes: Sequence[int],
+                capacities: dict[str, int]) -> tuple[list[Replica], int]:
+        """:meth:`preference`'s order and how many prefix-holding replicas lead it, with the
+        modelled ``capacities`` given (reads the chooser's state, writes none)."""
         key = hashes[min(len(hashes), self.hrw_blocks) - 1].to_bytes(8, "big")
         order = sorted(replicas, key=lambda r: _weight(key, r.base_url), reverse=True)
-        if self.cache_model and all(r.base_url in self.capacities for r in replicas):
-            return self._modelled_preference(order, hashes)
+        if self.cache_model and all(r.base_url in capacities for r in replicas):
+            return self._modelled_preference(order, hashes, capacities)
         matched = self._table_matched(replicas, hashes)
-        self._matched = len(matched)
         if matched:
-            return [*matched, *(r for r in order if all(r is not m for m in matched))]
+            return [*matched, *(r for r in order if all(r is not m for m in matched))], len(matched)
         if self.balance_new:
             order.sort(key=lambda r: self.owned.get(r.base_url, 0))  # stable: rendezvous order breaks ties
-        return order
+        return order, 0
 
     def _table_matched(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
         """Replicas the table remembers for the deepest block (at least ``match_threshold``
@@ -163,12 +181,13 @@ class AffinityChooser:
                     matched.append(r)
         return matched
 
-    def _modelled_preference(self, order: list[Replica], hashes: Sequence[int]) -> list[Replica]:
+    def _modelled_preference(self, order: list[Replica], hashes: Sequence[int],
+                             capacities: dict[str, int]) -> tuple[list[Replica], int]:
         caches, need = self.caches, max(1.0, self.match_threshold * len(hashes))
         depth = {r.base_url: caches.depth(r.base_url, hashes) for r in order}
         matched = sorted((r for r in order if depth[r.base_url] >= need), reverse=True,
                          key=lambda r: (depth[r.base_url], caches.last_used(r.base_url, hashes[0])))
-        self._matched = len(matched)
+        n_matched = len(matched)
         rest = [r for r in order if depth[r.base_url] < need]
         # A partly evicted prefix (tails go first) still saves its cached head: replicas
         # holding at least ``hrw_blocks`` leading blocks come first, deepest first (a short
@@ -180,25 +199,30 @@ class AffinityChooser:
             # places only prefixes the table does not know.
             remembered = self._table_matched(order, hashes)
             if remembered:
-                self._matched = len(remembered)
-                return [*remembered, *(r for r in order if all(r is not m for m in remembered))]
-        self._matched += sum(1 for r in rest if partial[r.base_url])  # sorted to the front below
+                return [*remembered, *(r for r in order if all(r is not m for m in remembered))], len(remembered)
+        n_matched += sum(1 for r in rest if partial[r.base_url])  # sorted to the front below
         if self.balance_new:
-            rest.sort(key=lambda r: (-partial[r.base_url], caches.coldness(r.base_url, self.capacities[r.base_url])))
+            rest.sort(key=lambda r: (-partial[r.base_url], caches.coldness(r.base_url, capacities[r.base_url])))
         else:
             rest.sort(key=lambda r: -partial[r.base_url])  # stable: ties keep rendezvous order
-        return [*matched, *rest]
+        return [*matched, *rest], n_matched
 
     def _update_capacities(self, replicas: Sequence[Replica]) -> None:
+        self.capacities.update(self._scraped_capacities(replicas))
+
+    def _scraped_capacities(self, replicas: Sequence[Replica]) -> dict[str, int]:
         """Each replica's modelled capacity in gateway blocks, from its scraped cache size
-        (else the ``cache_blocks`` option); replicas with neither are left out."""
+        (else the ``cache_blocks`` option); replicas with neither are left out (all of them
+        without ``cache_model``)."""
         if not self.cache_model:
-            return
+            return {}
+        out = {}
         for r in replicas:
             tokens = r.metrics.cache_tokens or (self.cache_blocks * self.block_tokens if self.cache_blocks else None)
             capacity = self.caches.capacity(tokens)
             if capacity is not None:
-                self.capacities[r.base_url] = capacity
+                out[r.base_url] = capacity
+        return out
 
     def observe_usage(self, body: dict, prompt_tokens: int) -> None:
         """Learn the served model's characters per token from an answer's

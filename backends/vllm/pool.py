@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from yarl import URL
+
 from backends.vllm.metrics import ReplicaMetrics
 
 log = logging.getLogger("mixroute.pool")
@@ -73,6 +75,15 @@ class Replica:
         return self.metrics.waiting or 0.0
 
 
+def safe_url(url: str) -> str:
+    """``url`` without user info, for logs, metric labels and ``/v1/route`` (``<unparsable
+    URL>`` if it cannot be parsed)."""
+    try:
+        return str(URL(url).with_user(None))
+    except (ValueError, TypeError):
+        return "<unparsable URL>"
+
+
 class ReplicaChooser(Protocol):
     """Picks the replica for a request."""
 
@@ -92,13 +103,25 @@ class LeastLoadedChooser:
         self._cursor = 0
 
     def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
+        i = self._next(replicas)
+        self._cursor = i + 1
+        return replicas[i]
+
+    def peek(self, replicas: Sequence[Replica], body: dict) -> Replica:
+        """The replica :meth:`choose` would return now, without moving the cursor."""
+        return replicas[self._next(replicas)]
+
+    def preview(self, replicas: Sequence[Replica], body: dict) -> tuple[Replica, str]:
+        """``(replica, "least_loaded")``: :meth:`peek` with the reason ``/v1/route`` shows."""
+        return self.peek(replicas, body), "least_loaded"
+
+    def _next(self, replicas: Sequence[Replica]) -> int:
         n = len(replicas)
         least = min(r.load for r in replicas)
         for step in range(n):
             i = (self._cursor + step) % n
             if replicas[i].load == least:
-                self._cursor = i + 1
-                return replicas[i]
+                return i
         raise AssertionError("unreachable: some replica has the least in-flight count")
 
 
@@ -124,11 +147,23 @@ class Pool:
     def pick(self, body: dict, exclude: Sequence[Replica] = ()) -> Replica | None:
         """Choose a replica for ``body`` among those not in ``exclude`` (ejected ones only
         when no healthy one is left); ``None`` if none left."""
+        left = self._eligible(exclude)
+        return self.chooser.choose(left, body) if left else None
+
+    def preview(self, body: dict) -> tuple[Replica, str] | None:
+        """The replica :meth:`pick` would choose for ``body`` now, and the chooser's reason,
+        without changing any state (the chooser's ``preview``: nothing learned or counted);
+        ``None`` when the chooser has no ``preview`` (e.g. a benchmark's)."""
+        preview = getattr(self.chooser, "preview", None)
+        return preview(self._eligible(()), body) if preview is not None else None
+
+    def _eligible(self, exclude: Sequence[Replica]) -> list[Replica]:
+        """Replicas not in ``exclude``: the healthy ones (and ejected ones due for a retry),
+        or all of them when none is."""
         left = [r for r in self.replicas if all(r is not e for e in exclude)]
         now = time.monotonic()
         healthy = [r for r in left if r.healthy or now - r.ejected_at >= self.retry_ejected_s]
-        left = healthy or left
-        return self.chooser.choose(left, body) if left else None
+        return healthy or left
 
     def failed(self, replica: Replica, *, request: bool = True) -> None:
         """Count a failure of ``replica`` (``request``: of a request, else of a scrape);

@@ -155,6 +155,7 @@ async def route(request: Request):
     runtime, settings, principal = await hot_path_deps(request)
     decision, _ = await _decide(request, runtime, settings, "chat", principal, dry_run=True)
     rec = decision.record
+    replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)
     return FastJSONResponse({
         "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
@@ -162,7 +163,16 @@ async def route(request: Request):
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
         "prefix_hash": rec.prefix_hash, "rewrite": rec.signals.get("rewrite"),
         "rewritten_request": {k: v for k, v in decision.body.items() if k != CACHE_SCOPE_KEY},
+        "replica": replica, "replica_reason": replica_reason,
     })
+
+
+def _replica_preview(runtime: Runtime, chosen: str | None, body: dict) -> tuple[str | None, str | None]:
+    """The replica (and the chooser's reason) the chosen backend's pool would pick for
+    ``body`` now, changing no state; ``(None, None)`` for backends without replicas."""
+    preview = getattr(runtime.backends.get(chosen or ""), "preview_replica", None)
+    found = preview(body) if preview is not None else None
+    return found if found is not None else (None, None)
 
 
 async def _complete(request: Request, runtime: Runtime, settings, principal: Principal, endpoint: str):

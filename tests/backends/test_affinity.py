@@ -257,3 +257,45 @@ def test_options_are_typed():
     with pytest.raises(ValueError):
         vllm(["http://x/v1"], affinty=True)
     assert vllm(["http://x/v1"], affinity=False).pool.chooser.__class__.__name__ == "LeastLoadedChooser"
+
+
+def chooser_state(c: AffinityChooser) -> tuple:
+    """Everything a choice learns or counts, to check that a preview changes none of it."""
+    return (list(c.table.items()), dict(c.owned), dict(c.reasons), c.last_reason, dict(c.capacities),
+            {u: list(lru.items()) for u, lru in c.caches.lru.items()}, c.caches.tick, c.fallback._cursor)
+
+
+@pytest.mark.parametrize("options", [{}, {"cache_blocks": 64}], ids=["table", "capacity-aware"])
+def test_preview_names_the_next_choice_and_changes_nothing(options):
+    chooser, reps = AffinityChooser(min_bound=2, load_factor=1.0, **options), replicas(3)
+    shared = []
+    chooser.on_choice = lambda hashes, url: shared.append(url)
+    for t in range(3):
+        chooser.choose(reps, conv(t))
+    home = chooser.choose(reps, conv(1, 2))
+    short = {"messages": [{"role": "user", "content": "hi"}]}
+    cases = [(conv(1, 3), "prefix_match"), (conv(9), "rendezvous"), (short, "short_prompt"),
+             (conv(1, 4), "overloaded_least_loaded")]
+    for body, expected in cases:
+        if expected == "overloaded_least_loaded":
+            for r in reps:
+                r.metrics.waiting = 50  # every scraped queue above the threshold
+        before, calls = chooser_state(chooser), len(shared)
+        replica, reason = chooser.preview(reps, body)
+        assert chooser_state(chooser) == before and len(shared) == calls
+        assert chooser.preview(reps, body) == (replica, reason)  # nothing moved between two previews
+        assert reason == expected and (reason != "prefix_match" or replica is home)
+        assert chooser.choose(reps, body) is replica and chooser.last_reason == reason
+
+
+def test_pool_preview_skips_ejected_replicas_and_least_loaded_keeps_its_cursor():
+    pool = Pool(["http://a/v1", "http://b/v1", "http://c/v1"], eject_after=1)
+    a, b, c = pool.replicas
+    pool.failed(a)
+    assert pool.preview({}) == (b, "least_loaded")
+    assert pool.preview({}) == (b, "least_loaded")  # the round-robin cursor did not move
+    assert pool.pick({}) is b and pool.preview({}) == (c, "least_loaded")
+    affinity = Pool([r.base_url for r in pool.replicas], AffinityChooser(), eject_after=1)
+    affinity.failed(affinity.replicas[0])
+    for t in range(6):
+        assert affinity.preview(conv(t))[0] is not affinity.replicas[0]
