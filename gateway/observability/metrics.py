@@ -25,6 +25,7 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_store_queue_rows                                gauge     rows waiting in the write queue
     mixroute_store_journal_bytes                             gauge     size of the spill journal
     mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
+    mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gateway.observability.replicas import ReplicaCollector
 from router.records import DecisionRecord, OutcomeRecord
 
 log = logging.getLogger("mixroute.metrics")
@@ -93,6 +95,8 @@ class Metrics:
         self._lock = threading.Lock()
         self.scraped = ScrapeCollector(self)
         r.register(self.scraped)
+        self.replicas = ReplicaCollector()
+        r.register(self.replicas)
 
     # -- recording (called from the request path) ---------------------------------------
 
