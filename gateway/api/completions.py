@@ -156,6 +156,8 @@ async def route(request: Request):
     decision, _ = await _decide(request, runtime, settings, "chat", principal, dry_run=True)
     rec = decision.record
     replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)
+    if principal.tenant is not None and not principal.admin:
+        replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
         "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,

@@ -154,3 +154,35 @@ routes:
     text = metrics_when(gw, lambda t: "mixroute_replica_healthy{" not in t)
     assert not any(samples(text, f"mixroute_replica_{g}") for g in REPLICA_GAUGES)
     assert "# TYPE mixroute_replica_healthy gauge" in text
+
+
+def test_a_tenant_key_sees_the_reason_but_not_the_replica_address(tmp_path):
+    """Replica URLs are internal addresses: ``/v1/route`` gives them to the admin key (and to
+    everyone while auth is off), a tenant's key sees only the chooser's reason."""
+    from gateway.auth.keys import create_key
+    from gateway.store.db import make_engine, upgrade
+
+    servers = serve_replicas(1, STREAMY)
+    db = f"sqlite:///{tmp_path}/keys.db"
+    engine = make_engine(db)
+    upgrade(engine)
+    key, _ = create_key(engine, "acme")
+    engine.dispose()
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: m, endpoints: ["{servers.urls[0]}"], quality: 0.9}}
+routes:
+  - {{name: auto, backends: [pool]}}
+"""
+    gw = start_gateway(tmp_path, policy, database_url=db, admin_key="sk-admin-test")
+    try:
+        body = {**conv(5), "model": "auto"}
+        tenant = httpx.post(gw.v1 + "/route", json=body, headers={"authorization": f"Bearer {key}"}, timeout=10)
+        admin = httpx.post(gw.v1 + "/route", json=body, headers={"authorization": "Bearer sk-admin-test"},
+                           timeout=10)
+        assert tenant.status_code == admin.status_code == 200
+        assert tenant.json()["replica"] is None and tenant.json()["replica_reason"] == "rendezvous"
+        assert admin.json()["replica"] == servers.urls[0]
+    finally:
+        gw.stop()
+        servers.stop()
