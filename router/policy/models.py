@@ -238,12 +238,16 @@ class QualityBar(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "QualityBar":
+        problems = []  # all of them at once: fixing one should not reveal the next
         if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
-            raise ValueError("set exactly one of 'min_quality', 'target', 'willingness_to_pay' or 'route_target'")
-        if self.window is not None and self.route_target is None:
-            raise ValueError("'window' applies to a 'route_target' bar only")
-        if self.uncertainty_z is not None and self.route_target is None:
-            raise ValueError("'uncertainty_z' applies to a 'route_target' bar only")
+            problems.append("set exactly one of 'min_quality', 'target', 'willingness_to_pay' or 'route_target'")
+        if self.route_target is None:
+            extras = [k for k in ("window", "uncertainty_z") if getattr(self, k) is not None]
+            if extras:
+                problems.append(f"{' and '.join(repr(k) for k in extras)} appl{'y' if len(extras) > 1 else 'ies'} "
+                                "to a 'route_target' bar only")
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
 
     @property

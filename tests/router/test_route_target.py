@@ -369,3 +369,14 @@ def test_uncertainty_z_is_for_route_target_only():
     with pytest.raises(PolicyError, match="uncertainty_z"):
         parse_policy(POLICY.replace("BAR", "{route_target: 0.9, uncertainty_z: -1}"))
     assert parse_policy(POLICY.replace("BAR", "{route_target: 0.9}")).policy.routes[0].quality_bar.z == 1.0
+
+
+def test_every_problem_of_a_bar_is_reported_at_once():
+    from router.policy.loader import PolicyError
+
+    with pytest.raises(PolicyError) as exc:
+        parse_policy(POLICY.replace("BAR", "{target: 0.9, window: 10, uncertainty_z: 1}"))
+    assert "'window' and 'uncertainty_z' apply to a 'route_target' bar only" in str(exc.value)
+    with pytest.raises(PolicyError) as exc:
+        parse_policy(POLICY.replace("BAR", "{window: 10}"))
+    assert "set exactly one of" in str(exc.value) and "'window' applies to" in str(exc.value)
