@@ -12,7 +12,8 @@ Tree::
     │    missing upstream is the backend's fault; retryable)
     ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
     │                                                 the same request fails everywhere)
-    │   (the upstream's param is kept, and its code when context_length_exceeded)
+    │   (the upstream's param is kept, and its code when context_length_exceeded; that
+    │    one is retryable: a candidate with a larger context window can answer)
     └── BackendStreamError       502                  upstream_stream_error    (after first byte;
                                                       ends the stream with an error event)
 """
@@ -97,5 +98,10 @@ def from_status(status: int, message: str, *, backend: str, param: str | None = 
         # A bad provider key or a model missing upstream is this backend's problem, not the
         # request's: another candidate can still answer.
         return BackendError(message, backend=backend, upstream_status=status, code="upstream_unavailable")
-    return BackendRejected(message, backend=backend, upstream_status=status, param=param,
-                           code=code if code in UPSTREAM_CODES else None)
+    rejected = BackendRejected(message, backend=backend, upstream_status=status, param=param,
+                               code=code if code in UPSTREAM_CODES else None)
+    if rejected.code == "context_length_exceeded":
+        # Too long for this model, not a bad request: a candidate with a larger context
+        # window can answer it (the engine estimates tokens, the upstream counts them).
+        rejected.retryable = True
+    return rejected

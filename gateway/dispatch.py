@@ -1,7 +1,8 @@
 """Dispatch a decision to its backends, with fallback, and account for the outcome.
 
 Fallback rule: on a retryable :class:`~backends.errors.BackendError` (connect error,
-timeout, 429, 5xx) *before the first byte reached the client*, the next backend of the
+timeout, 429, 5xx, an upstream 401/403/404, a 400 ``context_length_exceeded``) *before the
+first byte reached the client*, the next backend of the
 decision's order is tried. For streams the gateway waits for the first chunk before it
 sends the response head, so a failure before it still falls back; after it, the stream
 ends with an OpenAI-style error event ``data: {"error": {...}}`` and ``data: [DONE]``.

@@ -135,7 +135,8 @@ async def test_upstream_context_length_exceeded_keeps_param_and_code(make_backen
     expected = {"type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
     with pytest.raises(BackendRejected) as info:
         await backend.send("chat", _body(backend, CHAT))
-    assert not info.value.retryable and info.value.status == 400
+    # retryable: another candidate, with a larger context window, can answer it
+    assert info.value.retryable and info.value.status == 400
     assert {k: info.value.to_envelope()["error"][k] for k in expected} == expected
     with pytest.raises(BackendRejected) as info:
         await _collect(backend.stream("chat", _body(backend, CHAT)))

@@ -27,12 +27,15 @@ backends:
   - {name: good, kind: fake, model: good-model, quality: 0.9, pricing: {input_per_1m: 1.0, output_per_1m: 2.0}}
   - {name: buggy, kind: fake, model: m-adapter-bug, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
   - {name: slow, kind: fake, model: s-slow, quality: 0.9, options: {first_token_delay_s: 0.05, token_delay_s: 0.2}}
+  - {name: short, kind: fake, model: m-error-context, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
 routes:
   - {name: auto, backends: [broken-500, limited-429, good], quality_bar: {target: 0.95}}
   - {name: all-broken, backends: [broken-500, limited-429], quality_bar: {target: 0.95}}
   - {name: drop, backends: [dropper, good], quality_bar: {target: 0.95}}
   - {name: bug, backends: [buggy, good], quality_bar: {target: 0.95}}
   - {name: only-bug, backends: [buggy], quality_bar: {target: 0.95}}
+  - {name: long, backends: [short, good], quality_bar: {target: 0.95}}
+  - {name: only-short, backends: [short], quality_bar: {target: 0.95}}
 """
 
 

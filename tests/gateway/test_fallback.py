@@ -128,3 +128,18 @@ def test_a_pinned_failure_logs_giving_up_not_falling_back(fallback_gateway, capl
     assert resp.status_code == 502
     lines = [r.getMessage() for r in caplog.records if "failed before the first byte" in r.getMessage()]
     assert lines and lines[-1].endswith("giving up") and not any("falling back" in line for line in lines)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_context_length_exceeded_falls_back_to_another_candidate(fallback_gateway, stream):
+    """Too long for one model is not a bad request: the next candidate (which may have a larger
+    context window) answers; with no other candidate the client gets the upstream's error,
+    code and param kept."""
+    body = {"model": "long", "messages": MSG, "stream": stream}
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200 and resp.headers["x-mixroute-backend"] == "good"
+    assert resp.headers["x-mixroute-fallbacks"] == "short"
+    alone = httpx.post(fallback_gateway.v1 + "/chat/completions", json={**body, "model": "only-short"})
+    err = alone.json()["error"]
+    assert alone.status_code == 400 and (err["code"], err["param"], err["type"]) == (
+        "context_length_exceeded", "messages", "invalid_request_error")
