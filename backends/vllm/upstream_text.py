@@ -90,10 +90,18 @@ def upstream_message(data: bytes, status: int) -> str:
     return scrub(message)[:300].strip() or _phrase(status)
 
 
+#: vLLM's wordings for a prompt beyond the model's context window (it sends ``code`` 400, an
+#: integer, not OpenAI's ``context_length_exceeded``): "This model's maximum context length
+#: is 8192 tokens. However, you requested ..." and "The decoder prompt (length 9000) is
+#: longer than the maximum model length of 8192".
+CONTEXT_WORDING = re.compile(r"maximum context length|longer than the maximum model length", re.IGNORECASE)
+
+
 def upstream_fields(error: bytes | dict) -> tuple[str | None, str | None]:
     """``(param, code)`` of an upstream error: a response body holding the OpenAI envelope
     (or vLLM's older top-level error object), or the ``error`` object itself. Each is a
-    string or ``None`` (vLLM's integer ``code`` is ``None``); ``param`` is passed through
+    string or ``None`` (vLLM's integer ``code`` is ``None``, except that a message in
+    :data:`CONTEXT_WORDING` gives ``context_length_exceeded``); ``param`` is passed through
     :func:`scrub`, at most 100 characters."""
     if isinstance(error, bytes):
         try:
@@ -104,6 +112,9 @@ def upstream_fields(error: bytes | dict) -> tuple[str | None, str | None]:
     if not isinstance(error, dict):
         return None, None
     param, code = error.get("param"), error.get("code")
+    message = error.get("message")
+    if not isinstance(code, str) and isinstance(message, str) and CONTEXT_WORDING.search(message[:2000]):
+        code = "context_length_exceeded"
     return (scrub(param)[:100] if isinstance(param, str) and param else None,
             code if isinstance(code, str) else None)
 

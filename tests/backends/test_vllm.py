@@ -7,6 +7,7 @@ import logging
 import socket
 
 import httpx
+import orjson
 import pytest
 
 from backends.errors import (
@@ -198,6 +199,12 @@ def test_upstream_param_and_context_code_are_kept():
     kept = backend._status_error(500, b'{"error": {"message": "x", "param": "messages", '
                                       b'"code": "context_length_exceeded"}}')
     assert (kept.code, kept.param) == ("upstream_server_error", None)  # only a rejection blames the request
+    # vLLM itself sends code 400 (an integer): its wordings for a prompt beyond the window count
+    for message in ("This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.",
+                    "The decoder prompt (length 9000) is longer than the maximum model length of 8192."):
+        err = backend._status_error(400, orjson.dumps({"object": "error", "message": message, "code": 400}))
+        assert (err.code, err.retryable) == ("context_length_exceeded", True)
+        assert backend._event_error({"message": message, "code": 400}, False).code == "context_length_exceeded"
 
 
 def test_stream_error_events_are_scrubbed_too():
