@@ -85,10 +85,11 @@ def test_keda_and_hpa_series_are_exposed_by_the_gateway_with_a_pool_label(object
 
 def _documented_series() -> set[str]:
     """The series of gateway/observability/metrics.py's documented table (some, like the
-    store's, appear only once a store is attached)."""
+    store's, appear only once a store is attached), and of the per-replica collector's."""
     import gateway.observability.metrics as mod
+    import gateway.observability.replicas as replicas
 
-    return set(re.findall(r"^\s+(mixroute_\w+)[{ ]", mod.__doc__, re.M))
+    return {s for m in (mod, replicas) for s in re.findall(r"^\s+(mixroute_\w+)[{ ]", m.__doc__, re.M)}
 
 
 def test_prometheus_rules_and_the_dashboard_use_gateway_series():
