@@ -5,7 +5,8 @@ Model-name suffixes (TensorZero's dummy-provider idea):
 - ``...-slow``: ``options.first_token_delay_s`` (default 0.5 s) before the first token and
   ``options.token_delay_s`` (default 0.02 s) between chunks.
 - ``...-error-429`` / ``...-error-500``: fail before the first byte, as the upstream would.
-- ``...-error-context``: a 400 ``context_length_exceeded`` (param ``messages``), as a model
+- ``...-error-context``: a 400 ``context_length_exceeded`` (param ``messages``, or ``prompt``
+  for legacy completions), as a model
   whose context window the prompt exceeds answers.
 - ``...-drop-mid-stream``: a stream breaks after 3 chunks; a non-streaming call fails.
 - ``...-adapter-bug``: raises a plain ``RuntimeError`` (not a ``BackendError``), as a bug in a
@@ -57,7 +58,8 @@ class FakeBackend(SyntheticBackend):
             raise BackendServerError(f"{self.name}: internal error (fake)", backend=self.name, upstream_status=500)
         if model.endswith("-error-context"):
             raise from_status(400, f"{self.name}: this model's maximum context length is exceeded (fake)",
-                              backend=self.name, param="messages", code="context_length_exceeded")
+                              backend=self.name, param="prompt" if endpoint == "completions" else "messages",
+                              code="context_length_exceeded")
         if model.endswith("-adapter-bug"):
             raise RuntimeError(f"{self.name}: simulated adapter bug (fake)")
         text = prompt_text(endpoint, body)

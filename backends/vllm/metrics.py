@@ -122,13 +122,20 @@ def cache_config(text: str) -> tuple[int, int] | None:
 def to_metrics(samples: dict[str, float], previous: ReplicaMetrics | None = None,
                config: tuple[int, int] | None = None) -> ReplicaMetrics:
     """:class:`ReplicaMetrics` from parsed samples; ``previous`` gives the TTFT delta;
-    ``config`` is :func:`cache_config`'s answer."""
+    ``config`` is :func:`cache_config`'s answer. A value no vLLM reports (negative, not
+    finite, a KV-cache usage above 1, more prefix-cache hits than queries) is left out, as
+    if not reported: the chooser and ``/metrics`` must not act on a broken exporter's numbers."""
     m = ReplicaMetrics(scraped_at=time.monotonic())
     if config is not None:
         m.cache_blocks, m.cache_block_size = config
     for name, attr in _NAMES.items():
-        if name in samples:
-            setattr(m, attr, samples[name])
+        value = samples.get(name)
+        if value is not None and math.isfinite(value) and value >= 0:
+            setattr(m, attr, value)
+    if m.kv_cache_usage is not None and m.kv_cache_usage > 1:
+        m.kv_cache_usage = None
+    if (m.prefix_cache_hits or 0) > (m.prefix_cache_queries or 0):
+        m.prefix_cache_hits = m.prefix_cache_queries = None
     if previous and previous.ttft_count is not None and m.ttft_count is not None:
         dn = m.ttft_count - previous.ttft_count
         if dn > 0 and m.ttft_sum_s is not None and previous.ttft_sum_s is not None:

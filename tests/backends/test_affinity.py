@@ -130,6 +130,17 @@ def test_parse_vllm_metrics_including_older_names():
     assert metrics_url("http://h:8000/v1") == "http://h:8000/metrics"
 
 
+def test_values_no_vllm_reports_are_left_out():
+    """A broken exporter's numbers (negative counts, usage above 1, more hits than queries,
+    NaN) count as not reported: the chooser would take a queue of -4 as room to spare."""
+    bad = to_metrics({"vllm:num_requests_running": -4.0, "vllm:num_requests_waiting": float("nan"),
+                      "vllm:kv_cache_usage_perc": 7.5, "vllm:prefix_cache_queries_total": 10.0,
+                      "vllm:prefix_cache_hits_total": 50.0})
+    assert (bad.running, bad.waiting, bad.kv_cache_usage, bad.prefix_hit_rate) == (None, None, None, None)
+    good = to_metrics({"vllm:num_requests_waiting": 0.0, "vllm:kv_cache_usage_perc": 1.0})
+    assert (good.waiting, good.kv_cache_usage) == (0.0, 1.0)
+
+
 def test_ejection_after_consecutive_failures_and_back_in():
     pool = Pool(["http://a/v1", "http://b/v1"], eject_after=3)
     a, b = pool.replicas
