@@ -11,9 +11,10 @@ Tree::
     │   (401/403/404 upstream:   code upstream_unavailable: a bad provider key or a model
     │    missing upstream is the backend's fault; retryable)
     ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
-    │                                                 the same request fails everywhere)
-    │   (the upstream's param is kept, and its code when context_length_exceeded; that
-    │    one is retryable: a candidate with a larger context window can answer)
+    │   │                                             the same request fails everywhere;
+    │   │                                             the upstream's param is kept)
+    │   └── BackendContextExceeded 400                context_length_exceeded  (retryable: a
+    │                                                 candidate with a larger window can answer)
     └── BackendStreamError       502                  upstream_stream_error    (after first byte;
                                                       ends the stream with an error event)
 """
@@ -68,14 +69,18 @@ class BackendRejected(BackendError):
     retryable = False
 
 
+class BackendContextExceeded(BackendRejected):
+    """The prompt is too long for this backend's model: not a bad request (the engine
+    estimates tokens, the upstream counts them), so another candidate, with a larger
+    context window, may answer. Clients get OpenAI's code, on which SDK users shorten the
+    conversation (the gateway raises it itself too, :class:`router.errors.ContextTooLong`)."""
+
+    code = "context_length_exceeded"
+    retryable = True
+
+
 class BackendStreamError(BackendError):
     code = "upstream_stream_error"
-
-
-UPSTREAM_CODES = frozenset({"context_length_exceeded"})
-"""Upstream error codes a :class:`BackendRejected` keeps instead of ``upstream_rejected``:
-clients act on them (SDK users shorten the conversation on ``context_length_exceeded``,
-which the gateway raises itself too, :class:`router.errors.ContextTooLong`)."""
 
 
 def from_status(status: int, message: str, *, backend: str, param: str | None = None,
@@ -85,8 +90,8 @@ def from_status(status: int, message: str, *, backend: str, param: str | None = 
     Args:
         param: the upstream error's ``param`` (the request field at fault); kept on a
             :class:`BackendRejected` only, the one class that blames the request.
-        code: the upstream error's ``code``; kept on a :class:`BackendRejected` when it is
-            one of :data:`UPSTREAM_CODES`.
+        code: the upstream error's ``code``; ``context_length_exceeded`` on a 4xx
+            rejection gives :class:`BackendContextExceeded`, other codes are not kept.
     """
     if status == 429:
         return BackendRateLimited(message, backend=backend, upstream_status=status)
@@ -98,10 +103,5 @@ def from_status(status: int, message: str, *, backend: str, param: str | None = 
         # A bad provider key or a model missing upstream is this backend's problem, not the
         # request's: another candidate can still answer.
         return BackendError(message, backend=backend, upstream_status=status, code="upstream_unavailable")
-    rejected = BackendRejected(message, backend=backend, upstream_status=status, param=param,
-                               code=code if code in UPSTREAM_CODES else None)
-    if rejected.code == "context_length_exceeded":
-        # Too long for this model, not a bad request: a candidate with a larger context
-        # window can answer it (the engine estimates tokens, the upstream counts them).
-        rejected.retryable = True
-    return rejected
+    cls = BackendContextExceeded if code == BackendContextExceeded.code else BackendRejected
+    return cls(message, backend=backend, upstream_status=status, param=param)

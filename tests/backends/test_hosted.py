@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendRejected, BackendTimeout
+from backends.errors import BackendConnectError, BackendContextExceeded, BackendError, BackendRateLimited, BackendTimeout
 from backends.hosted.backend import OPENAI_KEYS, HostedBackend, load_litellm, translate_error
 from backends.hosted.pricing import hosted_pricing
 from router.policy.models import BackendConfig
@@ -130,7 +130,7 @@ def test_a_context_window_error_without_a_body_still_has_its_code():
     litellm = load_litellm()
     exc = litellm.ContextWindowExceededError(message="prompt is too long", model="m", llm_provider="anthropic")
     error = translate_error(exc, backend="h")
-    assert type(error) is BackendRejected and error.code == "context_length_exceeded" and error.param is None
+    assert type(error) is BackendContextExceeded and error.code == "context_length_exceeded" and error.param is None
 
 
 async def test_a_model_litellm_has_no_provider_for_is_the_backends_fault():
