@@ -33,8 +33,8 @@ import numpy as np
 
 from router.calibration.bound import RESAMPLES, Point, evaluate, pick, resample_weights, strongest
 from router.calibration.errors import CalibrationError, TargetUnreachable
-from router.calibration.simulate import (GRIDS, Progress, Sweep, bar_of, data_columns, decide_rows, load_rows, sweep,
-                                        with_bar)
+from router.calibration.simulate import (GRIDS, Progress, Sweep, bar_of, data_columns, decide_rows, kept_settings,
+                                        load_rows, sweep, with_bar)
 from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
 from router.policy.models import QualityBar
@@ -154,10 +154,7 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
 def evidence_bar(result: Calibration, target: float, data: list[str]) -> dict[str, Any]:
     """The ``quality_bar`` mapping to write: the picked threshold and its evidence."""
     p = result.chosen
-    window = {}
-    if p.param == "route_target":
-        window = {k: v for k, v in (("window", result.window), ("uncertainty_z", result.uncertainty_z)) if v is not None}
-    return {p.param: p.threshold, **window, "calibrated": {
+    return {p.param: p.threshold, **kept_settings(p.param, result.window, result.uncertainty_z), "calibrated": {
         "ratio_target": target, "confidence": result.confidence, "ratio": round(p.ratio, 4),
         "ratio_lower_bound": round(p.lower, 4), "cost_ratio": round(p.cost_ratio, 4),
         "miss_rate": round(p.miss_rate, 4), "n": p.n, "method": result.method,

@@ -104,13 +104,17 @@ def data_columns(loaded: LoadedPolicy, route: RouteConfig, models: Sequence[str]
     return out
 
 
+def kept_settings(param: str, window: int | None, uncertainty_z: float | None) -> dict:
+    """The route's bar settings that a swept or written bar of kind ``param`` keeps: a
+    ``route_target`` bar keeps ``window`` and ``uncertainty_z`` (those set); others none."""
+    if param != "route_target":
+        return {}
+    return {k: v for k, v in (("window", window), ("uncertainty_z", uncertainty_z)) if v is not None}
+
+
 def bar_of(param: str, threshold: float, window: int | None = None, uncertainty_z: float | None = None) -> QualityBar:
-    """The bar ``{param: threshold}``; a ``route_target`` bar keeps the route's ``window`` and
-    ``uncertainty_z``."""
-    extra = {}
-    if param == "route_target":
-        extra = {k: v for k, v in (("window", window), ("uncertainty_z", uncertainty_z)) if v is not None}
-    return QualityBar(**{param: threshold, **extra})
+    """The bar ``{param: threshold}``, with the route's :func:`kept_settings`."""
+    return QualityBar(**{param: threshold, **kept_settings(param, window, uncertainty_z)})
 
 
 def with_bar(loaded: LoadedPolicy, route: str, bar: QualityBar) -> LoadedPolicy:
