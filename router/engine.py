@@ -341,18 +341,16 @@ class Router:
         return cands
 
     @staticmethod
-    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None,
-             held: dict[str, float] | None = None) -> float:
+    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float]) -> float:
         """The quality a candidate must reach; ``held``: backend -> the quality tested
-        (``quality_bound`` under ``route_target``; default: ``predicted_quality``)."""
+        (``quality_bound`` under ``route_target``, else ``predicted_quality``)."""
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
         if qb.willingness_to_pay is not None:  # utility_usd set by decide()
             best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
             return max(c.predicted_quality for c in cands if c.utility_usd >= best)
-        q = held or {c.backend: c.predicted_quality for c in cands}
-        return (qb.target if share is None else share) * max(q[c.backend] for c in cands)
+        return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
 
 
 
