@@ -307,6 +307,13 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+def check_think_s(parser: argparse.ArgumentParser, value: float) -> None:
+    """Exit through ``parser.error`` unless ``--think-s`` is a finite number of seconds >= 0
+    (NaN, negative and infinite pauses used to run as no pauses)."""
+    if not (value >= 0 and value != float("inf")):  # NaN fails both
+        parser.error(f"--think-s must be a finite number of seconds >= 0, not {value}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.prefix_cache", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, help="write the report here")
@@ -329,8 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds must be comma-separated integers, not {args.seeds!r}")
     if not seeds:
         parser.error("--seeds: give at least one seed")
-    if not (args.think_s >= 0 and args.think_s != float("inf")):  # NaN fails both
-        parser.error(f"--think-s must be a finite number of seconds >= 0, not {args.think_s}")
+    check_think_s(parser, args.think_s)
     reports = []
     for seed in seeds:
         p = Params(replicas=args.replicas, tenants=args.tenants, sessions=args.sessions, turns=args.turns,

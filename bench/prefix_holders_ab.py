@@ -21,7 +21,7 @@ import asyncio
 import statistics
 
 from backends.vllm.affinity import AffinityChooser
-from bench.prefix_cache import Params, run_one, serve_replicas, workload
+from bench.prefix_cache import Params, check_think_s, run_one, serve_replicas, workload
 
 
 def parse_variant(text: str) -> dict[str, float]:
@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--think-s", type=float, default=Params.think_s,
                     help="mean pause between a session's turns, seconds (as bench.prefix_cache --think-s)")
     a = ap.parse_args()
+    check_think_s(ap, a.think_s)
     variants = a.variants or [f"holders={h}" for h in a.holders.split(",")]
     res = asyncio.run(ab(variants, [int(x) for x in a.seeds.split(",")], a.repeats, a.concurrency, a.think_s))
     for v, runs in res.items():
