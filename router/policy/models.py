@@ -9,7 +9,6 @@ which reports ``FILE:LINE path: problem``.
 
 from __future__ import annotations
 
-import difflib
 import re
 from functools import cached_property
 from pathlib import Path
@@ -19,7 +18,9 @@ from pydantic import AfterValidator, Field, SecretStr, field_validator, model_va
 
 from router.policy.base import NAME_PATTERN, Integer, Number, Version, _Strict
 from router.policy.endpoints import check_endpoint
+from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
+from router.policy.signals import SignalName, Threshold
 
 
 class Pricing(_Strict):
@@ -149,116 +150,6 @@ class BackendConfig(_Strict):
         return self
 
 
-class CalibrationEvidence(_Strict):
-    """How ``mixroute calibrate`` chose a route's bar (:mod:`router.calibration`). Informational:
-    the engine reads only ``min_quality`` / ``target`` / ``willingness_to_pay``.
-
-    Attributes:
-        ratio_target: the realised quality ratio (routed / always-strongest) aimed at.
-        confidence: one-sided confidence of ``ratio_lower_bound``.
-        ratio, ratio_lower_bound: realised ratio on the calibration rows, and its bound.
-        cost_ratio: routed cost / always-strongest cost on those rows.
-        miss_rate: share of rows whose routed answer scored below the strongest model's.
-        n: calibration rows. method, date, data: how, when (UTC, ISO) and on what.
-    """
-
-    ratio_target: Number = Field(gt=0, le=1)
-    confidence: Number = Field(gt=0, lt=1)
-    ratio: Number = Field(ge=0)
-    ratio_lower_bound: Number = Field(ge=0)
-    cost_ratio: Number = Field(ge=0)
-    miss_rate: Number = Field(ge=0, le=1)
-    n: Integer = Field(ge=1)
-    method: str = ""
-    date: str = ""
-    data: list[str] = Field(default_factory=list)
-
-
-#: ``uncertainty_z`` of a ``route_target`` bar that does not set one: one posterior standard
-#: deviation. In `mixroute replay` at ``route_target: 0.95`` on RouterBench rows
-#: (docs/CALIBRATION.md, 2026-12-04) it realised 0.934-0.962 of always-GPT-4's quality at
-#: 0.26-0.37 of its cost (0.952 at 0.292 over all 2,205 rows), where ``0`` realised
-#: 0.934-0.964 at 0.24-0.29 (0.942 at 0.238): 0.95 at no more than 0.35 in 5 of 9 runs
-#: against 3 of 9.
-DEFAULT_UNCERTAINTY_Z = 1.0
-
-
-class QualityBar(_Strict):
-    """The quality a route requires. Exactly one of:
-
-    Attributes:
-        min_quality: absolute bar, a calibrated probability of a good answer in [0, 1].
-        target: relative bar, a share of the strongest allowed candidate's predicted
-            quality (``0.95`` = at least 95% of the best).
-        willingness_to_pay: USD the route pays per unit of predicted quality (probability
-            of a good answer): the engine picks the candidate maximising
-            ``willingness_to_pay x predicted quality - expected cost (USD)``, i.e. a more
-            expensive candidate only when its predicted gain is worth its extra cost. This
-            is the cost-quality trade-off of RouterBench's predictive routers (Hu et al.
-            2024, "willingness to pay" lambda); unlike ``target``, it spends the expensive
-            model where it gains most, so a route reaches an aggregate quality ratio for
-            less. ``0.01`` = one cent for a sure good answer over a sure bad one.
-        route_target: route-level relative bar, in (0, 1]: over the route's last ``window``
-            requests, the summed predicted quality of the choices is at least this share of
-            the summed predicted quality of each request's strongest candidate. The engine
-            applies ``target``'s per-request rule with the lowest share that keeps the
-            route there (:mod:`router.aggregate`), so it holds the quantity offline
-            evaluation reports (realised quality as a share of always-strongest) for less
-            than ``target`` spends making every single request clear it.
-        window: requests a ``route_target`` bar looks back over (1-10,000, default 512;
-            only with ``route_target``).
-        uncertainty_z: only with ``route_target`` (0-5, default :data:`DEFAULT_UNCERTAINTY_Z`):
-            the bar is held on each candidate's lower bound ``quality - z x sd`` instead
-            of its predicted quality, ``sd`` being the prediction's posterior standard
-            deviation (:attr:`router.predict.Prediction.quality_sd`; 0 without an outcome
-            memory). Choosing the cheap candidates whose estimates clear a bar selects
-            the estimates that erred upwards, so the realised share falls short of the
-            predicted one (the optimizer's curse, Smith & Winkler, Management Science
-            52(3), 2006); on RouterBench rows the predicted 0.95 realised 0.934-0.964 with
-            ``0``, under 0.95 in 6 of 9 runs (docs/CALIBRATION.md). ``0``: hold the
-            predicted share. A change starts the route's window afresh.
-        calibrated: evidence written by ``mixroute calibrate`` for the value set above.
-    """
-
-    min_quality: Number | None = Field(default=None, ge=0, le=1)
-    target: Number | None = Field(default=None, gt=0, le=1)
-    willingness_to_pay: Number | None = Field(default=None, gt=0)
-    route_target: Number | None = Field(default=None, gt=0, le=1)
-    window: Integer | None = Field(default=None, ge=1, le=10_000)
-    uncertainty_z: Number | None = Field(default=None, ge=0, le=5)
-    calibrated: CalibrationEvidence | None = None
-
-    #: The bar kinds, one of which is set.
-    KINDS: ClassVar[tuple[str, ...]] = ("min_quality", "target", "willingness_to_pay", "route_target")
-
-    @property
-    def kind(self) -> str:
-        """The name of the one bar field that is set (one of :attr:`KINDS`)."""
-        return next(k for k in self.KINDS if getattr(self, k) is not None)
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "QualityBar":
-        problems = []  # all of them at once: fixing one should not reveal the next
-        if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
-            problems.append("set exactly one of 'min_quality', 'target', 'willingness_to_pay' or 'route_target'")
-        if self.route_target is None:
-            extras = [k for k in ("window", "uncertainty_z") if getattr(self, k) is not None]
-            if extras:
-                problems.append(f"{' and '.join(repr(k) for k in extras)} appl{'y' if len(extras) > 1 else 'ies'} "
-                                "to a 'route_target' bar only")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    @property
-    def z(self) -> float:
-        """The ``uncertainty_z`` in force: as set, else :data:`DEFAULT_UNCERTAINTY_Z` for a
-        ``route_target`` bar, else 0."""
-        if self.route_target is None:
-            return 0.0
-        return float(self.uncertainty_z) if self.uncertainty_z is not None else DEFAULT_UNCERTAINTY_Z
-
-
 class RouteConfig(_Strict):
     """A route: what a client names as ``model`` to get routed.
 
@@ -289,54 +180,6 @@ class RouteConfig(_Strict):
     on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
     rewrite: bool = True
-
-
-#: The shipped classifier's number signals (probabilities in [0, 1]) a rule can test;
-#: heads added under ``adapters/`` add their own names.
-NUMBER_SIGNALS = ("pii", "injection", "difficulty", "domain_confidence", "scan_coverage")
-#: Signals that are labels or lists, which no threshold can test.
-TEXT_SIGNALS = ("domain", "classifier_heads", "quality_prior_for", "predictor")
-#: Heads whose output is not a probability (per-model qualities, a label, a token count).
-_NOT_PROBABILITY_HEADS = ("quality", "domain", "output_length")
-
-
-def number_signals() -> tuple[str, ...]:
-    """The signal names a rule threshold can test: :data:`NUMBER_SIGNALS` plus the name of
-    every other head folder under the shipped ``adapters/`` (a head you train and add
-    there), whose output is a probability."""
-    import adapters
-
-    root = Path(adapters.__file__).resolve().parent
-    extra = sorted(p.name for p in root.iterdir() if (p / "config.json").is_file()
-                   and p.name not in NUMBER_SIGNALS and p.name not in _NOT_PROBABILITY_HEADS)
-    return (*NUMBER_SIGNALS, *extra)
-
-
-def _signal_name(name: str) -> str:
-    if name in TEXT_SIGNALS:
-        raise ValueError(f"'{name}' is not a number signal, so no threshold applies to it "
-                         f"(number signals: {', '.join(NUMBER_SIGNALS)})")
-    known = number_signals()
-    if name not in known:
-        near = [k for k in known if k.lower() == name.lower()] or \
-            difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-        hint = f"did you mean '{near[0]}'? " if near else ""
-        raise ValueError(f"unknown signal '{name}': {hint}(number signals: {', '.join(known)}; a rule on a "
-                         "signal that is never produced never fires)")
-    return name
-
-
-def _probability(threshold: float) -> float:
-    if not 0 <= threshold <= 1:
-        raise ValueError(f"the threshold must be between 0 and 1 (signals are probabilities), not {threshold}")
-    return threshold
-
-
-#: A rule's signal name and its threshold (a number, never a boolean: YAML true/false would
-#: count as 1/0): checked entry by entry, so that every bad entry of a ``when_signal`` gets
-#: its own ``file:line when_signal.NAME`` line (a field validator stopped at the first).
-SignalName = Annotated[str, AfterValidator(_signal_name)]
-Threshold = Annotated[Number, AfterValidator(_probability)]
 
 
 class RuleConfig(_Strict):

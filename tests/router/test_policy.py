@@ -510,17 +510,17 @@ rules:
 
 
 def test_sensible_rules_still_load(monkeypatch):
-    import router.policy.models as models
+    import router.policy.signals as signals
 
     # A head trained and added under adapters/ is a signal too (its folder names it).
-    monkeypatch.setattr(models, "number_signals", lambda: (*models.NUMBER_SIGNALS, "my_custom_head"))
+    monkeypatch.setattr(signals, "number_signals", lambda: (*signals.NUMBER_SIGNALS, "my_custom_head"))
     parse_policy(RULES_BASE + "  - {name: a, when_signal: {injection: 0.8}, when_header: x-priority, block: true}\n"
                  "  - {name: b, require_tags: [hosted], when_signal: {pii: 0}}\n"
                  "  - {name: c, when_signal: {my_custom_head: 0.5, domain_confidence: 1}, block: true}\n")
 
 
 def test_the_shipped_heads_are_the_known_signals():
-    from router.policy.models import number_signals
+    from router.policy.signals import number_signals
 
     assert number_signals() == ("pii", "injection", "difficulty", "domain_confidence", "scan_coverage")
 
