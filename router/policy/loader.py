@@ -1,7 +1,8 @@
 """Load a policy YAML into a :class:`~router.policy.models.Policy`, with errors that
 point at the line: ``policy.yaml:42 routes[3].backends[1]: unknown backend 'gpt5'``.
 
-Steps: parse to a YAML node tree (keeps line marks) -> substitute ``${VAR}`` /
+Steps: parse to a YAML node tree (keeps line marks; :mod:`router.policy.yamltree` checks it)
+-> substitute ``${VAR}`` /
 ``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references,
 each backend's ``options`` against its kind's typed model
 (:func:`backends.registry.options_model`), that replay ``data`` paths exist and that litellm
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,17 +24,7 @@ from pydantic import ValidationError
 
 from router.policy.locate import line_of, loc_text
 from router.policy.models import Policy
-
-_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-@dataclass(frozen=True)
-class PolicyProblem:
-    """One problem: ``line`` is 1-based (0 when unknown), ``path`` like ``routes[3].backends[1]``."""
-
-    line: int
-    path: str
-    message: str
+from router.policy.yamltree import PolicyProblem, check_tree, substitute_env, with_env
 
 
 class PolicyError(Exception):
@@ -104,10 +94,10 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         if root is None:
             raise PolicyError(source, [PolicyProblem(1, "", "the file is empty")])
-        problems = _check_tree(root)
+        problems = check_tree(root)
         if problems:
             raise PolicyError(source, problems)
-        _substitute_env(root, (), problems)
+        substitute_env(root, (), problems)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else 0
@@ -121,7 +111,7 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         raise PolicyError(source, [PolicyProblem(1, "", "invalid YAML: nested too deeply")]) from None
     # Unset variables are reported with every other problem of the file, not alone: the
     # value they stood in becomes "", and that empty value's own problems are left out as
-    # consequences (:func:`_with_env`).
+    # consequences (:func:`router.policy.yamltree.with_env`).
     env_problems = problems
     try:
         data = yaml.SafeLoader(text).construct_document(root)
@@ -133,14 +123,14 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
         raise PolicyError(source, [PolicyProblem(root.start_mark.line + 1, "", "the top level must be a mapping")])
     problems = _huge_integers(data, root)
     if problems:
-        raise PolicyError(source, _with_env(env_problems, problems))
+        raise PolicyError(source, with_env(env_problems, problems))
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(source, _with_env(env_problems, _schema_problems(exc, root))) from None
+        raise PolicyError(source, with_env(env_problems, _schema_problems(exc, root))) from None
     problems = (_cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
                 + _hosted(policy, root))
-    problems = _with_env(env_problems, problems)
+    problems = with_env(env_problems, problems)
     if problems:
         raise PolicyError(source, problems)
     if base_dir is not None:
@@ -152,89 +142,6 @@ def policy_hash(policy: Policy) -> str:
     """16 hex chars of SHA-256 over the canonical JSON of ``policy`` (secrets excluded)."""
     dumped = policy.model_dump(mode="json", exclude={"backends": {"__all__": {"api_key"}}})
     return hashlib.sha256(orjson.dumps(dumped, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
-
-
-#: Most YAML nodes a policy may expand to (aliases counted at every use): a guard against
-#: "billion laughs" alias bombs, far above any real policy.
-MAX_NODES = 100_000
-_STANDARD_TAG = "tag:yaml.org,2002:"
-
-
-def _check_tree(root: yaml.Node) -> list[PolicyProblem]:
-    """Structural problems no schema can see: custom tags, duplicate keys, recursive
-    aliases and alias bombs."""
-    problems: list[PolicyProblem] = []
-    visits = 0
-    stack: list[tuple[yaml.Node, tuple, frozenset]] = [(root, (), frozenset())]
-    while stack:
-        node, path, ancestors = stack.pop()
-        visits += 1
-        if visits > MAX_NODES:
-            return [PolicyProblem(root.start_mark.line + 1, "",
-                                  f"the document expands to more than {MAX_NODES} nodes (alias bomb?)")]
-        line = node.start_mark.line + 1
-        if id(node) in ancestors:
-            return [PolicyProblem(line, loc_text(path), "recursive alias")]
-        if not node.tag.startswith(_STANDARD_TAG):
-            problems.append(PolicyProblem(line, loc_text(path), f"unsupported YAML tag '{node.tag}'"))
-            continue
-        inner = ancestors | {id(node)}
-        if isinstance(node, yaml.MappingNode):
-            seen: set = set()
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode):
-                    if key.value in seen:
-                        problems.append(PolicyProblem(key.start_mark.line + 1, loc_text(path + (key.value,)),
-                                                      f"duplicate key '{key.value}'"))
-                    seen.add(key.value)
-                stack.append((value, path + (getattr(key, "value", "?"),), inner))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, path + (i,), inner) for i, item in enumerate(node.value))
-    return problems
-
-
-def _with_env(env_problems: list[PolicyProblem], problems: list[PolicyProblem]) -> list[PolicyProblem]:
-    """``env_problems`` and the ``problems`` that are not about their empty values, in file
-    order (stable)."""
-    merged = [*env_problems, *(p for p in problems if not any(_about(p, e) for e in env_problems))]
-    merged.sort(key=lambda p: p.line)
-    return merged
-
-
-def _about(problem: PolicyProblem, env: PolicyProblem) -> bool:
-    # The empty value's own problems: at its path or below, or (same line) at a mapping that
-    # holds it. Not every problem of its line: a flow mapping ({name: a, kind: ..., api_key:
-    # ${KEY}}) puts a whole backend on one line, and its other fields' errors are real.
-    if problem.path == env.path or problem.path.startswith((env.path + ".", env.path + "[")):
-        return True
-    return problem.line == env.line and (problem.path == "" or env.path.startswith((problem.path + ".",
-                                                                                     problem.path + "[")))
-
-
-def _substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) -> None:
-    if isinstance(node, yaml.ScalarNode):
-        if "${" not in node.value:
-            return
-
-        def repl(m: re.Match) -> str:
-            value = os.environ.get(m.group(1), m.group(2))
-            if value is None:
-                problems.append(PolicyProblem(node.start_mark.line + 1, loc_text(path),
-                                              f"environment variable {m.group(1)} is not set"))
-                return ""
-            return value
-
-        node.value = _ENV.sub(repl, node.value)
-        if "${" in node.value:
-            problems.append(PolicyProblem(node.start_mark.line + 1, loc_text(path),
-                                          "malformed ${VAR} reference (names: letters, digits, _; not starting "
-                                          "with a digit)"))
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _substitute_env(value, path + (key.value,), problems)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _substitute_env(item, path + (i,), problems)
 
 
 def _schema_problems(exc: ValidationError, root: yaml.Node, prefix: tuple = (),
