@@ -3,7 +3,9 @@
 Fallback rule: on a retryable :class:`~backends.errors.BackendError` (connect error,
 timeout, 429, 5xx, an upstream 401/403/404, a 400 ``context_length_exceeded``) *before the
 first byte reached the client*, the next backend of the
-decision's order is tried. For streams the gateway waits for the first chunk before it
+decision's order is tried. After a ``context_length_exceeded`` from a backend whose context
+window is known (:func:`router.cost.resolve_context`), later backends whose known window is
+no larger are skipped: the upstream counted the prompt, and it would not fit them either. For streams the gateway waits for the first chunk before it
 sends the response head, so a failure before it still falls back; after it, the stream
 ends with an OpenAI-style error event ``data: {"error": {...}}`` and ``data: [DONE]``.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from backends.base import Backend
-from backends.errors import BackendError
+from backends.errors import BackendContextExceeded, BackendError
 from backends.openai_shapes import estimate_tokens, prompt_text
 from gateway import observability
 from gateway.runtime import Runtime
@@ -105,6 +107,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
+        if _cannot_fit(runtime, name, failures):
+            continue
         backend = _begin(runtime, attempt, name)
         try:
             response = await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
@@ -129,6 +133,8 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
     for name in attempt.decision.order:
+        if _cannot_fit(runtime, name, failures):
+            continue
         backend = _begin(runtime, attempt, name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
         try:
@@ -158,6 +164,22 @@ def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
     return backend
 
 
+def _cannot_fit(runtime: Runtime, name: str, failures: list[tuple[str, str]]) -> bool:
+    """Whether backend ``name`` is skipped because a backend already tried rejected the prompt
+    as longer than its context window and ``name``'s known window (tokens) is no larger.
+    A skip is added to ``failures`` (for the client's message) and logged; a backend whose
+    window is unknown is always tried."""
+    context = runtime.router.context
+    windows = [context.get(n) for n, code in failures if code == BackendContextExceeded.code]
+    exceeded = max((w for w in windows if w is not None), default=None)
+    mine = context.get(name)
+    if exceeded is None or mine is None or mine > exceeded:
+        return False
+    failures.append((name, f"not tried: its {mine}-token context window is no larger than {exceeded}"))
+    log.info("backend %s skipped: a %d-token context window already rejected the prompt", name, exceeded)
+    return True
+
+
 def _adapter_error(name: str, exc: Exception) -> BackendError:
     """An unexpected exception raised by backend ``name`` (a bug, not an upstream answer) as
     a retryable :class:`BackendError`: the request falls back and its outcome is recorded,
@@ -178,10 +200,13 @@ def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple
 
 
 def _all_failed(last: BackendError, failures: list[tuple[str, str]]) -> BackendError:
-    """``last`` with a message naming every backend tried, when more than one was."""
+    """``last`` with a message naming every backend tried (and skipped), when more than one was."""
+    tried = [f"{name} ({code})" for name, code in failures if not code.startswith("not tried")]
+    skipped = [f"{name} ({code})" for name, code in failures if code.startswith("not tried")]
     if len(failures) > 1:
-        tried = ", ".join(f"{name} ({code})" for name, code in failures)
-        last.message = f"All {len(failures)} backends tried failed: {tried}. Last error: {last.message}"
+        head = (f"All {len(tried)} backends tried failed: " if len(tried) > 1 else "Backend ") + ", ".join(tried)
+        rest = f"; {', '.join(skipped)}" if skipped else ""
+        last.message = f"{head}{rest}. Last error: {last.message}"
     return last
 
 
@@ -193,5 +218,5 @@ DONE = b"data: [DONE]\n\n"
 
 
 def error_event(exc: BackendError) -> bytes:
-    return sse({"error": {"message": exc.message, "type": exc.type, "param": None, "code": exc.code}})
+    return sse(exc.to_envelope())
 

@@ -27,7 +27,9 @@ backends:
   - {name: good, kind: fake, model: good-model, quality: 0.9, pricing: {input_per_1m: 1.0, output_per_1m: 2.0}}
   - {name: buggy, kind: fake, model: m-adapter-bug, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
   - {name: slow, kind: fake, model: s-slow, quality: 0.9, options: {first_token_delay_s: 0.05, token_delay_s: 0.2}}
-  - {name: short, kind: fake, model: m-error-context, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: short, kind: fake, model: m-error-context, quality: 0.9, context_tokens: 4096, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: short-too, kind: fake, model: m2-error-context, quality: 0.9, context_tokens: 4096, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: window-unknown, kind: fake, model: m3-error-context, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
 routes:
   - {name: auto, backends: [broken-500, limited-429, good], quality_bar: {target: 0.95}}
   - {name: all-broken, backends: [broken-500, limited-429], quality_bar: {target: 0.95}}
@@ -36,6 +38,8 @@ routes:
   - {name: only-bug, backends: [buggy], quality_bar: {target: 0.95}}
   - {name: long, backends: [short, good], quality_bar: {target: 0.95}}
   - {name: only-short, backends: [short], quality_bar: {target: 0.95}}
+  - {name: long-skip, backends: [short, short-too, good], quality_bar: {target: 0.95}}
+  - {name: only-shorts, backends: [short, short-too, window-unknown], quality_bar: {target: 0.95}}
 """
 
 

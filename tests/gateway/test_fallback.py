@@ -143,3 +143,21 @@ def test_context_length_exceeded_falls_back_to_another_candidate(fallback_gatewa
     err = alone.json()["error"]
     assert alone.status_code == 400 and (err["code"], err["param"], err["type"]) == (
         "context_length_exceeded", "messages", "invalid_request_error")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_context_length_exceeded_skips_candidates_with_no_larger_window(fallback_gateway, stream):
+    """After a 4096-token window rejected the prompt, another 4096-token backend would reject
+    it too: it is not called. A backend whose window is unknown is still tried."""
+    body = {"model": "long-skip", "messages": MSG, "stream": stream}
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200 and resp.headers["x-mixroute-backend"] == "good"
+    assert resp.headers["x-mixroute-fallbacks"] == "short"  # short-too was never called
+    outcome = _rows(fallback_gateway, "outcomes", resp.headers["x-mixroute-request-id"])
+    assert "short-too" not in str(outcome["fallbacks_taken"])
+
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json={**body, "model": "only-shorts"})
+    err = resp.json()["error"]
+    assert resp.status_code == 400 and err["code"] == "context_length_exceeded" and err["param"] == "messages"
+    assert "All 2 backends tried failed: short (context_length_exceeded), window-unknown" in err["message"]
+    assert "short-too (not tried: its 4096-token context window is no larger than 4096)" in err["message"]
