@@ -33,11 +33,19 @@ router = APIRouter()
 _SCHEMAS = {"chat": ChatCompletionRequest, "completions": CompletionRequest}
 
 
-async def _decide(request: Request, runtime: Runtime, settings, endpoint: str,
-                  principal: Principal, request_id: str | None = None, dry_run: bool = False) -> tuple[Decision, dict]:
+async def _read(request: Request, settings, principal: Principal) -> dict:
+    """The request's JSON object (size-capped); without auth, a cross-site form post is refused first."""
     if principal is OPEN:
         refuse_cross_site(request.headers.get("content-type"))
-    body = validate(_SCHEMAS[endpoint], await read_json(request, settings.max_body_bytes))
+    return await read_json(request, settings.max_body_bytes)
+
+
+async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, principal: Principal,
+                  request_id: str | None = None, dry_run: bool = False,
+                  raw: dict | None = None) -> tuple[Decision, dict]:
+    if raw is None:
+        raw = await _read(request, settings, principal)
+    body = validate(_SCHEMAS[endpoint], raw)
     body.setdefault("model", runtime.loaded.policy.default_route)
     principal.check_model(body["model"])
     wanted = runtime.rule_headers
@@ -151,15 +159,19 @@ async def completions(request: Request):
 
 @router.post("/v1/route")
 async def route(request: Request):
-    """Dry run: the decision and the rewritten request, without dispatching or storing."""
+    """Dry run: the decision and the rewritten request, without dispatching or storing. The
+    body is a chat completions request, or a legacy completions one (``prompt``, no
+    ``messages``), validated as its endpoint would validate it."""
     runtime, settings, principal = await hot_path_deps(request)
-    decision, _ = await _decide(request, runtime, settings, "chat", principal, dry_run=True)
+    raw = await _read(request, settings, principal)
+    endpoint = "completions" if "prompt" in raw and "messages" not in raw else "chat"
+    decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw)
     rec = decision.record
     replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)
     if principal.tenant is not None and not principal.admin:
         replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
-        "request_id": rec.request_id, "route": rec.route, "policy_hash": rec.policy_hash,
+        "request_id": rec.request_id, "endpoint": endpoint, "route": rec.route, "policy_hash": rec.policy_hash,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,

@@ -345,3 +345,16 @@ rules:
         assert httpx.post(gw.v1 + "/chat/completions", json=body, timeout=10).status_code == 200
     finally:
         gw.stop()
+
+
+def test_route_dry_runs_a_legacy_completions_body(demo_gateway):
+    """``/v1/route`` takes what ``/v1/completions`` takes (``prompt``, no ``messages``), and
+    refuses what it refuses, with the same envelope."""
+    resp = httpx.post(demo_gateway.v1 + "/route", json={"model": "auto", "prompt": "Say hi", "max_tokens": 5})
+    assert resp.status_code == 200, resp.text
+    out = resp.json()
+    assert out["endpoint"] == "completions" and out["chosen"] and out["rewritten_request"]["prompt"] == "Say hi"
+    chat = httpx.post(demo_gateway.v1 + "/route", json={"model": "auto", "messages": MSG}).json()
+    assert chat["endpoint"] == "chat"
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/route", json={"prompt": "hi", "logprobs": 99}), 400, param="logprobs")
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/route", json={"model": "auto"}), 400, param="messages")
