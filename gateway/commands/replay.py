@@ -49,8 +49,10 @@ if TYPE_CHECKING:
     from backends.replay.score import Answered
     from router.data import OutcomeRow
 
-#: The classifier's prompt-hash splits (``--split``).
-SPLITS = ("train", "calib", "test")
+#: The classifier's prompt-hash splits (``--split``), and ``heldout``: ``calib`` and ``test``
+#: together, every row outside the heads' training rows and the outcome memory.
+SPLITS = ("train", "calib", "test", "heldout")
+_MEMBERS = {"heldout": ("calib", "test")}
 
 
 def replay(
@@ -68,7 +70,8 @@ def replay(
     api_key: Annotated[Optional[str], typer.Option(envvar="MIXROUTE_API_KEY",
                                                    help="Bearer key for --gateway (a local gateway needs none).")] = None,
     split: Annotated[Optional[str], typer.Option(help="Keep only rows of this split of the classifier's "
-                                                 "(train, calib or test, by prompt hash).")] = None,
+                                                 "(train, calib or test, by prompt hash; heldout: calib and "
+                                                 "test together).")] = None,
     policy: Annotated[Optional[Path], typer.Option(help="Serve this policy instead of the generated one (e.g. one "
                                                    "written by --write-policy and calibrated by `mixroute "
                                                    "calibrate --write`).")] = None,
@@ -163,9 +166,11 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
     rows = []
     if split is not None:
         from router.classify.data import split_of
+
+        members = _MEMBERS.get(split, (split,))
     for r in combined.rows:
         key = normalise_prompt(r.prompt)
-        if split is not None and split_of(r.prompt) != split:
+        if split is not None and split_of(r.prompt) not in members:
             continue
         if key not in seen:
             seen.add(key)

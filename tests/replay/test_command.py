@@ -213,6 +213,10 @@ def test_prepare_keeps_only_the_classifiers_split(data_dir):
     _, held = prepare([path], split="test")
     assert 0 < len(held) < len(everything)
     assert all(split_of(r.prompt) == "test" for r in held)
+    _, calib = prepare([path], split="calib")
+    _, heldout = prepare([path], split="heldout")  # calib and test together, in the data's order
+    assert sorted(r.prompt for r in heldout) == sorted(r.prompt for r in held + calib)
+    assert [r.prompt for r in heldout] == [r.prompt for r in everything if split_of(r.prompt) != "train"]
     with pytest.raises(ReplayFailed, match="one of"):
         prepare([path], split="dev")
 
