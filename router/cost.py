@@ -1,13 +1,27 @@
 """Cost model: USD per call from token counts and per-1M-token prices.
 
-    cost = (tokens_in - tokens_cached) * input_per_1m / 1e6
+    cost = (tokens_in - tokens_cached - tokens_cache_write) * input_per_1m / 1e6
          + tokens_cached * cached_input_per_1m / 1e6
+         + tokens_cache_write * cache_write_input_per_1m / 1e6
          + tokens_out * output_per_1m / 1e6
          + per_request
 
-``cached_input_per_1m`` defaults to ``input_per_1m`` (no discount). Hosted backends
-without prices in the policy take litellm's bundled price map
-(``backends.hosted.pricing.hosted_pricing``).
+``tokens_in`` counts every prompt token, those read from and those written to a prefix cache
+included (as litellm reports Anthropic's and Bedrock's usage: ``prompt_tokens = input_tokens
++ cache_read_input_tokens + cache_creation_input_tokens``, litellm 1.110.2,
+``llms/anthropic/chat/transformation.py`` ``calculate_usage``). ``cached_input_per_1m``
+defaults to ``input_per_1m`` (no discount) and ``cache_write_input_per_1m`` to
+``input_per_1m`` (no surcharge; Anthropic bills a 5-minute cache write at 1.25x the input
+price, its prompt caching guide). Hosted backends without prices in the policy take
+litellm's bundled price map (``backends.hosted.pricing.hosted_pricing``).
+
+Cache writes are billed, not predicted: the outcome of a hosted answer is priced with the
+written tokens the provider reported (``backends.hosted.pricing.billed_cost``), while the
+decision engine's expected cost (``router.engine``) prices only the expected cache *reads*
+and leaves ``tokens_cache_write`` at 0. Whether a cold prefix is written depends on the
+provider (only Claude models take breakpoints), the model's minimum cacheable length and the
+client's own breakpoints, none of which the engine knows; charging every cold stable prefix
+the surcharge would overprice every provider without one.
 
 Self-hosted pools priced by GPU time (:func:`gpu_pricing`): a pool that costs ``H`` USD
 per hour and sustains ``T_out`` output tokens/s (and ``T_in`` prompt tokens/s) under load
@@ -62,21 +76,33 @@ def known_pricing(config: BackendConfig) -> Pricing | None:
     return None
 
 
-def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: int = 0) -> float:
+def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: int = 0,
+             tokens_cache_write: int = 0) -> float:
     """Cost of one call in USD (formula in the module docstring).
 
     Args:
-        tokens_in: prompt tokens, including cached ones.
+        tokens_in: prompt tokens, including those read from and written to a prefix cache.
         tokens_out: completion tokens.
-        tokens_cached: prompt tokens served from a prefix cache (<= tokens_in).
+        tokens_cached: prompt tokens read from a prefix cache (clamped to ``[0, tokens_in]``).
+        tokens_cache_write: prompt tokens written to a prefix cache (Anthropic's
+            ``cache_creation_input_tokens``; clamped to ``[0, tokens_in - tokens_cached]``).
     """
     cached = max(0, min(tokens_cached, tokens_in))
+    written = max(0, min(tokens_cache_write, tokens_in - cached))
     cached_price = pricing.cached_input_per_1m if pricing.cached_input_per_1m is not None else pricing.input_per_1m
     return (
-        (tokens_in - cached) * pricing.input_per_1m
+        (tokens_in - cached - written) * pricing.input_per_1m
         + cached * cached_price
+        + written * cache_write_price(pricing)
         + tokens_out * pricing.output_per_1m
     ) / 1e6 + pricing.per_request
+
+
+def cache_write_price(pricing: Pricing) -> float:
+    """USD per 1M prompt tokens written to a prefix cache: ``cache_write_input_per_1m``, else
+    ``input_per_1m`` (no surcharge)."""
+    write = pricing.cache_write_input_per_1m
+    return pricing.input_per_1m if write is None else write
 
 
 def resolve_context(config: BackendConfig) -> int | None:

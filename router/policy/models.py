@@ -31,6 +31,9 @@ class Pricing(_Strict):
         output_per_1m: USD per 1M completion tokens.
         cached_input_per_1m: USD per 1M prompt tokens served from a prefix cache
             (defaults to ``input_per_1m``: no discount).
+        cache_write_input_per_1m: USD per 1M prompt tokens written to a prefix cache
+            (Anthropic's ``cache_creation_input_tokens``, billed at 1.25x the input price for
+            the 5-minute cache; defaults to ``input_per_1m``: no surcharge).
         per_request: flat USD per call (used by replay backends whose data records
             a per-call cost rather than token prices).
         gpu_usd_per_hour, output_tokens_per_s, input_tokens_per_s: a self-hosted pool's
@@ -41,6 +44,7 @@ class Pricing(_Strict):
     input_per_1m: Number = Field(default=0.0, ge=0)
     output_per_1m: Number = Field(default=0.0, ge=0)
     cached_input_per_1m: Number | None = Field(default=None, ge=0)
+    cache_write_input_per_1m: Number | None = Field(default=None, ge=0)
     per_request: Number = Field(default=0.0, ge=0)
     gpu_usd_per_hour: Number | None = Field(default=None, gt=0)
     output_tokens_per_s: Number | None = Field(default=None, gt=0)
