@@ -9,8 +9,10 @@ subclass (translated at the edge, never a raw httpx/litellm exception).
 
 Usage is reported in the usual OpenAI ``usage`` object (``prompt_tokens``,
 ``completion_tokens``, ``prompt_tokens_details.cached_tokens``). A backend that knows the
-real cost of a call (the replay backend's recorded cost) may add the non-standard key
-``"x_mixroute_cost_usd"`` to the response or the final chunk; the gateway strips it.
+real cost of a call (the replay backend's recorded cost; the hosted backend's cost of a
+prompt-cache write, which the OpenAI usage cannot express) may add the non-standard key
+``"x_mixroute_cost_usd"`` (USD) to the response or the final chunk; the gateway records it as
+the call's cost and strips it.
 """
 
 from __future__ import annotations

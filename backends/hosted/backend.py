@@ -39,7 +39,11 @@ clients call the gateway as the OpenAI API, and litellm adds its own and the pro
 keys (``provider_specific_fields``, ``usage.cost``, Anthropic's ``inference_geo`` and
 ``cache_read_input_tokens``...). The gateway itself reads only ``usage.prompt_tokens``,
 ``completion_tokens`` and ``prompt_tokens_details.cached_tokens`` (litellm maps Anthropic's
-cache reads there), all kept. Exceptions are translated into :mod:`backends.errors` by
+cache reads there), all kept. Cache *writes* (Anthropic's ``cache_creation_input_tokens``)
+have no OpenAI key: when the provider reports some and the backend's prices bill them above
+the input price, the answer's cost is computed from litellm's usage before the cut
+(:func:`backends.hosted.pricing.billed_cost`) and added as ``COST_KEY``, which the gateway
+records and strips. Exceptions are translated into :mod:`backends.errors` by
 :func:`translate_error`, the one edge.
 """
 
@@ -52,11 +56,13 @@ from typing import Any
 
 import httpx
 
-from backends.base import Backend, Endpoint
+from backends.base import COST_KEY, Backend, Endpoint
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
 from backends.vllm.upstream_text import retry_after_seconds, upstream_fields
+from router.cost import resolve_pricing
+from router.policy.models import Pricing
 from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
@@ -171,7 +177,7 @@ class HostedBackend(Backend):
             response = await self._call(endpoint, self.call_kwargs(body))
         except Exception as exc:  # noqa: BLE001  # the edge: every provider failure is translated
             raise self._error(exc, started=False) from exc
-        return to_dict(response)
+        return self._billed(response, to_dict(response))
 
     async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
         """Call the provider with streaming; yield OpenAI chunk dicts, the last with ``usage``.
@@ -193,7 +199,7 @@ class HostedBackend(Backend):
         held: list[dict] = []  # leading chunks that carry nothing (a role-only first delta)
         try:
             async for chunk in response:
-                data = to_dict(chunk)
+                data = self._billed(chunk, to_dict(chunk))
                 if not started and not _carries_output(data):
                     held.append(data)
                     continue
@@ -212,6 +218,24 @@ class HostedBackend(Backend):
             # (no text, no tool call and no usage, where usage is always asked for).
             raise BackendServerError(f"{self.name}: the upstream stream carried no output and no usage "
                                      "(not an SSE stream?)", backend=self.name)
+
+    @property
+    def pricing(self) -> Pricing:
+        """The backend's prices (:func:`router.cost.resolve_pricing`: the policy's, else litellm's map)."""
+        if not hasattr(self, "_pricing"):
+            self._pricing = resolve_pricing(self.config)
+        return self._pricing
+
+    def _billed(self, raw: Any, data: dict) -> dict:
+        """``data`` (the cut answer or chunk) with ``COST_KEY`` set to the cost of ``raw``'s
+        litellm usage when its cache writes change the price (see the module docstring)."""
+        from backends.hosted.pricing import billed_cost  # it imports load_litellm from here
+
+        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+        cost = billed_cost(self.pricing, usage) if usage else None
+        if cost is not None:
+            data[COST_KEY] = cost
+        return data
 
     def _error(self, exc: Exception, *, started: bool) -> BackendError:
         key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""

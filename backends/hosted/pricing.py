@@ -1,14 +1,27 @@
-"""Prices of hosted models from litellm's bundled price map (``litellm.model_cost``).
+"""Prices of hosted models from litellm's bundled price map (``litellm.model_cost``), and
+the billed cost of a hosted answer whose provider wrote a prompt-cache prefix.
 
 The map gives USD per token (``input_cost_per_token``, ``output_cost_per_token``,
-``cache_read_input_token_cost``); :class:`router.policy.models.Pricing` wants USD per 1M
-tokens. The bundled copy is used (``LITELLM_LOCAL_MODEL_COST_MAP=True``), never a download,
-so prices are those of the installed litellm release.
+``cache_read_input_token_cost``, ``cache_creation_input_token_cost``);
+:class:`router.policy.models.Pricing` wants USD per 1M tokens. The bundled copy is used
+(``LITELLM_LOCAL_MODEL_COST_MAP=True``), never a download, so prices are those of the
+installed litellm release.
+
+Cache writes (:func:`billed_cost`): litellm reports Anthropic's (and Bedrock's)
+``cache_creation_input_tokens`` as ``usage.prompt_tokens_details.cache_write_tokens`` (mirrored
+in ``cache_creation_tokens``) and as a top-level ``usage.cache_creation_input_tokens``, and
+counts them in ``prompt_tokens`` (litellm 1.110.2, ``llms/anthropic/chat/transformation.py``
+``calculate_usage``; ``types/utils.py`` ``Usage``). The hosted backend cuts its answers to
+OpenAI's keys, which have no cache-write count, so the cost is computed from litellm's usage
+before that cut and travels as the backend's recorded cost (``backends.base.COST_KEY``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from backends.hosted.backend import load_litellm
+from router.cost import cache_write_price, cost_usd
 from router.policy.models import Pricing
 
 PER_1M = 1_000_000
@@ -21,9 +34,10 @@ def hosted_pricing(model: str) -> Pricing | None:
         model: e.g. ``openai/gpt-4o-mini`` or ``gpt-4o-mini``.
 
     Returns:
-        USD per 1M input / output / cached-input tokens, or ``None`` when the map has no
-        token prices for the model. ``cached_input_per_1m`` is ``None`` (no discount) when
-        the map has no cache-read price.
+        USD per 1M input / output / cached-input / cache-write tokens, or ``None`` when the
+        map has no token prices for the model. ``cached_input_per_1m`` is ``None`` (no
+        discount) when the map has no cache-read price, ``cache_write_input_per_1m`` ``None``
+        (no surcharge) when it has no cache-creation price.
     """
     entry = _entry(load_litellm().model_cost, model)
     if entry is None:
@@ -32,11 +46,59 @@ def hosted_pricing(model: str) -> Pricing | None:
     if inp is None or out is None:
         return None
     cached = entry.get("cache_read_input_token_cost")
+    # The 5-minute write price; the 1-hour one (cache_creation_input_token_cost_above_1hr) is
+    # not used: the gateway's breakpoints are 5-minute ones (backends.hosted.cache_hints).
+    write = entry.get("cache_creation_input_token_cost")
     return Pricing(
         input_per_1m=_per_1m(inp),
         output_per_1m=_per_1m(out),
         cached_input_per_1m=None if cached is None else _per_1m(cached),
+        cache_write_input_per_1m=None if write is None else _per_1m(write),
     )
+
+
+def billed_cost(pricing: Pricing, usage: Any) -> float | None:
+    """USD cost of a hosted answer whose provider wrote prompt tokens to its cache.
+
+    Args:
+        pricing: the backend's prices (:func:`router.cost.resolve_pricing`).
+        usage: litellm's usage (its ``Usage`` object or that object's ``model_dump()``)
+            before the cut to OpenAI's keys.
+
+    Returns:
+        :func:`router.cost.cost_usd` of the usage, cache writes (:func:`cache_write_tokens`)
+        billed at ``cache_write_input_per_1m``; ``None`` when nothing was written or writes
+        cost what other prompt tokens cost, so that the OpenAI usage the gateway keeps
+        prices the answer exactly.
+    """
+    written = cache_write_tokens(usage)
+    if not written or cache_write_price(pricing) == pricing.input_per_1m:
+        return None
+    details = _get(usage, "prompt_tokens_details")
+    return cost_usd(pricing, _int(_get(usage, "prompt_tokens")), _int(_get(usage, "completion_tokens")),
+                    _int(_get(details, "cached_tokens")), written)
+
+
+def cache_write_tokens(usage: Any) -> int:
+    """Prompt tokens written to the provider's prompt cache, from litellm's usage (see the
+    module docstring): ``prompt_tokens_details.cache_write_tokens``, else its
+    ``cache_creation_tokens``, else ``cache_creation_input_tokens``; 0 when none is given."""
+    details = _get(usage, "prompt_tokens_details")
+    for value in (_get(details, "cache_write_tokens"), _get(details, "cache_creation_tokens"),
+                  _get(usage, "cache_creation_input_tokens")):
+        if value is not None:
+            return _int(value)
+    return 0
+
+
+def _get(obj: Any, key: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _entry(cost_map: dict, model: str) -> dict | None:

@@ -1,0 +1,90 @@
+"""End to end: a hosted Anthropic answer that wrote a prompt-cache prefix is billed at the
+write price in the outcome store, the cost header and the usage chunk; the client still
+sees OpenAI's usage keys only. The provider is faked at the HTTP edge
+(:mod:`tests.backends.fake_anthropic`); litellm's Anthropic translation runs unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import orjson
+import pytest
+
+from backends.hosted.backend import load_litellm
+from tests.backends.fake_anthropic import create_app, tokens
+from tests.backends.fake_upstream import RunningServer, UpstreamState, serve_in_thread
+from tests.gateway.conftest import Gateway, start_gateway, wait_row
+
+MODEL = "claude-sonnet-4-5"
+SYSTEM = "You are the billing assistant of ACME. Answer briefly and politely. " * 80  # > 1024 tokens
+ANSWER_TOKENS = 3  # the fake answers "Hello from <model>."
+
+
+@pytest.fixture(scope="module")
+def anthropic() -> Iterator[RunningServer]:
+    state = UpstreamState()
+    server = serve_in_thread(state, app=create_app(state))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, anthropic) -> Iterator[Gateway]:
+    policy = f"""version: 1
+backends:
+  - {{name: claude, kind: hosted, model: anthropic/{MODEL}, api_base: "{anthropic.url}", api_key: sk-ant-test, quality: 0.9}}
+routes:
+  - {{name: auto, backends: [claude]}}
+"""
+    gw = start_gateway(tmp_path_factory.mktemp("cache-write"), policy)
+    yield gw
+    gw.stop()
+
+
+def _map_usd(uncached: int, read: int, written: int, out: int) -> float:
+    """USD from litellm's bundled per-token prices, independently of the gateway's Pricing."""
+    e = load_litellm().model_cost[MODEL]
+    return (uncached * e["input_cost_per_token"] + read * e["cache_read_input_token_cost"]
+            + written * e["cache_creation_input_token_cost"] + out * e["output_cost_per_token"])
+
+
+def _messages(system: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+
+
+def test_a_cache_write_is_billed_and_recorded(gateway, anthropic):
+    system = "Plain. " + SYSTEM
+    first = httpx.post(gateway.v1 + "/chat/completions", json={"model": "auto", "messages": _messages(system)},
+                       timeout=30)
+    assert first.status_code == 200, first.text
+    assert anthropic.state.last_body["system"][-1]["cache_control"] == {"type": "ephemeral"}  # the gateway's hint
+    usage = first.json()["usage"]
+    assert "cache_creation_input_tokens" not in usage and "x_mixroute_cost_usd" not in first.json()
+    prefix, rest = tokens(system), tokens("hi")
+    assert usage["prompt_tokens"] == prefix + rest
+    outcome = wait_row(gateway.settings.database_url, "outcomes", first.headers["x-mixroute-request-id"])
+    billed = _map_usd(rest, 0, prefix, ANSWER_TOKENS)
+    assert outcome["cost_usd"] == pytest.approx(billed)
+    assert float(first.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
+    assert billed > _map_usd(rest + prefix, 0, 0, ANSWER_TOKENS)  # the old, too low, figure
+
+    second = httpx.post(gateway.v1 + "/chat/completions", json={"model": "auto", "messages": _messages(system)},
+                        timeout=30)
+    read = wait_row(gateway.settings.database_url, "outcomes", second.headers["x-mixroute-request-id"])
+    assert read["tokens_cached"] == prefix
+    assert read["cost_usd"] == pytest.approx(_map_usd(rest, prefix, 0, ANSWER_TOKENS))
+
+
+def test_a_streamed_cache_write_is_billed_and_recorded(gateway):
+    system = "Streamed. " + SYSTEM
+    body = {"model": "auto", "messages": _messages(system), "stream": True, "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", gateway.v1 + "/chat/completions", json=body, timeout=30) as resp:
+        assert resp.status_code == 200
+        rid = resp.headers["x-mixroute-request-id"]
+        events = [orjson.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {")]
+    [usage] = [e["usage"] for e in events if e.get("usage")]
+    billed = _map_usd(tokens("hi"), 0, tokens(system), ANSWER_TOKENS)
+    assert usage["cost_usd"] == pytest.approx(billed)
+    assert "cache_creation_input_tokens" not in usage and all("x_mixroute_cost_usd" not in e for e in events)
+    assert wait_row(gateway.settings.database_url, "outcomes", rid)["cost_usd"] == pytest.approx(billed)
