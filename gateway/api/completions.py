@@ -19,9 +19,10 @@ from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
 from gateway.auth.guard import OPEN, PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
+from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
-from gateway.schemas import ChatCompletionRequest, CompletionRequest, read_json, refuse_cross_site, validate
+from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from router.engine import OVERRIDE_HEADER, Decision, RoutingRequest, candidate_dict, new_request_id
 from router.errors import MixrouteError, NoCandidate, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord

@@ -30,8 +30,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.api.deps import PrincipalDep, SettingsDep
 from gateway.auth.guard import OPEN, Principal
+from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
-from gateway.schemas import read_json, refuse_cross_site, validate
+from gateway.schemas import validate
 from gateway.store.feedback import DecisionRef, FeedbackRecord, new_feedback_id
 from router.errors import InvalidRequest, MixrouteError
 
