@@ -86,7 +86,7 @@ from backends.errors import (
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper
 from backends.vllm.options import PoolOptions
-from backends.vllm.pool import Pool, Replica, safe_url
+from backends.vllm.pool import Pool, Replica
 from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_fields, upstream_message
@@ -145,9 +145,10 @@ class VllmBackend(Backend):
         """``(replica URL without user info, reason)`` that the pool's chooser would pick for
         ``body`` now, changing no state (:meth:`backends.vllm.pool.Pool.preview`; reasons:
         ``prefix_match``, ``rendezvous``, ``overloaded_least_loaded``, ``short_prompt``, or
-        ``least_loaded`` with ``affinity: false``); ``None`` for a chooser without a preview."""
+        ``least_loaded`` with ``affinity: false``; ``retry_ejected`` or ``all_ejected`` when
+        the replica is ejected); ``None`` for a chooser without a preview."""
         preview = self.pool.preview({k: v for k, v in body.items() if k != CACHE_SCOPE_KEY})
-        return (safe_url(preview[0].base_url), preview[1]) if preview is not None else None
+        return (preview[0].shown_url, preview[1]) if preview is not None else None
 
     async def start(self) -> None:
         self._http()
@@ -347,7 +348,7 @@ class VllmBackend(Backend):
     def _transport_error(self, exc: BaseException, replica: Replica, *, started: bool) -> BackendError:
         """Translate an aiohttp / timeout exception into the most specific :class:`BackendError`."""
         kind = type(exc).__name__
-        log.warning("backend %s replica %s: %s", self.name, safe_url(replica.base_url), kind)
+        log.warning("backend %s replica %s: %s", self.name, replica.shown_url, kind)
         if started:
             return BackendStreamError(f"{self.name}: upstream stream broke ({kind})", backend=self.name)
         self.pool.failed(replica)  # no answer at all (refused, timed out, dropped, reset): a replica fault

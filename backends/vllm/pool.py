@@ -13,7 +13,8 @@ try it (one failure then ejects it again for as long). Once a *request* has fail
 request's success clears the replica: a wedged engine often still serves ``/metrics``, and
 its good scrapes used to put it back every interval while its requests kept timing out.
 When every replica is ejected they are all tried anyway (failing open beats refusing every
-request).
+request); ``POST /v1/route`` then names the replica with the reason ``all_ejected``
+(:meth:`Pool.preview`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from yarl import URL
@@ -63,6 +65,12 @@ class Replica:
     request_failed: bool = False
     healthy: bool = True
     ejected_at: float = 0.0
+
+    @cached_property
+    def shown_url(self) -> str:
+        """:attr:`base_url` without user info (:func:`safe_url`), for logs, metric labels and
+        ``/v1/route``: credentials in an endpoint URL must not leave the process."""
+        return safe_url(self.base_url)
 
     @property
     def load(self) -> int:
@@ -153,9 +161,20 @@ class Pool:
     def preview(self, body: dict) -> tuple[Replica, str] | None:
         """The replica :meth:`pick` would choose for ``body`` now, and the chooser's reason,
         without changing any state (the chooser's ``preview``: nothing learned or counted);
-        ``None`` when the chooser has no ``preview`` (e.g. a benchmark's)."""
+        ``None`` when the chooser has no ``preview`` (e.g. a benchmark's).
+
+        When that replica is ejected the reason says why a request would still go there:
+        ``retry_ejected`` (its ``retry_ejected_s`` have passed: a request is let through to
+        try it) or ``all_ejected`` (every replica is ejected and none is due for a retry, so
+        the pool fails open and the chooser picks among all of them)."""
         preview = getattr(self.chooser, "preview", None)
-        return preview(self._eligible(()), body) if preview is not None else None
+        if preview is None:
+            return None
+        replica, reason = preview(self._eligible(()), body)
+        if not replica.healthy:
+            due = time.monotonic() - replica.ejected_at >= self.retry_ejected_s
+            reason = "retry_ejected" if due else "all_ejected"
+        return replica, reason
 
     def _eligible(self, exclude: Sequence[Replica]) -> list[Replica]:
         """Replicas not in ``exclude``: the healthy ones (and ejected ones due for a retry),
@@ -172,7 +191,7 @@ class Pool:
         replica.request_failed = replica.request_failed or request
         if replica.failures >= self.eject_after:
             if replica.healthy:
-                log.warning("replica %s ejected after %d failures in a row (%s)", replica.base_url,
+                log.warning("replica %s ejected after %d failures in a row (%s)", replica.shown_url,
                             replica.failures, "requests" if replica.request_failed else "metrics scrapes")
             replica.healthy = False
             replica.ejected_at = time.monotonic()
@@ -183,7 +202,7 @@ class Pool:
         if not request and replica.request_failed:
             return
         if not replica.healthy:
-            log.warning("replica %s is back (a %s succeeded)", replica.base_url, "request" if request else "scrape")
+            log.warning("replica %s is back (a %s succeeded)", replica.shown_url, "request" if request else "scrape")
         replica.failures = 0
         replica.request_failed = False
         replica.healthy = True

@@ -63,10 +63,8 @@ class ReplicaCollector(Collector):
         runtime = getattr(self.policies, "current", None)
         if runtime is None:
             return
-        from backends.vllm.pool import safe_url  # imported here: a gateway without vllm pools never needs it
-
         pools = [(name, b.pool) for name, b in sorted(runtime.backends.items()) if b.config.kind == "vllm"]
-        rows = [(name, safe_url(r.base_url), r) for name, pool in pools for r in list(pool.replicas)]
+        rows = [(name, r.shown_url, r) for name, pool in pools for r in list(pool.replicas)]
         for suffix, doc, value in GAUGES:
             family = GaugeMetricFamily(f"mixroute_replica_{suffix}", doc, labels=LABELS)
             for name, url, replica in rows:

@@ -1,31 +1,81 @@
 """Checks of a backend's ``endpoints`` entries (vLLM replica base URLs) at policy load, so a
-URL that the HTTP clients would refuse later is a ``file:line`` error instead."""
+URL that the HTTP clients would refuse later is a ``file:line`` error instead.
+
+An entry may carry credentials (``http://user:password@vllm-0:8000/v1``, sent as HTTP basic
+auth); messages show it with the user info replaced by ``***`` (:func:`shown`).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from urllib.parse import urlsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_USERINFO = re.compile(r"(?<=://)[^@]*@")
+
+
+def shown(url: str) -> str:
+    """``url`` with its user info (anything between ``://`` and an ``@``) replaced by ``***``,
+    for messages; also for URLs too broken to parse."""
+    return _USERINFO.sub("***@", url, count=1)
+
+
+def endpoint_key(url: str) -> tuple[str, str, int, str]:
+    """What identifies the replica at a checked ``url``: ``(scheme, host in lower case, port
+    (80/443 when not given), path without trailing slashes)``; user info is left out, so
+    ``http://u:p@VLLM-0:80/v1/`` and ``http://vllm-0/v1`` are one replica."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+
+
+def check_distinct(urls: Sequence[str]) -> None:
+    """Raise ``ValueError`` naming the first entry of ``urls`` (each already checked by
+    :func:`check_endpoint`) that is the same replica as an earlier one (:func:`endpoint_key`):
+    the pool would count it twice and export its ``mixroute_replica_*`` series twice."""
+    seen: dict[tuple, int] = {}
+    for i, url in enumerate(urls):
+        first = seen.setdefault(endpoint_key(url), i)
+        if first != i:
+            raise ValueError(f"endpoint {shown(url)!r} (endpoints[{i}]) is listed twice: it is the same replica as "
+                             f"endpoints[{first}] {shown(urls[first])!r} (compared without user info or trailing "
+                             "slash, host in any case, default port filled in; each entry is one replica)")
+
+
+def check_one_authorization(urls: Sequence[str]) -> None:
+    """Raise ``ValueError`` if an entry of ``urls`` has user info, for a backend with an
+    ``api_key``: both become the ``Authorization`` header (basic and bearer), and aiohttp
+    refuses every request and scrape that would carry two."""
+    for i, url in enumerate(urls):
+        if "@" in urlsplit(url).netloc:
+            raise ValueError(f"endpoint {shown(url)!r} (endpoints[{i}]) has user info (HTTP basic auth) and the "
+                             "backend has an 'api_key' (a bearer token): a request carries one Authorization "
+                             "header; keep one of them")
 
 
 def check_endpoint(url: str) -> None:
-    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a valid port)."""
+    """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a valid port);
+    the message shows ``url`` without its user info (:func:`shown`)."""
+    safe = shown(url)
     if not url.startswith(("http://", "https://")):
-        raise ValueError(f"endpoint {url!r} must start with http:// or https://")
+        raise ValueError(f"endpoint {safe!r} must start with http:// or https://")
     if any(c.isspace() or not c.isprintable() for c in url):
-        raise ValueError(f"endpoint {url!r} contains whitespace or control characters")
+        raise ValueError(f"endpoint {safe!r} contains whitespace or control characters")
     parts = urlsplit(url)
     try:
         parts.port
     except ValueError:
-        raise ValueError(f"endpoint {url!r} has an invalid port") from None
+        raise ValueError(f"endpoint {safe!r} has an invalid port") from None
     if not parts.hostname:
-        raise ValueError(f"endpoint {url!r} has no host")
+        raise ValueError(f"endpoint {safe!r} has no host")
     if parts.query or parts.fragment:
-        raise ValueError(f"endpoint {url!r} must not have a query or fragment (give the base URL, e.g. "
+        raise ValueError(f"endpoint {safe!r} must not have a query or fragment (give the base URL, e.g. "
                          "http://vllm-0:8000/v1)")
     if not parts.path.rstrip("/").endswith("/v1"):
         # Without it every request got a 404 the pool never ejected for (its /metrics answered).
-        raise ValueError(f"endpoint {url!r} must be the replica's OpenAI base URL, ending in /v1 "
-                         f"(e.g. {url.rstrip('/')}/v1)")
+        raise ValueError(f"endpoint {safe!r} must be the replica's OpenAI base URL, ending in /v1 "
+                         f"(e.g. {safe.rstrip('/')}/v1)")
     try:  # the HTTP clients' own parsers (host names are IDNA-encoded there)
         import httpx
         import yarl
@@ -33,4 +83,4 @@ def check_endpoint(url: str) -> None:
         httpx.URL(url)
         yarl.URL(url).raw_host
     except Exception as exc:  # noqa: BLE001  # any parse failure is the same answer
-        raise ValueError(f"endpoint {url!r} is not a usable URL ({type(exc).__name__})") from None
+        raise ValueError(f"endpoint {safe!r} is not a usable URL ({type(exc).__name__})") from None

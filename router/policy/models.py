@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, SecretStr, field_validator, model_validator
 
 from router.policy.base import NAME_PATTERN, Integer, Number, Version, _Strict
-from router.policy.endpoints import check_endpoint
+from router.policy.endpoints import check_distinct, check_endpoint, check_one_authorization
 from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
 from router.policy.signals import SignalName, Threshold
@@ -146,12 +146,15 @@ class BackendConfig(_Strict):
             raise ValueError("a vllm backend needs at least one entry in 'endpoints'")
         if self.kind == "replay" and not self.data:
             raise ValueError("a replay backend needs at least one file in 'data'")
-        seen = set()
-        for url in self.endpoints:  # each was checked on its own (Endpoint)
-            if url.rstrip("/") in seen:
-                raise ValueError(f"endpoint {url!r} is listed twice (each entry is one replica)")
-            seen.add(url.rstrip("/"))
+        if self.api_key is not None:
+            check_one_authorization(self.endpoints)
         return self
+
+    @field_validator("endpoints")
+    @classmethod
+    def _distinct_endpoints(cls, urls: list[str]) -> list[str]:
+        check_distinct(urls)  # each was checked on its own (Endpoint)
+        return urls
 
 
 class RouteConfig(_Strict):

@@ -310,3 +310,42 @@ def test_pool_preview_skips_ejected_replicas_and_least_loaded_keeps_its_cursor()
     affinity.failed(affinity.replicas[0])
     for t in range(6):
         assert affinity.preview(conv(t))[0] is not affinity.replicas[0]
+
+
+@pytest.mark.parametrize("chooser", [None, AffinityChooser()], ids=["least_loaded", "affinity"])
+def test_pool_preview_says_when_the_replica_it_names_is_ejected(chooser, monkeypatch):
+    """From a break-it pass: with every replica ejected, ``/v1/route`` still said
+    ``rendezvous`` or ``short_prompt``. Real dispatch fails open (the chooser picks among all
+    of them), and once ``retry_ejected_s`` have passed lets a request retry one."""
+    import backends.vllm.pool as pool_module
+
+    now = [1000.0]
+    monkeypatch.setattr(pool_module.time, "monotonic", lambda: now[0])
+    pool = Pool(["http://a/v1", "http://b/v1", "http://c/v1"], chooser, eject_after=1, retry_ejected_s=10)
+    for r in pool.replicas:
+        pool.failed(r)
+    short = {"messages": [{"role": "user", "content": "hi"}]}
+    for body in (conv(3), short):
+        replica, reason = pool.preview(body)
+        assert reason == "all_ejected" and pool.pick(body) is replica
+    now[0] += 10.1
+    a = pool.replicas[0]
+    for r in pool.replicas[1:]:
+        pool.failed(r)  # their retries failed: out for another 10 s; only a is due for a retry
+    assert pool.preview(conv(3)) == (a, "retry_ejected") and pool.pick(conv(3)) is a
+    pool.succeeded(a)
+    replica, reason = pool.preview(conv(3))
+    assert replica is a and reason in ("least_loaded", "prefix_match")  # the chooser's own reason again
+
+
+def test_ejection_logs_and_replica_labels_leave_out_credentials(caplog):
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="mixroute.pool")
+    pool = Pool(["http://vllm:s3cret@A:8000/v1/"], eject_after=1)
+    [a] = pool.replicas
+    pool.failed(a), pool.succeeded(a)
+    assert [r.getMessage() for r in caplog.records] == [
+        "replica http://a:8000/v1 ejected after 1 failures in a row (requests)",
+        "replica http://a:8000/v1 is back (a request succeeded)"]
+    assert a.base_url == "http://vllm:s3cret@A:8000/v1" and a.shown_url == "http://a:8000/v1"

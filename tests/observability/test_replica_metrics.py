@@ -186,3 +186,47 @@ routes:
     finally:
         gw.stop()
         servers.stop()
+
+
+def test_with_every_replica_ejected_the_route_preview_names_what_dispatch_tries(tmp_path, caplog):
+    """From a break-it pass: with every replica ejected ``/v1/route`` still said ``rendezvous``.
+    Dispatch fails open (the chooser picks among all replicas), and the preview now says so
+    (``all_ejected``). The endpoints carry credentials: they reach the replicas (basic auth)
+    but no metric label, log line or ``/v1/route`` answer."""
+    import base64
+    import logging
+
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Mount, Route
+
+    from tests.backends.fake_upstream import UpstreamState, create_app, serve_in_thread
+
+    caplog.set_level(logging.WARNING)
+    state = UpstreamState()
+    failing_metrics = Route("/{replica}/metrics", lambda request: Response("exporter down", status_code=500))
+    upstream = serve_in_thread(state, app=Starlette(routes=[failing_metrics, Mount("/", app=create_app(state))]))
+    urls = [upstream.v1("r1"), upstream.v1("r2")]
+    endpoints = ", ".join(f'"{u.replace("http://", "http://vllm:s3cret@")}"' for u in urls)
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: m, endpoints: [{endpoints}], quality: 0.9,
+     options: {{metrics_interval_s: 0.2, eject_after: 1, retry_ejected_s: 3600}}}}
+routes:
+  - {{name: auto, backends: [pool]}}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        text = metrics_when(gw, lambda t: samples(t, "mixroute_replica_healthy") == {("pool", u): 0.0 for u in urls})
+        body = {**conv(4), "model": "auto"}
+        route = httpx.post(gw.v1 + "/route", json=body, timeout=10)
+        assert route.json()["replica_reason"] == "all_ejected" and route.json()["replica"] in urls
+        assert httpx.post(gw.v1 + "/chat/completions", json=body, timeout=10).status_code == 200
+        [sent] = state.requests
+        assert upstream.v1(sent["replica"]) == route.json()["replica"]  # the preview was the real choice
+        assert sent["headers"]["authorization"] == "Basic " + base64.b64encode(b"vllm:s3cret").decode()
+        assert "ejected after 1 failures" in caplog.text
+        assert all("s3cret" not in t for t in (text, route.text, caplog.text))
+    finally:
+        gw.stop()
+        upstream.stop()
