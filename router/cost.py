@@ -61,19 +61,41 @@ def resolve_pricing(config: BackendConfig) -> Pricing:
     return known_pricing(config) or FREE
 
 
+#: Prices that make a call cost something by themselves; a ``pricing`` block with none of them
+#: (only cache prices, say) sets no base price.
+BASE_PRICES = ("input_per_1m", "output_per_1m", "per_request", "gpu_usd_per_hour")
+
+
+def sets_base_price(pricing: Pricing | None) -> bool:
+    """Whether a policy ``pricing`` block sets any of :data:`BASE_PRICES` (zeros count: they say free)."""
+    return pricing is not None and any(f in pricing.model_fields_set for f in BASE_PRICES)
+
+
 def known_pricing(config: BackendConfig) -> Pricing | None:
-    """The policy's prices of a backend (GPU-time pricing derived), else litellm's bundled map
-    for a hosted model, else ``None`` (nothing prices it: policy validation refuses such a
-    hosted backend, :mod:`router.policy.hosted_checks`)."""
-    if config.pricing is not None:
-        return gpu_pricing(config.pricing)
-    if config.kind == "hosted":
+    """The prices of a backend, or ``None`` when nothing prices it (policy validation refuses
+    such a hosted backend, :mod:`router.policy.hosted_checks`).
+
+    A hosted model takes litellm's bundled map, and the fields its policy ``pricing`` sets
+    replace the map's one by one (``{cache_write_input_per_1m: 3.75}`` alone keeps the map's
+    input and output prices); GPU-time pricing replaces the map whole. A model the map does
+    not price, and every other kind, takes the policy's prices as they are (GPU-time pricing
+    derived, :func:`gpu_pricing`); ``None`` for a hosted model whose block sets no
+    :data:`BASE_PRICES` and that the map does not price.
+    """
+    own = config.pricing
+    if config.kind == "hosted" and (own is None or own.gpu_usd_per_hour is None):
         try:
             from backends.hosted.pricing import hosted_pricing
         except ImportError:  # pragma: no cover - the hosted package is part of the distribution
+            mapped = None
+        else:
+            mapped = hosted_pricing(config.model)
+        if mapped is not None:
+            return mapped if own is None else mapped.model_copy(
+                update={f: getattr(own, f) for f in own.model_fields_set})
+        if not sets_base_price(own):
             return None
-        return hosted_pricing(config.model)
-    return None
+    return None if own is None else gpu_pricing(own)
 
 
 def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: int = 0,

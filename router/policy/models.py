@@ -54,19 +54,26 @@ class Pricing(_Strict):
     def _gpu_needs_throughput(self) -> "Pricing":
         if self.gpu_usd_per_hour is not None and self.output_tokens_per_s is None:
             raise ValueError("'gpu_usd_per_hour' needs the pool's measured 'output_tokens_per_s'")
-        if self.gpu_usd_per_hour is not None and (self.input_per_1m or self.output_per_1m):
+        if self.gpu_usd_per_hour is not None and (self.input_per_1m or self.output_per_1m
+                                                  or self.cached_input_per_1m is not None
+                                                  or self.cache_write_input_per_1m is not None):
             # router.cost.gpu_pricing derives both token prices and would drop these in silence.
-            raise ValueError("set token prices ('input_per_1m', 'output_per_1m') or GPU time ('gpu_usd_per_hour' "
-                             "with throughput), not both: the GPU pricing replaces the token prices")
+            raise ValueError("set token prices ('input_per_1m', 'output_per_1m', 'cached_input_per_1m', "
+                             "'cache_write_input_per_1m') or GPU time ('gpu_usd_per_hour' with throughput), not "
+                             "both: the GPU pricing replaces the token prices")
         return self
 
 
 def pricing_notes(policy: "Policy") -> list[str]:
-    """Advice on a valid policy: each ``vllm`` backend without ``pricing`` is costed at $0
-    (no price map covers self-hosted models), so it wins every route where it clears the bar."""
-    return [f"backend '{b.name}' (vllm) has no pricing: it is costed at $0 and wins every route where it clears "
-            "the bar; give 'pricing: {gpu_usd_per_hour: ..., output_tokens_per_s: ...}' (or zeros to say it is free)"
-            for b in policy.backends if b.kind == "vllm" and b.pricing is None]
+    """Advice on a valid policy: each ``vllm`` backend without ``pricing``, or whose ``pricing``
+    sets no base price (only cache prices), is costed at $0 (no price map covers self-hosted
+    models), so it wins every route where it clears the bar."""
+    from router.cost import sets_base_price
+
+    return [f"backend '{b.name}' (vllm) has no {'pricing' if b.pricing is None else 'base price in its pricing'}: "
+            "it is costed at $0 and wins every route where it clears the bar; give 'pricing: {gpu_usd_per_hour: "
+            "..., output_tokens_per_s: ...}' (or zeros to say it is free)"
+            for b in policy.backends if b.kind == "vllm" and not sets_base_price(b.pricing)]
 
 
 def _endpoint(url: str) -> str:

@@ -70,10 +70,31 @@ def test_the_policy_price_overrides():
     assert cost_usd(pricing, 1000, 0, tokens_cache_write=1000) == pytest.approx(6 / 1e3)
 
 
-def test_a_policy_pricing_without_a_write_price_has_no_surcharge():
-    """The policy's pricing replaces litellm's map entirely, its write price included."""
-    pricing = resolve_pricing(parse_policy(POLICY.replace(", cache_write_input_per_1m: 6", "")).policy.backend("claude"))
-    assert pricing.cache_write_input_per_1m is None and cache_write_price(pricing) == 3
+def test_policy_prices_replace_the_maps_one_by_one():
+    """From a fresh-user pass: ``pricing: {cache_write_input_per_1m: X}`` alone replaced the
+    whole map, so the model cost $0 and won every route. Each field the policy sets replaces
+    the map's; the others stay the map's (claude-sonnet-4-5: 3 / 15 / read 0.3 / write 3.75)."""
+    only_write = resolve_pricing(parse_policy(POLICY.replace("input_per_1m: 3, output_per_1m: 15, ", "")).policy
+                                 .backend("claude"))
+    assert (only_write.input_per_1m, only_write.output_per_1m, only_write.cached_input_per_1m,
+            only_write.cache_write_input_per_1m) == pytest.approx((3, 15, 0.3, 6))
+    no_write = resolve_pricing(parse_policy(POLICY.replace(", cache_write_input_per_1m: 6", "")
+                                            .replace("input_per_1m: 3", "input_per_1m: 2")).policy.backend("claude"))
+    assert (no_write.input_per_1m, cache_write_price(no_write)) == pytest.approx((2, 3.75))
+
+
+def test_a_hosted_model_the_map_does_not_price_needs_a_base_price():
+    unknown = POLICY.replace("anthropic/claude-sonnet-4-5", "openai/gpt-9-nonexistent")
+    with pytest.raises(PolicyError, match="has no price for 'openai/gpt-9-nonexistent'"):
+        parse_policy(unknown.replace("input_per_1m: 3, output_per_1m: 15, ", ""))
+    assert resolve_pricing(parse_policy(unknown).policy.backend("claude")).input_per_1m == 3
+
+
+def test_gpu_pricing_takes_no_cache_token_prices():
+    for extra in ("cache_write_input_per_1m: 3.75", "cached_input_per_1m: 0.3"):
+        with pytest.raises(PolicyError, match="not both"):
+            parse_policy(POLICY.replace("input_per_1m: 3, output_per_1m: 15, cache_write_input_per_1m: 6",
+                                        f"gpu_usd_per_hour: 4, output_tokens_per_s: 2500, {extra}"))
 
 
 @pytest.mark.parametrize("value", ["-1", "true", "'x'"])

@@ -587,7 +587,12 @@ def test_validate_notes_an_unpriced_vllm_pool(tmp_path):
     result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
     assert result.exit_code == 0 and ": ok (" in result.stdout
     assert "note: backend 'pool' (vllm) has no pricing: it is costed at $0" in result.stderr
-    policy.write_text(text.replace("endpoints: [http://v:8000/v1]}", "endpoints: [http://v:8000/v1], pricing: {}}"))
+    for block in ("{}", "{cache_write_input_per_1m: 1}"):  # cache prices alone set no base price
+        policy.write_text(text.replace("endpoints: [http://v:8000/v1]}", f"endpoints: [http://v:8000/v1], pricing: {block}}}"))
+        assert "(vllm) has no base price in its pricing: it is costed at $0" in \
+            CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr
+    policy.write_text(text.replace("endpoints: [http://v:8000/v1]}",
+                                   "endpoints: [http://v:8000/v1], pricing: {input_per_1m: 0, output_per_1m: 0}}"))
     assert CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr == ""
 
 
