@@ -2,12 +2,15 @@
 
 Fallback rule: on a retryable :class:`~backends.errors.BackendError` (connect error,
 timeout, 429, 5xx, an upstream 401/403/404, a 400 ``context_length_exceeded``) *before the
-first byte reached the client*, the next backend of the
-decision's order is tried. After a ``context_length_exceeded`` from a backend whose context
-window is known (:func:`router.cost.resolve_context`), later backends whose known window is
-no larger are skipped: the upstream counted the prompt, and it would not fit them either. For streams the gateway waits for the first chunk before it
-sends the response head, so a failure before it still falls back; after it, the stream
-ends with an OpenAI-style error event ``data: {"error": {...}}`` and ``data: [DONE]``.
+first byte reached the client*, the next backend of the decision's order is tried. After a
+``context_length_exceeded`` from a backend whose context window is known
+(:func:`router.cost.resolve_context`), later backends whose known window is no larger are
+skipped: the upstream counted the prompt, and it would not fit them either. A skipped
+backend is not an attempt: the next candidate beyond the recorded fallbacks takes its place,
+up to the route's ``max_attempts`` backends tried. For streams the gateway waits for the
+first chunk before it sends the response head, so a failure before it still falls back;
+after it, the stream ends with an OpenAI-style error event ``data: {"error": {...}}`` and
+``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -106,7 +109,9 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     """
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
-    for name in attempt.decision.order:
+    for name in attempt.decision.dispatch_order:
+        if len(attempt.tried) >= attempt.decision.attempts:
+            break
         if _cannot_fit(runtime, name, failures):
             continue
         backend = _begin(runtime, attempt, name)
@@ -118,7 +123,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
             last = exc
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
             last = _adapter_error(name, exc)
-        if not _failed(runtime, name, last, failures, name != attempt.decision.order[-1]):
+        if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
     raise _all_failed(last, failures)
@@ -132,7 +137,9 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     """
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
-    for name in attempt.decision.order:
+    for name in attempt.decision.dispatch_order:
+        if len(attempt.tried) >= attempt.decision.attempts:
+            break
         if _cannot_fit(runtime, name, failures):
             continue
         backend = _begin(runtime, attempt, name)
@@ -149,7 +156,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
             last = _adapter_error(name, exc)
         await chunks.aclose()
-        if not _failed(runtime, name, last, failures, name != attempt.decision.order[-1]):
+        if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
     raise _all_failed(last, failures)
@@ -162,6 +169,11 @@ def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
     attempt.tried.append(name)
     runtime.router.live.started(name)
     return backend
+
+
+def _more(attempt: Attempt, name: str) -> bool:
+    """Whether dispatch may go on after backend ``name`` failed (for the log line)."""
+    return len(attempt.tried) < attempt.decision.attempts and name != attempt.decision.dispatch_order[-1]
 
 
 def _cannot_fit(runtime: Runtime, name: str, failures: list[tuple[str, str]]) -> bool:

@@ -82,6 +82,12 @@ class Decision:
     body: dict
     candidates: list[Candidate] = field(default_factory=list)
     bar: float | None = None
+    #: Candidates after the recorded fallbacks, in the same order: dispatch reaches them only
+    #: when it skips a fallback without trying it (one whose context window is too small), so
+    #: that ``attempts`` backends can still be tried.
+    reserve: list[str] = field(default_factory=list)
+    #: Backends dispatch may try for this request (the route's ``max_attempts``).
+    attempts: int = 1
     #: Told which backend answered when it was not the first choice (a ``route_target``
     #: route's controller then counts the fallback's predicted quality).
     on_fallback: Callable[[str], None] | None = field(default=None, repr=False)
@@ -90,6 +96,11 @@ class Decision:
     def order(self) -> list[str]:
         """Backends to try, in order: the choice then the fallbacks."""
         return [self.record.chosen, *self.record.fallbacks]
+
+    @property
+    def dispatch_order(self) -> list[str]:
+        """:attr:`order`, then the :attr:`reserve` a skipped fallback makes room for."""
+        return [*self.order, *self.reserve]
 
     def answered_by(self, backend: str) -> None:
         """Report that ``backend`` gave the answer (dispatch calls this after a fallback)."""
@@ -281,7 +292,8 @@ class Router:
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
         )
-        return Decision(record=record, body=body, candidates=cands, bar=bar, on_fallback=on_fallback)
+        return Decision(record=record, body=body, candidates=cands, bar=bar, on_fallback=on_fallback,
+                        reserve=[c.backend for c in rest][route.max_attempts - 1:], attempts=route.max_attempts)
 
     def _fitting(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
                  where: str) -> list[BackendConfig]:

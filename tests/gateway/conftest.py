@@ -30,6 +30,8 @@ backends:
   - {name: short, kind: fake, model: m-error-context, quality: 0.9, context_tokens: 4096, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
   - {name: short-too, kind: fake, model: m2-error-context, quality: 0.9, context_tokens: 4096, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
   - {name: window-unknown, kind: fake, model: m3-error-context, quality: 0.9, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: shorter, kind: fake, model: m4-error-context, quality: 0.9, context_tokens: 2048, pricing: {input_per_1m: 0.1, output_per_1m: 0.1}}
+  - {name: big-window, kind: fake, model: big-model, quality: 0.9, context_tokens: 128000, pricing: {input_per_1m: 0.5, output_per_1m: 0.5}}
 routes:
   - {name: auto, backends: [broken-500, limited-429, good], quality_bar: {target: 0.95}}
   - {name: all-broken, backends: [broken-500, limited-429], quality_bar: {target: 0.95}}
@@ -40,6 +42,7 @@ routes:
   - {name: only-short, backends: [short], quality_bar: {target: 0.95}}
   - {name: long-skip, backends: [short, short-too, good], quality_bar: {target: 0.95}}
   - {name: only-shorts, backends: [short, short-too, window-unknown], quality_bar: {target: 0.95}}
+  - {name: skips-past-max-attempts, backends: [short, short-too, shorter, big-window], quality_bar: {target: 0.95}}
 """
 
 

@@ -161,3 +161,15 @@ def test_context_length_exceeded_skips_candidates_with_no_larger_window(fallback
     assert resp.status_code == 400 and err["code"] == "context_length_exceeded" and err["param"] == "messages"
     assert "All 2 backends tried failed: short (context_length_exceeded), window-unknown" in err["message"]
     assert "short-too (not tried: its 4096-token context window is no larger than 4096)" in err["message"]
+
+
+def test_a_skipped_fallback_is_not_an_attempt(fallback_gateway):
+    """From a fresh-user pass: with max_attempts 3 the decision records two fallbacks
+    (short-too, shorter); both are skipped after short's 4096-token window rejected the
+    prompt, and the 128k-token backend beyond them answers instead of a context error."""
+    body = {"model": "skips-past-max-attempts", "messages": MSG}
+    route = httpx.post(fallback_gateway.v1 + "/route", json=body).json()
+    assert route["chosen"] == "short" and route["fallbacks"] == ["short-too", "shorter"]
+    resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-mixroute-backend"] == "big-window" and resp.headers["x-mixroute-fallbacks"] == "short"
