@@ -53,14 +53,17 @@ if TYPE_CHECKING:
 #: together, every row outside the heads' training rows and the outcome memory.
 SPLITS = ("train", "calib", "test", "heldout")
 _MEMBERS = {"heldout": ("calib", "test")}
+#: Largest --n / --seed: the JSON report records them as 64-bit integers.
+_INT64 = 2**63 - 1
 
 
 def replay(
     data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeat for more.")],
     json_out: Annotated[Path, typer.Option("--json", help="Write the JSON report here.")],
     gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", min=1, help="Send only the first N prompts.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Shuffle the prompts with this seed before taking N.")] = None,
+    n: Annotated[Optional[int], typer.Option("--n", min=1, max=_INT64, help="Send only the first N prompts.")] = None,
+    seed: Annotated[Optional[int], typer.Option(min=-_INT64, max=_INT64,
+                                                help="Shuffle the prompts with this seed before taking N.")] = None,
     route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
     concurrency: Annotated[int, typer.Option(min=1, max=64, help=(
         "Requests in flight. 1 decides the rows in order, so the same command gives the same report; "

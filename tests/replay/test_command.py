@@ -58,6 +58,16 @@ def test_cli_bad_data_exits_2(tmp_path):
     assert result.exit_code == 2 and "no such file or folder" in result.output
 
 
+@pytest.mark.parametrize("option", ["--n", "--seed"])
+def test_an_n_or_seed_the_report_cannot_hold_is_refused_before_the_run(tmp_path, option):
+    """From a fresh-user pass: a 23-digit --n or --seed ran every row, then lost the report
+    to a traceback (orjson: "Integer exceeds 64-bit range")."""
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--json",
+                                          str(tmp_path / "o.json"), option, "99999999999999999999999"])
+    assert result.exit_code == 2 and option in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "o.json").exists()
+
+
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
 def test_a_startup_timeout_that_cannot_be_waited_is_refused_before_the_gateway_starts(tmp_path, timeout):
     # It started the gateway, then failed with "not ready after nan s:" and an empty log tail.
