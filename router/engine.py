@@ -302,7 +302,7 @@ class Router:
 
         Raises:
             router.errors.ContextTooLong: none does (param ``max_tokens`` when the prompt
-                alone would fit somewhere, else ``messages``).
+                alone would fit somewhere, else ``messages``, or ``prompt`` for legacy completions).
         """
         limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 0
         needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
@@ -313,7 +313,7 @@ class Router:
                 raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
                                      f"exceeds the context window of {where}; lower max_tokens", param="max_tokens")
             raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
-                                 f"{where}", param="messages")
+                                 f"{where}", param="prompt" if req.endpoint == "completions" else "messages")
         return fitting
 
     async def _pinned(self, req: RoutingRequest, body: dict, phash: str, text: str, b: BackendConfig) -> Decision:

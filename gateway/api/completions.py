@@ -24,7 +24,7 @@ from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from router.engine import OVERRIDE_HEADER, Decision, RoutingRequest, candidate_dict, new_request_id
-from router.errors import MixrouteError, NoCandidate, RequestRejected
+from router.errors import InvalidRequest, MixrouteError, NoCandidate, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
 from router.rules import PromptBlocked
 from router.rewrite import CACHE_SCOPE_KEY
@@ -165,7 +165,12 @@ async def route(request: Request):
     ``messages``), validated as its endpoint would validate it."""
     runtime, settings, principal = await hot_path_deps(request)
     raw = await _read(request, settings, principal)
-    endpoint = "completions" if "prompt" in raw and "messages" not in raw else "chat"
+    if "prompt" in raw and "messages" in raw:
+        # /v1/completions would route on `prompt`, /v1/chat/completions on `messages`: a dry
+        # run of this body could predict only one of them.
+        raise InvalidRequest("The body has both 'prompt' (legacy completions) and 'messages' (chat); send the "
+                             "one of the endpoint you mean to call", param="prompt", code="ambiguous_body")
+    endpoint = "completions" if "prompt" in raw else "chat"
     decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw)
     rec = decision.record
     replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)

@@ -358,3 +358,16 @@ def test_route_dry_runs_a_legacy_completions_body(demo_gateway):
     assert chat["endpoint"] == "chat"
     _assert_envelope(httpx.post(demo_gateway.v1 + "/route", json={"prompt": "hi", "logprobs": 99}), 400, param="logprobs")
     _assert_envelope(httpx.post(demo_gateway.v1 + "/route", json={"model": "auto"}), 400, param="messages")
+    both = {"model": "auto", "prompt": "hi", "messages": MSG}  # /v1/completions and chat route it differently
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/route", json=both), 400, code="ambiguous_body", param="prompt")
+
+
+def test_a_legacy_prompt_too_long_for_every_backend_blames_prompt(demo_gateway):
+    """The gateway's own context check named ``messages`` for a completions body."""
+    long = "word " * 600_000
+    for path in ("/completions", "/route"):
+        _assert_envelope(httpx.post(demo_gateway.v1 + path, json={"model": "auto", "prompt": long}, timeout=60),
+                         400, code="context_length_exceeded", param="prompt")
+    _assert_envelope(httpx.post(demo_gateway.v1 + "/chat/completions", timeout=60,
+                                json={"model": "auto", "messages": [{"role": "user", "content": long}]}),
+                     400, code="context_length_exceeded", param="messages")
