@@ -7,6 +7,7 @@ auth); messages show it with the user info replaced by ``***`` (:func:`shown`).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -22,12 +23,20 @@ def shown(url: str) -> str:
 
 
 def endpoint_key(url: str) -> tuple[str, str, int, str]:
-    """What identifies the replica at a checked ``url``: ``(scheme, host in lower case, port
-    (80/443 when not given), path without trailing slashes)``; user info is left out, so
-    ``http://u:p@VLLM-0:80/v1/`` and ``http://vllm-0/v1`` are one replica."""
+    """What identifies the replica at a checked ``url``: ``(scheme, host, port (80/443 when not
+    given), path)``, with the host in lower case without a trailing dot and an IP address in
+    its one canonical form, and the path without empty or ``.`` segments or trailing slashes;
+    user info is left out, so ``http://u:p@VLLM-0.:80//v1/`` and ``http://vllm-0/v1`` are one
+    replica, as are ``http://[::1]:8000/v1`` and ``http://[0:0:0:0:0:0:0:1]:8000/v1``."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS[scheme], parts.path.rstrip("/")
+    host = (parts.hostname or "").lower().rstrip(".")
+    try:
+        host = ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass  # a name, not an address
+    path = "/".join(seg for seg in parts.path.split("/") if seg not in ("", "."))
+    return scheme, host, parts.port or DEFAULT_PORTS[scheme], "/" + path if path else ""
 
 
 def check_distinct(urls: Sequence[str]) -> None:
@@ -40,7 +49,7 @@ def check_distinct(urls: Sequence[str]) -> None:
         if first != i:
             raise ValueError(f"endpoint {shown(url)!r} (endpoints[{i}]) is listed twice: it is the same replica as "
                              f"endpoints[{first}] {shown(urls[first])!r} (compared without user info or trailing "
-                             "slash, host in any case, default port filled in; each entry is one replica)")
+                             "slashes, host in any case, default port filled in; each entry is one replica)")
 
 
 def check_one_authorization(urls: Sequence[str]) -> None:
@@ -58,7 +67,7 @@ def check_endpoint(url: str) -> None:
     """Raise ``ValueError`` unless ``url`` is an http(s) URL with a host (and a valid port);
     the message shows ``url`` without its user info (:func:`shown`)."""
     safe = shown(url)
-    if not url.startswith(("http://", "https://")):
+    if not url.lower().startswith(("http://", "https://")):
         raise ValueError(f"endpoint {safe!r} must start with http:// or https://")
     if any(c.isspace() or not c.isprintable() for c in url):
         raise ValueError(f"endpoint {safe!r} contains whitespace or control characters")
@@ -66,7 +75,9 @@ def check_endpoint(url: str) -> None:
     try:
         parts.port
     except ValueError:
-        raise ValueError(f"endpoint {safe!r} has an invalid port") from None
+        hint = (" (a user name or password containing '/', '?', '#' or '@' must be percent-encoded)"
+                if "@" in url else "")
+        raise ValueError(f"endpoint {safe!r} has an invalid port{hint}") from None
     if not parts.hostname:
         raise ValueError(f"endpoint {safe!r} has no host")
     if parts.query or parts.fragment:

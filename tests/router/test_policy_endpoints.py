@@ -36,6 +36,12 @@ def _problem(first: str, second: str) -> str:
     ("http://vllm-0:8000/v1/", "http://VLLM-0:8000/v1"),
     ("http://vllm-0/v1", "http://vllm-0:80/v1"),
     ("https://vllm-0:443/v1", "https://:s3cret@Vllm-0/v1//"),
+    # second break-it pass: empty and "." path segments, a trailing-dot host, IPv6 spellings
+    ("http://vllm-0:8000/v1", "http://vllm-0:8000//v1"),
+    ("http://vllm-0:8000/v1", "http://vllm-0:8000/./v1"),
+    ("http://vllm-0:8000/v1", "http://vllm-0.:8000/v1"),
+    ("http://[::1]:8000/v1", "http://[0:0:0:0:0:0:0:1]:8000/v1"),
+    ("http://vllm-0:8000/v1", "HTTP://vllm-0:8000/v1"),
 ])
 def test_endpoints_that_name_one_replica_are_a_duplicate(first, second):
     """From a break-it pass: entries differing only in user info, a trailing slash or the
@@ -60,6 +66,13 @@ def test_endpoint_problems_do_not_show_credentials(bad):
     msg = _problem(bad, "http://vllm-9:8000/v1")
     assert msg.startswith("policy.yaml:7 backends[0].endpoints[0]: endpoint '") and "***@" in msg, msg
     assert "s3" not in msg and "cret" not in msg
+    if bad == "http://u:s3/cret@vllm-0/v1":  # '/' in the password reads as the end of the host
+        assert "must be percent-encoded" in msg
+
+
+def test_an_upper_case_scheme_is_a_url_like_any_other():
+    loaded = parse_policy(POLICY.format(first="HTTP://vllm-0:8000/v1", second="Https://vllm-1:8000/v1"))
+    assert loaded.policy.backends[0].endpoints == ["HTTP://vllm-0:8000/v1", "Https://vllm-1:8000/v1"]
 
 
 @given(user=st.text("abc:%", max_size=6), host=st.sampled_from(["vllm-0", "VLLM-0", "Vllm-0"]),
