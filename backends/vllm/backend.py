@@ -84,7 +84,7 @@ from backends.errors import (
     from_status,
 )
 from backends.vllm.affinity import AffinityChooser
-from backends.vllm.metrics import Scraper
+from backends.vllm.metrics import Scraper, read_capped
 from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
 from router.rewrite import CACHE_SCOPE_KEY
@@ -188,15 +188,9 @@ class VllmBackend(Backend):
         Raises:
             BackendServerError: the body is larger.
         """
-        declared = response.content_length
-        data = bytearray()
-        if declared is None or declared <= MAX_RESPONSE_BYTES:
-            async for piece in response.content.iter_any():
-                data += piece
-                if len(data) > MAX_RESPONSE_BYTES:
-                    break
-            else:
-                return bytes(data)
+        body = await read_capped(response, MAX_RESPONSE_BYTES)
+        if body is not None:
+            return body
         raise BackendServerError(f"{self.name}: upstream answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB",
                                  backend=self.name)
 
