@@ -126,7 +126,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
-    raise _all_failed(last, failures)
+    raise _all_failed(last, failures, attempt.endpoint)
 
 
 async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[dict, AsyncIterator[dict]]:
@@ -159,7 +159,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
-    raise _all_failed(last, failures)
+    raise _all_failed(last, failures, attempt.endpoint)
 
 
 def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
@@ -211,8 +211,12 @@ def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple
     return exc.retryable
 
 
-def _all_failed(last: BackendError, failures: list[tuple[str, str]]) -> BackendError:
-    """``last`` with a message naming every backend tried (and skipped), when more than one was."""
+def _all_failed(last: BackendError, failures: list[tuple[str, str]], endpoint: str) -> BackendError:
+    """``last`` with a message naming every backend tried (and skipped), when more than one
+    was; a ``context_length_exceeded`` whose upstream named no ``param`` (vLLM's does not)
+    blames the field that holds the prompt, as OpenAI's does."""
+    if isinstance(last, BackendContextExceeded) and last.param is None:
+        last.param = "prompt" if endpoint == "completions" else "messages"
     tried = [f"{name} ({code})" for name, code in failures if not code.startswith("not tried")]
     skipped = [f"{name} ({code})" for name, code in failures if code.startswith("not tried")]
     if len(failures) > 1:

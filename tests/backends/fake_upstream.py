@@ -18,6 +18,8 @@ Behaviour by model-name suffix (as the ``fake`` backend):
   chunks (a non-streaming answer waits ``SLOW_FIRST_TOKEN_S``).
 - ``...-error-context``: 400 with OpenAI's error body for a prompt beyond the context window
   (:data:`CONTEXT_ERROR`: ``param`` ``messages``, ``code`` ``context_length_exceeded``).
+- ``...-error-vllm-context``: 400 with vLLM's own error body for that (:data:`VLLM_CONTEXT_ERROR`:
+  no ``param``, ``code`` the integer 400).
 - ``...-html``: 200 with an HTML page (a proxy's error page), streaming or not.
 - ``...-extras``: a normal answer with keys that are not OpenAI's, as providers add them
   (:data:`PROVIDER_EXTRAS`, Anthropic's cache usage fields, ``citations``), and 2 cached
@@ -152,6 +154,11 @@ CONTEXT_ERROR = {"error": {
     "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
 """OpenAI's answer (HTTP 400) to a prompt longer than the model's context window."""
 
+VLLM_CONTEXT_ERROR = {"object": "error", "type": "BadRequestError", "param": None, "code": 400, "message": (
+    "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4900 in the messages, "
+    "100 in the completion). Please reduce the length of the messages or completion.")}
+"""vLLM's answer (HTTP 400) to the same: no ``param``, an integer ``code``."""
+
 
 def _error(status: int, message: str) -> Response:
     kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(status, "server_error")
@@ -214,6 +221,8 @@ def create_app(state: UpstreamState) -> Starlette:
         state.requests.append({"path": request.url.path, "replica": request.path_params.get("replica", ""),
                                "headers": dict(request.headers), "body": body})
         model = str(body.get("model", ""))
+        if model.endswith("-error-vllm-context"):
+            return Response(orjson.dumps(VLLM_CONTEXT_ERROR), status_code=400, media_type="application/json")
         if model.endswith("-error-context"):
             return Response(orjson.dumps(CONTEXT_ERROR), status_code=400, media_type="application/json")
         for status in (429, 500, 400):
