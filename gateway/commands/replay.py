@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import random
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,7 +60,8 @@ _INT64 = 2**63 - 1
 
 def replay(
     data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeat for more.")],
-    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON report here.")],
+    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON report here (- for standard output; "
+                                                          "the tables then go to standard error).")],
     gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
     n: Annotated[Optional[int], typer.Option("--n", min=1, max=_INT64, help="Send only the first N prompts.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=-_INT64, max=_INT64,
@@ -91,7 +93,9 @@ def replay(
             write_output(write_policy, "--write-policy", plan.write_policy)
             typer.echo(f"wrote {write_policy}")
             return
-        check_output(json_out, "--json")
+        to_stdout = str(json_out) == "-"
+        if not to_stdout:
+            check_output(json_out, "--json")
         with contextlib.ExitStack() as stack:
             stack.enter_context(_sigterm_as_interrupt())
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
@@ -110,8 +114,12 @@ def replay(
     # How the report was produced, so that two reports can be compared.
     report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
                      "quality_bar": bar, "split": split, "seed": seed, "n": n, "concurrency": concurrency}
-    write_output(json_out, "--json", lambda p: p.write_bytes(_dumps(report)))
-    print_summary(report, json_out)
+    if to_stdout:
+        sys.stdout.buffer.write(_dumps(report) + b"\n")
+        sys.stdout.flush()
+    else:
+        write_output(json_out, "--json", lambda p: p.write_bytes(_dumps(report)))
+    print_summary(report, "standard output" if to_stdout else json_out, stderr=to_stdout)
     if report["errors"]:
         first = next(a.error for a in answered if a.error)
         typer.echo(f"mixroute replay: {report['errors']} request(s) failed; first: {first}", err=True)
@@ -287,8 +295,8 @@ def _dumps(report: dict) -> bytes:
     return orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def print_summary(report: dict, json_out: Path) -> None:
-    """Print the report as rich tables."""
+def print_summary(report: dict, json_out: Path | str, stderr: bool = False) -> None:
+    """Print the report as rich tables (to standard error with ``stderr``)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -305,7 +313,7 @@ def print_summary(report: dict, json_out: Path) -> None:
     shares.add_column("share", justify="right")
     for model, share in report["backend_share"].items():
         shares.add_row(model, f"{share:.1%}")
-    console = Console()
+    console = Console(stderr=stderr)
     console.print(table)
     console.print(shares)
     console.print(f"costs: {report['price_source']}; errors: {report['errors']}; report: {json_out}")

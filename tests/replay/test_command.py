@@ -257,3 +257,15 @@ def test_an_unknown_route_is_named_before_any_request(tmp_path):
                                        "--route", "nosuch", "--n", "3"])
     assert res.exit_code == 2 and "--route 'nosuch'" in res.output and "auto" in res.output, res.output
     assert not (tmp_path / "o.json").exists()
+
+
+def test_json_dash_writes_the_report_to_standard_output(tmp_path):
+    """From a fresh-user pass: ``--json -`` wrote a file named ``-`` (``logs export`` takes
+    ``-`` as standard output). The report is stdout's only content; the tables go to stderr."""
+    proc = subprocess.run([*_mixroute(), "replay", "--data", str(write_bench(tmp_path)), "--json", "-"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["n"] == len(report["requests"]) > 0
+    assert "backend share" in proc.stderr and "report: standard output" in proc.stderr
+    assert not (tmp_path / "-").exists()
