@@ -118,8 +118,9 @@ class ReplayPlan:
             "pricing": {"per_request": self.prices[model]},
         } for name, model in self.names.items()]
         route = {"name": ROUTE, "backends": list(self.names), "quality_bar": {"route_target": target},
-                 "description": f"Replay of {self.dataset.name}: the cheapest choices that keep {target:.0%} of the "
-                                "best predicted quality over the route's requests."}
+                 # No figure here: `mixroute calibrate --write` replaces the bar, not this line.
+                 "description": f"Replay of {self.dataset.name}: the cheapest choices that keep the quality bar's "
+                                "share of the best predicted quality over the route's requests."}
         return {"version": 1, "default_route": ROUTE, "backends": backends, "routes": [route]}
 
     def write_policy(self, path: Path, target: float = 0.95) -> Path:
