@@ -84,7 +84,7 @@ OPENAI_KEYS = {
                            "service_tier"}),
     "choice": frozenset({"index", "message", "delta", "text", "logprobs", "finish_reason"}),
     "message": frozenset({"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations",
-                          "reasoning_content"}),
+                          "reasoning_content", "thinking_blocks"}),
     "usage": frozenset({"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details",
                         "completion_tokens_details"}),
     "prompt_tokens_details": frozenset({"cached_tokens", "audio_tokens"}),
@@ -93,8 +93,12 @@ OPENAI_KEYS = {
 }
 """The keys kept in each part of a response or chunk: those of the OpenAI objects
 (API reference: ``chat.completion``, ``chat.completion.chunk``, ``text_completion``, the
-usage object), ``"message"`` standing for a chat message or a stream delta. One extension
-is kept: ``reasoning_content``, the reasoning text of vLLM and DeepSeek."""
+usage object), ``"message"`` standing for a chat message or a stream delta. Two extensions
+are kept: ``reasoning_content``, the reasoning text of vLLM and DeepSeek (and litellm's for
+Claude), and litellm's ``thinking_blocks``: Claude's extended-thinking blocks with their
+signatures, which a client must send back on the assistant turn of a tool-use conversation
+(litellm turns them back into Anthropic's thinking content; the gateway passes message
+fields through)."""
 
 _NONE_DROPPED = ("function_call", "audio")  # deprecated or on request only: absent, not null, in OpenAI's answers
 _litellm: Any = None

@@ -108,6 +108,21 @@ async def test_answers_are_openai_shaped(upstream, endpoint, body):
     assert text == "Hello from m-extras. You said: hi there"
 
 
+def test_thinking_blocks_and_reasoning_content_are_kept():
+    """Claude's extended-thinking blocks must go back on the next assistant turn of a tool-use
+    conversation; cutting them broke such conversations. Provider extras still go."""
+    from backends.hosted.backend import to_dict
+
+    block = {"type": "thinking", "thinking": "2 + 2 = 4", "signature": "sig=="}
+    raw = {"id": "x", "object": "chat.completion", "created": 1, "model": "claude", "provider_specific_fields": {},
+           "choices": [{"index": 0, "finish_reason": "stop", "message": {
+               "role": "assistant", "content": "4", "reasoning_content": "2 + 2 = 4", "thinking_blocks": [block],
+               "provider_specific_fields": {"citations": None}}}]}
+    message = to_dict(raw)["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "4", "reasoning_content": "2 + 2 = 4", "thinking_blocks": [block]}
+    assert "provider_specific_fields" not in to_dict(raw)
+
+
 async def test_timeout(upstream):
     backend = hosted(model="openai/m-slow", api_base=upstream.v1(), timeout_s=0.1)
     with pytest.raises(BackendTimeout):
