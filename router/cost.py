@@ -2,18 +2,24 @@
 
     cost = (tokens_in - tokens_cached - tokens_cache_write) * input_per_1m / 1e6
          + tokens_cached * cached_input_per_1m / 1e6
-         + tokens_cache_write * cache_write_input_per_1m / 1e6
+         + (tokens_cache_write - tokens_cache_write_1h) * cache_write_input_per_1m / 1e6
+         + tokens_cache_write_1h * cache_write_1h_input_per_1m / 1e6
          + tokens_out * output_per_1m / 1e6
          + per_request
 
 ``tokens_in`` counts every prompt token, those read from and those written to a prefix cache
 included (as litellm reports Anthropic's and Bedrock's usage: ``prompt_tokens = input_tokens
 + cache_read_input_tokens + cache_creation_input_tokens``, litellm 1.110.2,
-``llms/anthropic/chat/transformation.py`` ``calculate_usage``). ``cached_input_per_1m``
-defaults to ``input_per_1m`` (no discount) and ``cache_write_input_per_1m`` to
-``input_per_1m`` (no surcharge; Anthropic bills a 5-minute cache write at 1.25x the input
-price, its prompt caching guide). Hosted backends without prices in the policy take
-litellm's bundled price map (``backends.hosted.pricing.hosted_pricing``).
+``llms/anthropic/chat/transformation.py`` ``calculate_usage``). ``tokens_cache_write`` counts
+every written token and ``tokens_cache_write_1h`` the part of them written to a 1-hour cache
+(Anthropic's ``cache_creation_input_tokens`` and its
+``cache_creation.ephemeral_1h_input_tokens``; the rest went to the 5-minute cache).
+``cached_input_per_1m`` defaults to ``input_per_1m`` (no discount), ``cache_write_input_per_1m``
+to ``input_per_1m`` (no surcharge) and ``cache_write_1h_input_per_1m`` to the 5-minute write
+price (Anthropic bills a 5-minute cache write at 1.25x the input price and a 1-hour one at 2x,
+its prompt caching guide). Hosted backends without prices in the policy take litellm's
+bundled price map (``backends.hosted.pricing.hosted_pricing``, which gives both write prices
+for Claude models).
 
 Cache writes are billed, not predicted: the outcome of a hosted answer is priced with the
 written tokens the provider reported (``backends.hosted.pricing.billed_cost``), while the
@@ -77,7 +83,7 @@ def known_pricing(config: BackendConfig) -> Pricing | None:
 
     A hosted model takes litellm's bundled map, and the fields its policy ``pricing`` sets
     replace the map's one by one (``{cache_write_input_per_1m: 3.75}`` alone keeps the map's
-    input and output prices); GPU-time pricing replaces the map whole. A model the map does
+    input, output and 1-hour write prices); GPU-time pricing replaces the map whole. A model the map does
     not price, and every other kind, takes the policy's prices as they are (GPU-time pricing
     derived, :func:`gpu_pricing`); ``None`` for a hosted model whose block sets no
     :data:`BASE_PRICES` and that the map does not price.
@@ -99,32 +105,44 @@ def known_pricing(config: BackendConfig) -> Pricing | None:
 
 
 def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: int = 0,
-             tokens_cache_write: int = 0) -> float:
+             tokens_cache_write: int = 0, tokens_cache_write_1h: int = 0) -> float:
     """Cost of one call in USD (formula in the module docstring).
 
     Args:
         tokens_in: prompt tokens, including those read from and written to a prefix cache.
         tokens_out: completion tokens.
         tokens_cached: prompt tokens read from a prefix cache (clamped to ``[0, tokens_in]``).
-        tokens_cache_write: prompt tokens written to a prefix cache (Anthropic's
-            ``cache_creation_input_tokens``; clamped to ``[0, tokens_in - tokens_cached]``).
+        tokens_cache_write: prompt tokens written to a prefix cache, of any lifetime
+            (Anthropic's ``cache_creation_input_tokens``; clamped to
+            ``[0, tokens_in - tokens_cached]``).
+        tokens_cache_write_1h: the part of ``tokens_cache_write`` written to a 1-hour cache
+            (Anthropic's ``ephemeral_1h_input_tokens``; clamped to ``[0, tokens_cache_write]``).
     """
     cached = max(0, min(tokens_cached, tokens_in))
     written = max(0, min(tokens_cache_write, tokens_in - cached))
+    written_1h = max(0, min(tokens_cache_write_1h, written))
     cached_price = pricing.cached_input_per_1m if pricing.cached_input_per_1m is not None else pricing.input_per_1m
     return (
         (tokens_in - cached - written) * pricing.input_per_1m
         + cached * cached_price
-        + written * cache_write_price(pricing)
+        + (written - written_1h) * cache_write_price(pricing)
+        + written_1h * cache_write_1h_price(pricing)
         + tokens_out * pricing.output_per_1m
     ) / 1e6 + pricing.per_request
 
 
 def cache_write_price(pricing: Pricing) -> float:
-    """USD per 1M prompt tokens written to a prefix cache: ``cache_write_input_per_1m``, else
-    ``input_per_1m`` (no surcharge)."""
+    """USD per 1M prompt tokens written to a (5-minute) prefix cache: ``cache_write_input_per_1m``,
+    else ``input_per_1m`` (no surcharge)."""
     write = pricing.cache_write_input_per_1m
     return pricing.input_per_1m if write is None else write
+
+
+def cache_write_1h_price(pricing: Pricing) -> float:
+    """USD per 1M prompt tokens written to a 1-hour prefix cache: ``cache_write_1h_input_per_1m``,
+    else the 5-minute write price (:func:`cache_write_price`)."""
+    write = pricing.cache_write_1h_input_per_1m
+    return cache_write_price(pricing) if write is None else write
 
 
 def resolve_context(config: BackendConfig) -> int | None:

@@ -2,7 +2,8 @@
 the billed cost of a hosted answer whose provider wrote a prompt-cache prefix.
 
 The map gives USD per token (``input_cost_per_token``, ``output_cost_per_token``,
-``cache_read_input_token_cost``, ``cache_creation_input_token_cost``);
+``cache_read_input_token_cost``, ``cache_creation_input_token_cost`` for a 5-minute cache write,
+``cache_creation_input_token_cost_above_1hr`` for a 1-hour one);
 :class:`router.policy.models.Pricing` wants USD per 1M tokens. The bundled copy is used
 (``LITELLM_LOCAL_MODEL_COST_MAP=True``), never a download, so prices are those of the
 installed litellm release.
@@ -11,7 +12,12 @@ Cache writes (:func:`billed_cost`): litellm reports Anthropic's (and Bedrock's)
 ``cache_creation_input_tokens`` as ``usage.prompt_tokens_details.cache_write_tokens`` (mirrored
 in ``cache_creation_tokens``) and as a top-level ``usage.cache_creation_input_tokens``, and
 counts them in ``prompt_tokens`` (litellm 1.110.2, ``llms/anthropic/chat/transformation.py``
-``calculate_usage``; ``types/utils.py`` ``Usage``). The hosted backend cuts its answers to
+``calculate_usage``; ``types/utils.py`` ``Usage``). Anthropic's split by lifetime
+(``usage.cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``) becomes
+``usage.prompt_tokens_details.cache_creation_token_details`` (``CacheCreationTokenDetails``,
+same field names; ``None`` when Anthropic sent no split, and then litellm's own cost
+calculator bills every write at the 5-minute price, ``litellm_core_utils/llm_cost_calc/utils.py``
+``calculate_cache_writing_cost``; so does :func:`billed_cost`). The hosted backend cuts its answers to
 OpenAI's keys, which have no cache-write count, so the cost is computed from litellm's usage
 before that cut and travels as the backend's recorded cost (``backends.base.COST_KEY``).
 """
@@ -21,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from backends.hosted.backend import load_litellm
-from router.cost import cache_write_price, cost_usd
+from router.cost import cache_write_1h_price, cache_write_price, cost_usd
 from router.policy.models import Pricing
 
 PER_1M = 1_000_000
@@ -34,10 +40,12 @@ def hosted_pricing(model: str) -> Pricing | None:
         model: e.g. ``openai/gpt-4o-mini`` or ``gpt-4o-mini``.
 
     Returns:
-        USD per 1M input / output / cached-input / cache-write tokens, or ``None`` when the
-        map has no token prices for the model. ``cached_input_per_1m`` is ``None`` (no
-        discount) when the map has no cache-read price, ``cache_write_input_per_1m`` ``None``
-        (no surcharge) when it has no cache-creation price.
+        USD per 1M input / output / cached-input / cache-write (5-minute and 1-hour) tokens,
+        or ``None`` when the map has no token prices for the model. ``cached_input_per_1m``
+        is ``None`` (no discount) when the map has no cache-read price,
+        ``cache_write_input_per_1m`` ``None`` (no surcharge) when it has no cache-creation
+        price, ``cache_write_1h_input_per_1m`` ``None`` (the 5-minute price) when it has no
+        ``cache_creation_input_token_cost_above_1hr``.
     """
     entry = _entry(load_litellm().model_cost, model)
     if entry is None:
@@ -46,14 +54,16 @@ def hosted_pricing(model: str) -> Pricing | None:
     if inp is None or out is None:
         return None
     cached = entry.get("cache_read_input_token_cost")
-    # The 5-minute write price; the 1-hour one (cache_creation_input_token_cost_above_1hr) is
-    # not used: the gateway's breakpoints are 5-minute ones (backends.hosted.cache_hints).
+    # The gateway's own breakpoints are 5-minute ones (backends.hosted.cache_hints); a
+    # client's may ask for the 1-hour cache ("ttl": "1h").
     write = entry.get("cache_creation_input_token_cost")
+    write_1h = entry.get("cache_creation_input_token_cost_above_1hr")
     return Pricing(
         input_per_1m=_per_1m(inp),
         output_per_1m=_per_1m(out),
         cached_input_per_1m=None if cached is None else _per_1m(cached),
         cache_write_input_per_1m=None if write is None else _per_1m(write),
+        cache_write_1h_input_per_1m=None if write_1h is None else _per_1m(write_1h),
     )
 
 
@@ -67,16 +77,19 @@ def billed_cost(pricing: Pricing, usage: Any) -> float | None:
 
     Returns:
         :func:`router.cost.cost_usd` of the usage, cache writes (:func:`cache_write_tokens`)
-        billed at ``cache_write_input_per_1m``; ``None`` when nothing was written or writes
-        cost what other prompt tokens cost, so that the OpenAI usage the gateway keeps
-        prices the answer exactly.
+        billed at ``cache_write_input_per_1m`` and those to the 1-hour cache
+        (:func:`cache_write_1h_tokens`) at ``cache_write_1h_input_per_1m``; ``None`` when
+        nothing was written or the writes cost what other prompt tokens cost, so that the
+        OpenAI usage the gateway keeps prices the answer exactly.
     """
-    written = cache_write_tokens(usage)
-    if not written or cache_write_price(pricing) == pricing.input_per_1m:
+    written, written_1h = cache_write_tokens(usage), cache_write_1h_tokens(usage)
+    surcharged = ((written > written_1h and cache_write_price(pricing) != pricing.input_per_1m)
+                  or (written_1h > 0 and cache_write_1h_price(pricing) != pricing.input_per_1m))
+    if not written or not surcharged:
         return None
     details = _get(usage, "prompt_tokens_details")
     return cost_usd(pricing, _int(_get(usage, "prompt_tokens")), _int(_get(usage, "completion_tokens")),
-                    _int(_get(details, "cached_tokens")), written)
+                    _int(_get(details, "cached_tokens")), written, written_1h)
 
 
 def cache_write_tokens(usage: Any) -> int:
@@ -89,6 +102,15 @@ def cache_write_tokens(usage: Any) -> int:
         if value is not None:
             return _int(value)
     return 0
+
+
+def cache_write_1h_tokens(usage: Any) -> int:
+    """The part of :func:`cache_write_tokens` written to a 1-hour cache, from litellm's usage
+    (see the module docstring): ``prompt_tokens_details.cache_creation_token_details
+    .ephemeral_1h_input_tokens``; 0 when litellm carries no split (every write is then a
+    5-minute one)."""
+    split = _get(_get(usage, "prompt_tokens_details"), "cache_creation_token_details")
+    return _int(_get(split, "ephemeral_1h_input_tokens"))
 
 
 def _get(obj: Any, key: str) -> Any:

@@ -34,6 +34,11 @@ class Pricing(_Strict):
         cache_write_input_per_1m: USD per 1M prompt tokens written to a prefix cache
             (Anthropic's ``cache_creation_input_tokens``, billed at 1.25x the input price for
             the 5-minute cache; defaults to ``input_per_1m``: no surcharge).
+        cache_write_1h_input_per_1m: USD per 1M prompt tokens written to Anthropic's 1-hour
+            cache (a breakpoint with ``"ttl": "1h"``, billed at 2x the input price, Anthropic's
+            prompt caching guide; defaults to ``cache_write_input_per_1m``, else
+            ``input_per_1m``; a hosted model takes litellm's
+            ``cache_creation_input_token_cost_above_1hr`` first).
         per_request: flat USD per call (used by replay backends whose data records
             a per-call cost rather than token prices).
         gpu_usd_per_hour, output_tokens_per_s, input_tokens_per_s: a self-hosted pool's
@@ -45,6 +50,7 @@ class Pricing(_Strict):
     output_per_1m: Number = Field(default=0.0, ge=0)
     cached_input_per_1m: Number | None = Field(default=None, ge=0)
     cache_write_input_per_1m: Number | None = Field(default=None, ge=0)
+    cache_write_1h_input_per_1m: Number | None = Field(default=None, ge=0)
     per_request: Number = Field(default=0.0, ge=0)
     gpu_usd_per_hour: Number | None = Field(default=None, gt=0)
     output_tokens_per_s: Number | None = Field(default=None, gt=0)
@@ -56,11 +62,13 @@ class Pricing(_Strict):
             raise ValueError("'gpu_usd_per_hour' needs the pool's measured 'output_tokens_per_s'")
         if self.gpu_usd_per_hour is not None and (self.input_per_1m or self.output_per_1m
                                                   or self.cached_input_per_1m is not None
-                                                  or self.cache_write_input_per_1m is not None):
+                                                  or self.cache_write_input_per_1m is not None
+                                                  or self.cache_write_1h_input_per_1m is not None):
             # router.cost.gpu_pricing derives both token prices and would drop these in silence.
             raise ValueError("set token prices ('input_per_1m', 'output_per_1m', 'cached_input_per_1m', "
-                             "'cache_write_input_per_1m') or GPU time ('gpu_usd_per_hour' with throughput), not "
-                             "both: the GPU pricing replaces the token prices")
+                             "'cache_write_input_per_1m', 'cache_write_1h_input_per_1m') or GPU time "
+                             "('gpu_usd_per_hour' with throughput), not both: the GPU pricing replaces the "
+                             "token prices")
         return self
 
 

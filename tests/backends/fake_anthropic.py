@@ -8,7 +8,11 @@ Caching follows Anthropic's prompt caching guide, simplified: the cached prefix 
 ``system`` blocks up to and including the last one with ``cache_control``. The first request
 with a prefix *writes* it (``usage.cache_creation_input_tokens``), later ones *read* it
 (``usage.cache_read_input_tokens``); ``usage.input_tokens`` counts only the rest of the
-prompt, as Anthropic's does (the three are disjoint). Token counts are characters / 4
+prompt, as Anthropic's does (the three are disjoint). A write is split by lifetime in
+``usage.cache_creation`` (``ephemeral_5m_input_tokens``, ``ephemeral_1h_input_tokens``), as
+Anthropic reports it: the prefix up to the last breakpoint whose ``cache_control`` has
+``"ttl": "1h"`` is written to the 1-hour cache, the rest to the 5-minute one (Anthropic
+requires 1-hour breakpoints to come before 5-minute ones). Token counts are characters / 4
 (:func:`tokens`), at least 1; ``output_tokens`` is the number of words answered.
 
 Streams send Anthropic's events: ``message_start`` (with the input usage),
@@ -42,7 +46,8 @@ def _texts(content) -> list[str]:
 
 def split_usage(body: dict, cached: set[str]) -> dict:
     """Anthropic's input usage for a Messages request: ``{"input_tokens",
-    "cache_creation_input_tokens", "cache_read_input_tokens"}``; a written prefix is added to
+    "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation"}`` (the last
+    splitting the writes by lifetime, see the module docstring); a written prefix is added to
     ``cached``."""
     system = body.get("system") or []
     system = [{"type": "text", "text": system}] if isinstance(system, str) else list(system)
@@ -51,13 +56,18 @@ def split_usage(body: dict, cached: set[str]) -> dict:
     prefix = "".join(_texts(prefix_blocks))
     rest = "".join(_texts(system[len(prefix_blocks):]))
     rest += "".join(t for m in body.get("messages") or () for t in _texts(m.get("content")))
-    written = read = 0
+    written = written_1h = read = 0
     if prefix and prefix in cached:
         read = tokens(prefix)
     elif prefix:
         written = tokens(prefix)
         cached.add(prefix)
-    return {"input_tokens": tokens(rest), "cache_creation_input_tokens": written, "cache_read_input_tokens": read}
+        hour_marks = [i for i in marks if (system[i]["cache_control"] or {}).get("ttl") == "1h"]
+        if hour_marks:
+            written_1h = min(written, tokens("".join(_texts(system[: hour_marks[-1] + 1]))))
+    return {"input_tokens": tokens(rest), "cache_creation_input_tokens": written, "cache_read_input_tokens": read,
+            "cache_creation": {"ephemeral_5m_input_tokens": written - written_1h,
+                               "ephemeral_1h_input_tokens": written_1h}}
 
 
 def answer_words(body: dict) -> list[str]:

@@ -7,14 +7,15 @@ import pytest
 
 from backends.base import COST_KEY
 from backends.hosted.backend import HostedBackend, load_litellm
-from backends.hosted.pricing import billed_cost, cache_write_tokens, hosted_pricing
+from backends.hosted.pricing import billed_cost, cache_write_1h_tokens, cache_write_tokens, hosted_pricing
 from router.cost import cost_usd
 from router.policy.models import BackendConfig, Pricing
 from tests.backends.fake_anthropic import create_app, tokens
 from tests.backends.fake_upstream import UpstreamState, serve_in_thread
 
 MODEL = "claude-sonnet-4-5"
-CLAUDE = Pricing(input_per_1m=3.0, output_per_1m=15.0, cached_input_per_1m=0.3, cache_write_input_per_1m=3.75)
+CLAUDE = Pricing(input_per_1m=3.0, output_per_1m=15.0, cached_input_per_1m=0.3, cache_write_input_per_1m=3.75,
+                 cache_write_1h_input_per_1m=6.0)
 
 
 def test_write_price_from_bundled_map():
@@ -22,15 +23,23 @@ def test_write_price_from_bundled_map():
     price = hosted_pricing(f"anthropic/{MODEL}")
     assert price.cache_write_input_per_1m == pytest.approx(entry["cache_creation_input_token_cost"] * 1e6)
     assert price.cache_write_input_per_1m == pytest.approx(1.25 * price.input_per_1m)  # the 5-minute write
-    assert hosted_pricing("openai/gpt-4o-mini").cache_write_input_per_1m is None  # no write surcharge in the map
+    assert price.cache_write_1h_input_per_1m == pytest.approx(entry["cache_creation_input_token_cost_above_1hr"] * 1e6)
+    assert price.cache_write_1h_input_per_1m == pytest.approx(2 * price.input_per_1m)  # the 1-hour write
+    gpt = hosted_pricing("openai/gpt-4o-mini")
+    assert gpt.cache_write_input_per_1m is None and gpt.cache_write_1h_input_per_1m is None  # no write surcharge
 
 
-def _usage(prompt: int, completion: int, cached: int = 0, written: int = 0) -> dict:
-    """litellm's Anthropic usage, dumped (prompt_tokens counts reads and writes)."""
+def _usage(prompt: int, completion: int, cached: int = 0, written: int = 0, written_1h: int | None = None) -> dict:
+    """litellm's Anthropic usage, dumped (prompt_tokens counts reads and writes); with
+    ``written_1h``, the split by lifetime litellm carries from Anthropic's ``cache_creation``."""
+    details = {"cached_tokens": cached, "cache_write_tokens": written, "cache_creation_tokens": written}
+    if written_1h is not None:
+        details["cache_creation_token_details"] = {"ephemeral_5m_input_tokens": written - written_1h,
+                                                   "ephemeral_30m_input_tokens": None,
+                                                   "ephemeral_1h_input_tokens": written_1h,
+                                                   "ephemeral_12h_input_tokens": None}
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written,
-                                      "cache_creation_tokens": written},
-            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
+            "prompt_tokens_details": details, "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
 
 
 def test_billed_cost_prices_writes_at_the_write_price():
@@ -38,6 +47,25 @@ def test_billed_cost_prices_writes_at_the_write_price():
     assert billed_cost(CLAUDE, _usage(1000, 10, written=900)) == pytest.approx((100 * 3 + 900 * 3.75 + 10 * 15) / 1e6)
     assert billed_cost(CLAUDE, _usage(1000, 10, cached=500, written=400)) == pytest.approx(
         (100 * 3 + 500 * 0.3 + 400 * 3.75 + 10 * 15) / 1e6)
+
+
+def test_billed_cost_prices_1h_writes_at_the_1h_price():
+    assert billed_cost(CLAUDE, _usage(1000, 10, written=900, written_1h=900)) == pytest.approx(
+        (100 * 3 + 900 * 6 + 10 * 15) / 1e6)
+    assert billed_cost(CLAUDE, _usage(1000, 10, cached=100, written=800, written_1h=300)) == pytest.approx(
+        (100 * 3 + 100 * 0.3 + 500 * 3.75 + 300 * 6 + 10 * 15) / 1e6)
+    # A split of 5-minute writes only, and no split at all (every write a 5-minute one): the same bill.
+    assert billed_cost(CLAUDE, _usage(1000, 10, written=900, written_1h=0)) == pytest.approx(
+        billed_cost(CLAUDE, _usage(1000, 10, written=900)))
+
+
+def test_billed_cost_needs_a_surcharge_on_the_kind_written():
+    only_1h = Pricing(input_per_1m=3, output_per_1m=15, cache_write_1h_input_per_1m=6)
+    assert billed_cost(only_1h, _usage(1000, 10, written=900, written_1h=0)) is None
+    assert billed_cost(only_1h, _usage(1000, 10, written=900, written_1h=400)) == pytest.approx(
+        (100 * 3 + 500 * 3 + 400 * 6 + 10 * 15) / 1e6)
+    flat = Pricing(input_per_1m=3, output_per_1m=15, cache_write_input_per_1m=3, cache_write_1h_input_per_1m=3)
+    assert billed_cost(flat, _usage(1000, 10, written=900, written_1h=400)) is None
 
 
 def test_billed_cost_leaves_other_answers_to_the_gateway():
@@ -53,6 +81,32 @@ def test_cache_write_tokens_reads_each_of_litellms_names():
     assert cache_write_tokens({"cache_creation_input_tokens": 5, "prompt_tokens_details": None}) == 5
     assert cache_write_tokens({"prompt_tokens": 3}) == 0
     assert cache_write_tokens(None) == 0
+
+
+def _litellm_usage(anthropic_usage: dict):
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    load_litellm()
+    return AnthropicConfig().calculate_usage(usage_object=anthropic_usage, reasoning_content=None)
+
+
+def test_cache_write_1h_tokens_reads_litellms_usage_object_and_its_dump():
+    """Anthropic's ``usage.cache_creation`` split, through litellm's own ``calculate_usage``."""
+    usage = _litellm_usage({"input_tokens": 10, "output_tokens": 3, "cache_read_input_tokens": 0,
+                            "cache_creation_input_tokens": 900,
+                            "cache_creation": {"ephemeral_5m_input_tokens": 600, "ephemeral_1h_input_tokens": 300}})
+    for shape in (usage, usage.model_dump()):
+        assert (cache_write_tokens(shape), cache_write_1h_tokens(shape)) == (900, 300)
+    assert billed_cost(CLAUDE, usage) == pytest.approx(cost_usd(CLAUDE, 910, 3, 0, 900, 300))
+
+
+def test_cache_write_1h_tokens_is_0_without_a_split():
+    unsplit = _litellm_usage({"input_tokens": 10, "output_tokens": 3, "cache_creation_input_tokens": 900})
+    for shape in (unsplit, unsplit.model_dump()):
+        assert (cache_write_tokens(shape), cache_write_1h_tokens(shape)) == (900, 0)
+    assert cache_write_1h_tokens({"prompt_tokens_details": {"cache_creation_token_details": None}}) == 0
+    assert cache_write_1h_tokens({"prompt_tokens": 3}) == 0
+    assert cache_write_1h_tokens(None) == 0
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +165,25 @@ async def test_the_policy_write_price_is_the_one_billed(anthropic):
     system = "Policy. " + SYSTEM
     answer = await backend.send("chat", _body(system))
     assert answer[COST_KEY] == pytest.approx(_expected(pricing, system, "hi", written=True))
+
+
+def _hour_body(hour: str, five: str) -> dict:
+    """A system message of two parts, the first with the client's own 1-hour breakpoint."""
+    system = [{"type": "text", "text": hour, "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+              {"type": "text", "text": five}]
+    return {"model": "x", "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+
+
+async def test_a_clients_1h_breakpoint_is_billed_at_the_1h_price_on_a_stream(anthropic):
+    """litellm keeps the client's ``ttl``, the backend adds its 5-minute breakpoint after it,
+    and the fake writes the first part to the 1-hour cache and the second to the 5-minute one."""
+    backend = _backend(anthropic.url)
+    hour, five = "Stream hour. " + SYSTEM, "Stream five. " + SYSTEM
+    chunks = [c async for c in backend.stream("chat", _hour_body(hour, five))]
+    assert [b.get("cache_control") for b in anthropic.state.last_body["system"]] == [
+        {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}]
+    [billed] = [c for c in chunks if COST_KEY in c]
+    written, written_1h = tokens(hour + five), tokens(hour)
+    pricing = hosted_pricing(f"anthropic/{MODEL}")
+    assert billed[COST_KEY] == pytest.approx(cost_usd(pricing, written + tokens("hi"), 3, 0, written, written_1h))
+    assert billed[COST_KEY] > cost_usd(pricing, written + tokens("hi"), 3, 0, written)  # above the 5-minute bill

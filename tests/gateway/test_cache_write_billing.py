@@ -1,6 +1,6 @@
 """End to end: a hosted Anthropic answer that wrote a prompt-cache prefix is billed at the
-write price in the outcome store, the cost header and the usage chunk; the client still
-sees OpenAI's usage keys only. The provider is faked at the HTTP edge
+write price (the 1-hour one for a client's ``"ttl": "1h"`` breakpoint) in the outcome store,
+the cost header and the usage chunk; the client still sees OpenAI's usage keys only. The provider is faked at the HTTP edge
 (:mod:`tests.backends.fake_anthropic`); litellm's Anthropic translation runs unchanged."""
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ routes:
     gw.stop()
 
 
-def _map_usd(uncached: int, read: int, written: int, out: int) -> float:
-    """USD from litellm's bundled per-token prices, independently of the gateway's Pricing."""
+def _map_usd(uncached: int, read: int, written: int, out: int, written_1h: int = 0) -> float:
+    """USD from litellm's bundled per-token prices, independently of the gateway's Pricing
+    (``written`` 5-minute writes, ``written_1h`` 1-hour ones)."""
     e = load_litellm().model_cost[MODEL]
     return (uncached * e["input_cost_per_token"] + read * e["cache_read_input_token_cost"]
-            + written * e["cache_creation_input_token_cost"] + out * e["output_cost_per_token"])
+            + written * e["cache_creation_input_token_cost"]
+            + written_1h * e["cache_creation_input_token_cost_above_1hr"] + out * e["output_cost_per_token"])
 
 
 def _messages(system: str) -> list[dict]:
@@ -88,3 +90,26 @@ def test_a_streamed_cache_write_is_billed_and_recorded(gateway):
     assert usage["cost_usd"] == pytest.approx(billed)
     assert "cache_creation_input_tokens" not in usage and all("x_mixroute_cost_usd" not in e for e in events)
     assert wait_row(gateway.settings.database_url, "outcomes", rid)["cost_usd"] == pytest.approx(billed)
+
+
+def _hour_part(text: str) -> dict:
+    return {"type": "text", "text": text, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+
+
+@pytest.mark.parametrize("five", ["", "Five minutes. " + SYSTEM], ids=["1h-only", "1h-and-5m"])
+def test_a_clients_1h_cache_write_is_billed_at_the_1h_price(gateway, anthropic, five):
+    """The client marks the first system part for the 1-hour cache; with a second part the
+    gateway adds its own 5-minute breakpoint after it, and both lifetimes are written."""
+    hour = f"One hour ({len(five)}). " + SYSTEM
+    parts = [_hour_part(hour)] + ([{"type": "text", "text": five}] if five else [])
+    messages = [{"role": "system", "content": parts}, {"role": "user", "content": "hi"}]
+    resp = httpx.post(gateway.v1 + "/chat/completions", json={"model": "auto", "messages": messages}, timeout=30)
+    assert resp.status_code == 200, resp.text
+    marks = [b.get("cache_control") for b in anthropic.state.last_body["system"]]
+    assert marks == [{"type": "ephemeral", "ttl": "1h"}] + ([{"type": "ephemeral"}] if five else [])
+    written, written_1h = tokens(hour + five), tokens(hour)
+    billed = _map_usd(tokens("hi"), 0, written - written_1h, ANSWER_TOKENS, written_1h)
+    outcome = wait_row(gateway.settings.database_url, "outcomes", resp.headers["x-mixroute-request-id"])
+    assert outcome["cost_usd"] == pytest.approx(billed)
+    assert float(resp.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
+    assert billed > _map_usd(tokens("hi"), 0, written, ANSWER_TOKENS)  # the old figure: all at the 5-minute price
