@@ -12,7 +12,11 @@ Usage is reported in the usual OpenAI ``usage`` object (``prompt_tokens``,
 real cost of a call (the replay backend's recorded cost; the hosted backend's cost of a
 prompt-cache write, which the OpenAI usage cannot express) may add the non-standard key
 ``"x_mixroute_cost_usd"`` (USD) to the response or the final chunk; the gateway records it as
-the call's cost and strips it.
+the call's cost and strips it. Likewise a backend whose provider reports prompt-cache writes
+(the hosted backend, for Anthropic) may add ``"x_mixroute_cache_write"``:
+``{"tokens": <int>, "tokens_1h": <int>}``, the prompt tokens written to the provider's cache
+and the part of them written to its 1-hour cache (tokens), which the gateway records in the
+outcome (``tokens_cache_write``, ``tokens_cache_write_1h``) and strips.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 Endpoint = Literal["chat", "completions"]
 
 COST_KEY = "x_mixroute_cost_usd"
+CACHE_WRITE_KEY = "x_mixroute_cache_write"
 
 
 class Backend(ABC):

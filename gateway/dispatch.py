@@ -47,7 +47,9 @@ class Attempt:
 
     def outcome(self, runtime: Runtime, *, status: str, http_status: int, usage: dict | None = None,
                 recorded_cost: float | None = None, error: BackendError | None = None, ttft: float | None = None,
-                itl: float | None = None, streamed: bool = False, fallback_text: str = "") -> OutcomeRecord:
+                itl: float | None = None, streamed: bool = False, fallback_text: str = "",
+                cache_write: dict | None = None) -> OutcomeRecord:
+        """The request's outcome (``cache_write``: the backend's ``CACHE_WRITE_KEY`` value, if any)."""
         usage = usage or {}
         tokens_in = int(usage.get("prompt_tokens") or 0)
         tokens_out = int(usage.get("completion_tokens") or 0)
@@ -74,6 +76,8 @@ class Attempt:
             fallbacks_taken=failed, error_code=error.code if error else None, ttft_s=ttft, itl_s=itl,
             latency_s=time.perf_counter() - self.started, tokens_in=tokens_in, tokens_out=tokens_out,
             tokens_cached=cached, cost_usd=cost, streamed=streamed,
+            tokens_cache_write=cache_write.get("tokens") if cache_write else None,
+            tokens_cache_write_1h=cache_write.get("tokens_1h") if cache_write else None,
         )
 
 
@@ -102,7 +106,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     """Non-streaming dispatch with fallback.
 
     Returns:
-        The backend's response dict (``COST_KEY`` still present if the backend set it).
+        The backend's response dict (``COST_KEY`` and ``CACHE_WRITE_KEY`` still present if
+        the backend set them).
 
     Raises:
         BackendError: the last failure when every backend failed (or a non-retryable one).

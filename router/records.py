@@ -74,6 +74,12 @@ class OutcomeRecord:
         itl_s: mean inter-token latency over stream chunks (seconds), ``None`` if not streamed.
         latency_s: total time from request to last byte (seconds).
         tokens_in, tokens_out, tokens_cached: prompt, completion and prefix-cached prompt tokens.
+        tokens_cache_write: prompt tokens the provider wrote to its prompt cache (part of
+            ``tokens_in``; Anthropic's ``cache_creation_input_tokens``), ``None`` when the
+            backend does not report cache writes (vLLM, OpenAI) or no usage arrived.
+        tokens_cache_write_1h: the part of ``tokens_cache_write`` written to a 1-hour cache
+            (tokens; 0 when the provider did not split its writes by lifetime), ``None``
+            exactly when ``tokens_cache_write`` is.
         cost_usd: cost of the call in USD.
         streamed: whether the response was streamed.
         created_at: UTC time the outcome was recorded.
@@ -92,6 +98,8 @@ class OutcomeRecord:
     tokens_in: int = 0
     tokens_out: int = 0
     tokens_cached: int = 0
+    tokens_cache_write: int | None = None
+    tokens_cache_write_1h: int | None = None
     cost_usd: float = 0.0
     streamed: bool = False
     created_at: datetime = field(default_factory=utcnow)

@@ -43,7 +43,8 @@ cache reads there), all kept. Cache *writes* (Anthropic's ``cache_creation_input
 have no OpenAI key: when the provider reports some and the backend's prices bill them above
 the input price, the answer's cost is computed from litellm's usage before the cut
 (:func:`backends.hosted.pricing.billed_cost`) and added as ``COST_KEY``, which the gateway
-records and strips. Exceptions are translated into :mod:`backends.errors` by
+records and strips; the write counts travel the same way, for the outcome store, as
+``CACHE_WRITE_KEY`` (:func:`backends.hosted.pricing.cache_write_counts`). Exceptions are translated into :mod:`backends.errors` by
 :func:`translate_error`, the one edge.
 """
 
@@ -56,7 +57,7 @@ from typing import Any
 
 import httpx
 
-from backends.base import COST_KEY, Backend, Endpoint
+from backends.base import CACHE_WRITE_KEY, COST_KEY, Backend, Endpoint
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
@@ -232,13 +233,19 @@ class HostedBackend(Backend):
 
     def _billed(self, raw: Any, data: dict) -> dict:
         """``data`` (the cut answer or chunk) with ``COST_KEY`` set to the cost of ``raw``'s
-        litellm usage when its cache writes change the price (see the module docstring)."""
-        from backends.hosted.pricing import billed_cost  # it imports load_litellm from here
+        litellm usage when its cache writes change the price, and ``CACHE_WRITE_KEY`` to its
+        cache-write counts when the provider reports them (see the module docstring)."""
+        from backends.hosted.pricing import billed_cost, cache_write_counts  # they import load_litellm from here
 
         usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
-        cost = billed_cost(self.pricing, usage) if usage else None
+        if not usage:
+            return data
+        cost = billed_cost(self.pricing, usage)
         if cost is not None:
             data[COST_KEY] = cost
+        written = cache_write_counts(usage)
+        if written is not None:
+            data[CACHE_WRITE_KEY] = written
         return data
 
     def _error(self, exc: Exception, *, started: bool) -> BackendError:

@@ -104,6 +104,19 @@ def cache_write_tokens(usage: Any) -> int:
     return 0
 
 
+def cache_write_counts(usage: Any) -> dict[str, int] | None:
+    """The cache writes of litellm's usage as the gateway records them
+    (``backends.base.CACHE_WRITE_KEY``): ``{"tokens": cache_write_tokens(usage), "tokens_1h":
+    cache_write_1h_tokens(usage)}`` (tokens), or ``None`` when the usage carries no cache-write
+    count at all (providers that do not report writes, such as OpenAI, as against Anthropic's
+    count of 0)."""
+    details = _get(usage, "prompt_tokens_details")
+    if all(v is None for v in (_get(details, "cache_write_tokens"), _get(details, "cache_creation_tokens"),
+                               _get(usage, "cache_creation_input_tokens"))):
+        return None
+    return {"tokens": cache_write_tokens(usage), "tokens_1h": cache_write_1h_tokens(usage)}
+
+
 def cache_write_1h_tokens(usage: Any) -> int:
     """The part of :func:`cache_write_tokens` written to a 1-hour cache, from litellm's usage
     (see the module docstring): ``prompt_tokens_details.cache_creation_token_details

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from backends.base import COST_KEY
+from backends.base import CACHE_WRITE_KEY, COST_KEY
 from backends.errors import BackendError
 from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
@@ -222,11 +222,11 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
         return _error_response(exc, decision, attempt, limit_headers)
-    recorded = resp.pop(COST_KEY, None)
+    recorded, written = resp.pop(COST_KEY, None), resp.pop(CACHE_WRITE_KEY, None)
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
-                              recorded_cost=recorded, ttft=elapsed)
+                              recorded_cost=recorded, ttft=elapsed, cache_write=written)
     finish(outcome)
     headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
@@ -271,12 +271,12 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
                  wants_usage: bool) -> AsyncIterator[bytes]:
     """Relay chunks as SSE; record the outcome when the stream ends, breaks or is cancelled."""
     ttft = (attempt.first_at or time.perf_counter()) - attempt.started
-    last_at, gaps, usage, recorded, text = time.perf_counter(), [], None, None, []
+    last_at, gaps, usage, recorded, written, text = time.perf_counter(), [], None, None, None, []
     status, error = "client_disconnected", None
     try:
         chunk = first
         while True:
-            recorded = chunk.pop(COST_KEY, recorded)
+            recorded, written = chunk.pop(COST_KEY, recorded), chunk.pop(CACHE_WRITE_KEY, written)
             if chunk.get("usage"):
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or ():
@@ -306,7 +306,7 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
         itl = sum(gaps) / len(gaps) if gaps else None
         finish(attempt.outcome(
             runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error, ttft=ttft,
-            itl=itl, streamed=True, fallback_text="".join(text)))
+            itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
 
 
 def _strip_usage(chunk: dict) -> dict:

@@ -35,14 +35,16 @@ _SEP = "\x1f"  # ASCII unit separator: cannot appear in a label sent as JSON tex
 DECISION_COLUMNS = ("request_id", "created_at", "tenant", "route", "endpoint", "policy_hash", "pinned",
                     "chosen", "reason", "probability", "prefix_hash", "candidates", "fallbacks", "signals")
 OUTCOME_COLUMNS = ("backend", "model", "status", "http_status", "error_code", "fallbacks_taken", "ttft_s",
-                   "itl_s", "latency_s", "tokens_in", "tokens_out", "tokens_cached", "cost_usd", "streamed")
+                   "itl_s", "latency_s", "tokens_in", "tokens_out", "tokens_cached", "tokens_cache_write",
+                   "tokens_cache_write_1h", "cost_usd", "streamed")
 COLUMNS: dict[str, str] = {
     **{c: "str" for c in DECISION_COLUMNS},
     "created_at": "time", "pinned": "bool", "probability": "float",
     "candidates": "json", "fallbacks": "json", "signals": "json",
     **{c: "str" for c in OUTCOME_COLUMNS},
     "http_status": "int", "fallbacks_taken": "json", "ttft_s": "float", "itl_s": "float", "latency_s": "float",
-    "tokens_in": "int", "tokens_out": "int", "tokens_cached": "int", "cost_usd": "float", "streamed": "bool",
+    "tokens_in": "int", "tokens_out": "int", "tokens_cached": "int", "tokens_cache_write": "int",
+    "tokens_cache_write_1h": "int", "cost_usd": "float", "streamed": "bool",
     "outcome_at": "time",
     "feedback_count": "int", "feedback_score_mean": "float", "feedback_labels": "labels",
 }

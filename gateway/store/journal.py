@@ -68,7 +68,8 @@ class Damage:
 
 
 def decode(line: str) -> Item:
-    """Parse a journal line back into an item.
+    """Parse a journal line back into an item; nullable columns the row lacks (a line
+    journaled before they were added) are set to ``None``.
 
     Raises:
         ValueError: malformed line or unknown table.
@@ -80,6 +81,11 @@ def decode(line: str) -> Item:
     for col in _DATETIME_COLUMNS & row.keys():
         if isinstance(row[col], str):
             row[col] = datetime.fromisoformat(row[col])
+    for column in TABLES[table].columns:
+        # A row journaled by an older release lacks the nullable columns added since
+        # (e.g. outcomes.tokens_cache_write): it is replayed with NULL there, not refused.
+        if column.nullable and column.name not in row:
+            row[column.name] = None
     return table, row
 
 

@@ -100,6 +100,8 @@ class Outcome(Base):
     tokens_in: Mapped[int]
     tokens_out: Mapped[int]
     tokens_cached: Mapped[int]
+    tokens_cache_write: Mapped[int | None]
+    tokens_cache_write_1h: Mapped[int | None]
     cost_usd: Mapped[float]
     streamed: Mapped[bool]
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from backends.base import COST_KEY
+from backends.base import CACHE_WRITE_KEY, COST_KEY
 from backends.hosted.backend import HostedBackend, load_litellm
-from backends.hosted.pricing import billed_cost, cache_write_1h_tokens, cache_write_tokens, hosted_pricing
+from backends.hosted.pricing import (billed_cost, cache_write_1h_tokens, cache_write_counts, cache_write_tokens,
+                                     hosted_pricing)
 from router.cost import cost_usd
 from router.policy.models import BackendConfig, Pricing
 from tests.backends.fake_anthropic import create_app, tokens
@@ -109,6 +110,17 @@ def test_cache_write_1h_tokens_is_0_without_a_split():
     assert cache_write_1h_tokens(None) == 0
 
 
+def test_cache_write_counts_are_none_only_where_no_count_is_reported():
+    """Anthropic's usage always counts writes (0 included); OpenAI's has no such field."""
+    assert cache_write_counts(_usage(1000, 10, written=900, written_1h=300)) == {"tokens": 900, "tokens_1h": 300}
+    assert cache_write_counts(_usage(1000, 10, cached=900)) == {"tokens": 0, "tokens_1h": 0}
+    assert cache_write_counts({"cache_creation_input_tokens": 5}) == {"tokens": 5, "tokens_1h": 0}
+    openai_usage = load_litellm().Usage(prompt_tokens=10, completion_tokens=2, total_tokens=12,
+                                        prompt_tokens_details={"cached_tokens": 3})
+    for shape in (openai_usage, openai_usage.model_dump(), {"prompt_tokens": 3}, None):
+        assert cache_write_counts(shape) is None
+
+
 @pytest.fixture(scope="module")
 def anthropic():
     state = UpstreamState()
@@ -146,8 +158,10 @@ async def test_a_written_prefix_is_billed_through_litellm(anthropic):
     assert "cache_creation_input_tokens" not in first["usage"]  # clients still get OpenAI's keys
     assert first[COST_KEY] == pytest.approx(_expected(pricing, system, "hi", written=True))
     assert first[COST_KEY] > cost_usd(pricing, first["usage"]["prompt_tokens"], 3)  # above the plain input price
+    assert first[CACHE_WRITE_KEY] == {"tokens": tokens(system), "tokens_1h": 0}
     second = await backend.send("chat", _body(system))
     assert COST_KEY not in second and second["usage"]["prompt_tokens_details"]["cached_tokens"] == tokens(system)
+    assert second[CACHE_WRITE_KEY] == {"tokens": 0, "tokens_1h": 0}  # counted, none written
 
 
 async def test_a_written_prefix_is_billed_on_the_usage_chunk_of_a_stream(anthropic):
@@ -184,6 +198,7 @@ async def test_a_clients_1h_breakpoint_is_billed_at_the_1h_price_on_a_stream(ant
         {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}]
     [billed] = [c for c in chunks if COST_KEY in c]
     written, written_1h = tokens(hour + five), tokens(hour)
+    assert [c[CACHE_WRITE_KEY] for c in chunks if CACHE_WRITE_KEY in c] == [{"tokens": written, "tokens_1h": written_1h}]
     pricing = hosted_pricing(f"anthropic/{MODEL}")
     assert billed[COST_KEY] == pytest.approx(cost_usd(pricing, written + tokens("hi"), 3, 0, written, written_1h))
     assert billed[COST_KEY] > cost_usd(pricing, written + tokens("hi"), 3, 0, written)  # above the 5-minute bill

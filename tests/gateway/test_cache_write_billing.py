@@ -1,6 +1,8 @@
 """End to end: a hosted Anthropic answer that wrote a prompt-cache prefix is billed at the
 write price (the 1-hour one for a client's ``"ttl": "1h"`` breakpoint) in the outcome store,
-the cost header and the usage chunk; the client still sees OpenAI's usage keys only. The provider is faked at the HTTP edge
+the cost header and the usage chunk, and its written tokens are recorded in the outcome
+(``tokens_cache_write``, ``tokens_cache_write_1h``); the client still sees OpenAI's usage keys
+only, and none of the backend's internal keys. The provider is faked at the HTTP edge
 (:mod:`tests.backends.fake_anthropic`); litellm's Anthropic translation runs unchanged."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from backends.base import CACHE_WRITE_KEY, COST_KEY
 from backends.hosted.backend import load_litellm
 from tests.backends.fake_anthropic import create_app, tokens
 from tests.backends.fake_upstream import RunningServer, UpstreamState, serve_in_thread
@@ -19,6 +22,7 @@ from tests.gateway.conftest import Gateway, start_gateway, wait_row
 MODEL = "claude-sonnet-4-5"
 SYSTEM = "You are the billing assistant of ACME. Answer briefly and politely. " * 80  # > 1024 tokens
 ANSWER_TOKENS = 3  # the fake answers "Hello from <model>."
+INTERNAL_KEYS = {COST_KEY, CACHE_WRITE_KEY}  # the backend's, for the gateway only
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +66,13 @@ def test_a_cache_write_is_billed_and_recorded(gateway, anthropic):
     assert first.status_code == 200, first.text
     assert anthropic.state.last_body["system"][-1]["cache_control"] == {"type": "ephemeral"}  # the gateway's hint
     usage = first.json()["usage"]
-    assert "cache_creation_input_tokens" not in usage and "x_mixroute_cost_usd" not in first.json()
+    assert "cache_creation_input_tokens" not in usage and not INTERNAL_KEYS & first.json().keys()
     prefix, rest = tokens(system), tokens("hi")
     assert usage["prompt_tokens"] == prefix + rest
     outcome = wait_row(gateway.settings.database_url, "outcomes", first.headers["x-mixroute-request-id"])
     billed = _map_usd(rest, 0, prefix, ANSWER_TOKENS)
     assert outcome["cost_usd"] == pytest.approx(billed)
+    assert (outcome["tokens_cache_write"], outcome["tokens_cache_write_1h"]) == (prefix, 0)
     assert float(first.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
     assert billed > _map_usd(rest + prefix, 0, 0, ANSWER_TOKENS)  # the old, too low, figure
 
@@ -75,6 +80,8 @@ def test_a_cache_write_is_billed_and_recorded(gateway, anthropic):
                         timeout=30)
     read = wait_row(gateway.settings.database_url, "outcomes", second.headers["x-mixroute-request-id"])
     assert read["tokens_cached"] == prefix
+    assert (read["tokens_cache_write"], read["tokens_cache_write_1h"]) == (0, 0)  # Anthropic reported no write
+    assert not INTERNAL_KEYS & second.json().keys()
     assert read["cost_usd"] == pytest.approx(_map_usd(rest, prefix, 0, ANSWER_TOKENS))
 
 
@@ -88,8 +95,10 @@ def test_a_streamed_cache_write_is_billed_and_recorded(gateway):
     [usage] = [e["usage"] for e in events if e.get("usage")]
     billed = _map_usd(tokens("hi"), 0, tokens(system), ANSWER_TOKENS)
     assert usage["cost_usd"] == pytest.approx(billed)
-    assert "cache_creation_input_tokens" not in usage and all("x_mixroute_cost_usd" not in e for e in events)
-    assert wait_row(gateway.settings.database_url, "outcomes", rid)["cost_usd"] == pytest.approx(billed)
+    assert "cache_creation_input_tokens" not in usage and not any(INTERNAL_KEYS & e.keys() for e in events)
+    outcome = wait_row(gateway.settings.database_url, "outcomes", rid)
+    assert outcome["cost_usd"] == pytest.approx(billed)
+    assert (outcome["tokens_cache_write"], outcome["tokens_cache_write_1h"]) == (tokens(system), 0)
 
 
 def _hour_part(text: str) -> dict:
@@ -111,5 +120,7 @@ def test_a_clients_1h_cache_write_is_billed_at_the_1h_price(gateway, anthropic, 
     billed = _map_usd(tokens("hi"), 0, written - written_1h, ANSWER_TOKENS, written_1h)
     outcome = wait_row(gateway.settings.database_url, "outcomes", resp.headers["x-mixroute-request-id"])
     assert outcome["cost_usd"] == pytest.approx(billed)
+    assert (outcome["tokens_cache_write"], outcome["tokens_cache_write_1h"]) == (written, written_1h)
+    assert not INTERNAL_KEYS & resp.json().keys()
     assert float(resp.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
     assert billed > _map_usd(tokens("hi"), 0, written, ANSWER_TOKENS)  # the old figure: all at the 5-minute price

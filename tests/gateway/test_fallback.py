@@ -27,6 +27,7 @@ def test_non_streaming_falls_back_past_500_and_429(fallback_gateway):
     assert outcome["backend"] == "good" and outcome["status"] == "ok"
     assert "broken-500" in str(outcome["fallbacks_taken"]) and "limited-429" in str(outcome["fallbacks_taken"])
     assert outcome["cost_usd"] == pytest.approx(float(resp.headers["x-mixroute-cost-usd"]))
+    assert outcome["tokens_cache_write"] is None and outcome["tokens_cache_write_1h"] is None  # not reported
 
 
 def test_streaming_falls_back_before_first_byte(fallback_gateway):

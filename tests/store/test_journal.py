@@ -176,3 +176,17 @@ async def test_postgresql_down_then_back(tmp_path: Path) -> None:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+async def test_an_outcome_journaled_before_the_cache_write_columns_is_replayed(db_url: str, tmp_path: Path) -> None:
+    # A journal written by a release before migration 0005 has outcome rows without
+    # tokens_cache_write(_1h): they are replayed with NULL there, not rejected.
+    journal = tmp_path / "j.jsonl"
+    old = outcome("r1").as_dict()
+    del old["tokens_cache_write"], old["tokens_cache_write_1h"]
+    Journal(journal).append([("decisions", decision("r1").as_dict()), ("outcomes", old)])
+    async with Store(settings_for(db_url), journal) as store:
+        store.record_outcome(outcome("r2", tokens_cache_write=40, tokens_cache_write_1h=0))
+    assert store.stats.replayed == 2 and store.stats.rejected == 0
+    assert rows(db_url, "SELECT request_id, tokens_cache_write, tokens_cache_write_1h FROM outcomes "
+                        "ORDER BY request_id") == [("r1", None, None), ("r2", 40, 0)]

@@ -31,7 +31,8 @@ async def _fill(url: str, tmp_path: Path) -> None:
         store.record_feedback(FeedbackRecord(request_id="r-old", score=1.0, created_at=NOW))
         for rid in ("r1", "r2"):
             store.record_decision(decision(rid, created_at=NOW - timedelta(hours=1)))
-            store.record_outcome(outcome(rid, created_at=NOW - timedelta(minutes=59), tokens_out=7))
+            written = {"tokens_cache_write": 12, "tokens_cache_write_1h": 4} if rid == "r1" else {}
+            store.record_outcome(outcome(rid, created_at=NOW - timedelta(minutes=59), tokens_out=7, **written))
         store.record_decision(decision("r3", created_at=NOW))
         for score, label in ((0.0, "bad"), (1.0, "good"), (None, "good"), (0.5, None)):
             store.record_feedback(FeedbackRecord(request_id="r1", score=score, label=label))
@@ -54,6 +55,8 @@ async def test_export_joins_decisions_outcomes_and_feedback(db_url: str, tmp_pat
     r1 = got["r1"]
     assert (r1["feedback_count"], r1["feedback_score_mean"], r1["feedback_labels"]) == (4, 0.5, ["bad", "good"])
     assert r1["tokens_out"] == 7 and r1["status"] == "ok" and r1["signals"]["domain"] == "code"
+    assert (r1["tokens_cache_write"], r1["tokens_cache_write_1h"]) == (12, 4)
+    assert (got["r2"]["tokens_cache_write"], got["r2"]["tokens_cache_write_1h"]) == (None, None)  # not reported
     assert datetime.fromisoformat(r1["created_at"]) == (NOW - timedelta(hours=1))
     assert (got["r2"]["feedback_count"], got["r2"]["feedback_score_mean"], got["r2"]["feedback_labels"]) == (
         0, None, [])
@@ -79,6 +82,8 @@ async def test_export_csv_and_parquet_have_the_same_rows(db_url: str, tmp_path: 
     assert [r["request_id"] for r in table] == ["r-old", "r1", "r2", "r3"]
     assert json.loads(table[1]["feedback_labels"]) == ["bad", "good"] and table[1]["feedback_score_mean"] == "0.5"
     assert json.loads(table[1]["candidates"])[0]["backend"] == "fake-small" and table[3]["tokens_out"] == ""
+    assert (table[1]["tokens_cache_write"], table[1]["tokens_cache_write_1h"], table[2]["tokens_cache_write"]) == (
+        "12", "4", "")
 
     pq = pytest.importorskip("pyarrow.parquet", reason="parquet export needs pyarrow (mixroute[export])")
     _export(db_url, tmp_path / "a.parquet", "parquet")
@@ -86,6 +91,8 @@ async def test_export_csv_and_parquet_have_the_same_rows(db_url: str, tmp_path: 
     assert [r["request_id"] for r in data] == ["r-old", "r1", "r2", "r3"]
     assert data[1]["feedback_labels"] == ["bad", "good"] and data[1]["feedback_count"] == 4
     assert data[1]["created_at"] == NOW - timedelta(hours=1)
+    assert (data[1]["tokens_cache_write"], data[1]["tokens_cache_write_1h"], data[2]["tokens_cache_write"]) == (
+        12, 4, None)
     assert json.loads(data[1]["signals"]) == {"domain": "code", "difficulty": 0.3}
 
 

@@ -135,3 +135,60 @@ def test_upgrade_waits_for_another_replica_on_postgresql() -> None:
             assert not other.is_alive() and current(url) == head()
         finally:
             holder_engine.dispose()
+
+
+def _downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
+    from gateway.store.db import alembic_config
+
+    engine = create_engine(normalize_url(url), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(connection=conn), revision)
+    finally:
+        engine.dispose()
+
+
+def _outcome_columns(url: str) -> set[str]:
+    engine = create_engine(normalize_url(url), poolclass=NullPool)
+    try:
+        return {c["name"] for c in inspect(engine).get_columns("outcomes")}
+    finally:
+        engine.dispose()
+
+
+_WRITE_COLUMNS = {"tokens_cache_write", "tokens_cache_write_1h"}
+_OLD_OUTCOME = ("INSERT INTO outcomes (request_id, created_at, backend, model, status, http_status, error_code, "
+                "fallbacks_taken, ttft_s, itl_s, latency_s, tokens_in, tokens_out, tokens_cached, cost_usd, streamed) "
+                "VALUES ('old', '2026-11-30 12:00:00', 'b', 'm', 'ok', 200, NULL, '[]', 0.1, NULL, 0.2, 10, 2, 0, "
+                "0.001, false)")
+
+
+def test_0005_adds_the_cache_write_columns_and_downgrades(db_url: str) -> None:
+    from sqlalchemy import text
+
+    from tests.store.conftest import rows
+
+    upgrade(db_url, "0004")
+    assert not _WRITE_COLUMNS & _outcome_columns(db_url)
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(_OLD_OUTCOME))  # a row written before the revision
+    finally:
+        engine.dispose()
+    upgrade(db_url, "0005")
+    assert _WRITE_COLUMNS <= _outcome_columns(db_url)
+    assert rows(db_url, "SELECT tokens_cache_write, tokens_cache_write_1h FROM outcomes") == [(None, None)]
+
+    _downgrade(db_url, "0004")
+    assert not _WRITE_COLUMNS & _outcome_columns(db_url)
+    assert rows(db_url, "SELECT request_id, tokens_in FROM outcomes") == [("old", 10)]  # rows kept
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:  # SQLite rebuilt the table in the downgrade: its index must have come back
+        assert {ix["name"] for ix in inspect(engine).get_indexes("outcomes")} == {"ix_outcomes_created_at"}
+    finally:
+        engine.dispose()
+    upgrade(db_url)
+    assert current(db_url) == head() and _WRITE_COLUMNS <= _outcome_columns(db_url)

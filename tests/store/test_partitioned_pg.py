@@ -82,3 +82,37 @@ async def test_store_on_time_partitioned_tables(tmp_path: Path) -> None:
         res = runner.invoke(app, ["logs", "prune", "--older-than", "90d", "--database-url", url])
         assert "deleted 1 decision(s), 1 outcome(s), 0 feedback" in res.output, res.output
         assert rows(url, "SELECT request_id FROM decisions") == [("after",)]
+
+
+def test_migration_0005_on_time_partitioned_outcomes() -> None:
+    # docs/STORE.md: a migration that alters a partitioned table must be checked on one.
+    # 0005 adds two columns to outcomes and its downgrade drops them: both reach every
+    # partition, and a row in a month's partition keeps its data.
+    from alembic import command
+
+    from gateway.store.db import alembic_config, make_engine
+
+    pg_base_url()
+    with fresh_pg_schema() as url:
+        upgrade(url, "0004")
+        for sql in recipe_steps():
+            _run_sql(url, sql)
+        upgrade(url)
+        month = f"outcomes_{NOW:%Y_%m}"
+        cols = ("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = :t AND column_name LIKE 'tokens_cache_write%'")
+        assert rows(url, cols, t="outcomes") == [(2,)] and rows(url, cols, t=month) == [(2,)]
+        assert rows(url, cols, t="outcomes_default") == [(2,)]
+        _run_sql(url, "INSERT INTO outcomes (request_id, created_at, backend, model, status, http_status, "
+                      "fallbacks_taken, tokens_in, tokens_out, tokens_cached, tokens_cache_write, "
+                      "tokens_cache_write_1h, cost_usd, streamed) VALUES ('w', now(), 'b', 'm', 'ok', 200, "
+                      "'[]', 50, 2, 0, 40, 10, 0.01, false)")
+        assert rows(url, f'SELECT tokens_cache_write, tokens_cache_write_1h FROM "{month}"') == [(40, 10)]
+        engine = make_engine(url)
+        try:
+            with engine.begin() as conn:
+                command.downgrade(alembic_config(connection=conn), "0004")
+        finally:
+            engine.dispose()
+        assert rows(url, cols, t="outcomes") == [(0,)] and rows(url, cols, t=month) == [(0,)]
+        assert rows(url, f'SELECT request_id, tokens_in FROM "{month}"') == [("w", 50)]
