@@ -6,14 +6,17 @@ aggregated here in Python, the same way on SQLite and PostgreSQL.
 
 Savings (USD), per request with an outcome that is not an error or a refusal (``rejected``)::
 
-    counterfactual = cost_usd(prices of X, tokens_in, tokens_out, tokens_cached)
+    counterfactual = cost_usd(prices of X, tokens_in, tokens_out, tokens_cached,
+                              tokens_cache_write, tokens_cache_write_1h)
     saving         = counterfactual - actual cost_usd
 
 where X is the *strongest allowed* candidate of the request's decision (highest predicted
 quality among the candidates the rules allowed; ties: higher expected cost), or the chosen
 *reference* backend. The outcome's real token counts are repriced at X's prices from the
-live policy; when the policy no longer has X, the candidate's ``expected_cost_usd`` from the
-decision stands in. Pinned requests (one candidate) save nothing by construction.
+live policy (prompt-cache writes at X's write prices, plain input prices when X has none;
+outcomes that recorded no writes, ``NULL``, count none); when the policy no longer has X, the
+candidate's ``expected_cost_usd`` from the decision stands in. Pinned requests (one
+candidate) save nothing by construction.
 
 Quality-bar compliance: a feedback row is *good* when ``score >= 0.5`` (or, with no score,
 its label is in :data:`GOOD_LABELS`), else *bad* (a quality-bar miss). A route complies
@@ -63,7 +66,8 @@ class Window:
 def _row_query(w: Window):
     q = (select(Decision.created_at, Decision.tenant, Decision.route, Decision.pinned, Decision.candidates,
                 Decision.signals, Outcome.backend, Outcome.status, Outcome.ttft_s, Outcome.itl_s, Outcome.tokens_in,
-                Outcome.tokens_out, Outcome.tokens_cached, Outcome.cost_usd)
+                Outcome.tokens_out, Outcome.tokens_cached, Outcome.tokens_cache_write, Outcome.tokens_cache_write_1h,
+                Outcome.cost_usd)
          .join(Outcome, Outcome.request_id == Decision.request_id)
          .where(Decision.created_at >= w.since, Decision.created_at < w.until))
     if w.tenant is not None:
@@ -157,7 +161,9 @@ def strongest(candidates: list[dict]) -> dict | None:
 
 def _counterfactual(r, backend: str | None, pricing: dict[str, Pricing], fallback: float | None) -> float | None:
     if backend in pricing:
-        return cost_usd(pricing[backend], r["tokens_in"], r["tokens_out"], r["tokens_cached"])
+        return cost_usd(pricing[backend], r["tokens_in"], r["tokens_out"], r["tokens_cached"],
+                        tokens_cache_write=r["tokens_cache_write"] or 0,
+                        tokens_cache_write_1h=r["tokens_cache_write_1h"] or 0)
     return fallback
 
 

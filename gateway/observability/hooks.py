@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.base import CACHE_WRITE_KEY
 from gateway.observability import tracing as tr
 
 if TYPE_CHECKING:
@@ -198,7 +199,8 @@ async def send(backend, endpoint: str, body: dict) -> dict:
     ctx.first_token(resp)
     usage = resp.get("usage") or {}
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    ctx.close(usage=tr.usage_attributes(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached)
+    written = (resp.get(CACHE_WRITE_KEY) or {}).get("tokens")  # the gateway strips the key later
+    ctx.close(usage=tr.usage_attributes(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached, written)
               if usage else None)
     return resp
 
@@ -227,7 +229,8 @@ def finisher(decision: DecisionRecord, finish: Callable[[OutcomeRecord], None]) 
         return finish
 
     def observed(outcome: OutcomeRecord) -> None:
-        usage = tr.usage_attributes(outcome.tokens_in, outcome.tokens_out, outcome.tokens_cached)
+        usage = tr.usage_attributes(outcome.tokens_in, outcome.tokens_out, outcome.tokens_cached,
+                                    outcome.tokens_cache_write)
         ctx.close(error=outcome.error_code or "error" if outcome.status == "error" else None, usage=usage)
         try:
             ctx.obs.metrics.observe_outcome(decision, outcome)

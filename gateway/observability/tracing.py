@@ -19,7 +19,8 @@ conventions where one exists, ``mixroute.*`` otherwise)::
     |                                             gen_ai.response.model, gen_ai.response.id,
     |                                             gen_ai.response.finish_reasons,
     |                                             gen_ai.usage.input_tokens/output_tokens/
-    |                                             cache_read.input_tokens, error.type
+    |                                             cache_read.input_tokens/cache_creation.input_tokens,
+    |                                             error.type
     '- mixroute.store.record            INTERNAL mixroute.store.table=outcomes
 
 Prompts and completions are never put on spans: only the numeric and name fields above are
@@ -146,9 +147,13 @@ def response_attributes(resp: dict) -> dict[str, Any]:
     return attrs
 
 
-def usage_attributes(tokens_in: int, tokens_out: int, tokens_cached: int) -> dict[str, Any]:
+def usage_attributes(tokens_in: int, tokens_out: int, tokens_cached: int,
+                     tokens_cache_write: int | None = None) -> dict[str, Any]:
+    """GenAI usage attributes (tokens); ``tokens_cache_write`` (prompt tokens written to the
+    provider's cache) is left off when ``None``, i.e. not reported by the backend."""
     return {"gen_ai.usage.input_tokens": tokens_in, "gen_ai.usage.output_tokens": tokens_out,
-            "gen_ai.usage.cache_read.input_tokens": tokens_cached}
+            "gen_ai.usage.cache_read.input_tokens": tokens_cached,
+            "gen_ai.usage.cache_creation.input_tokens": tokens_cache_write}
 
 
 def _clean(attributes: dict[str, Any] | None) -> dict[str, Any]:

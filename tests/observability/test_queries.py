@@ -25,7 +25,8 @@ def engine(tmp_path):
     engine.dispose()
 
 
-def _request(engine, rid: str, chosen: str, cost: float, *, tenant="t", status="ok", at=NOW, pinned=False):
+def _request(engine, rid: str, chosen: str, cost: float, *, tenant="t", status="ok", at=NOW, pinned=False,
+             **outcome):
     cands = [{"backend": "big", "predicted_quality": 0.9, "expected_cost_usd": 0.01},
              {"backend": "small", "predicted_quality": 0.8, "expected_cost_usd": 0.001}]
     with engine.begin() as conn:
@@ -36,7 +37,7 @@ def _request(engine, rid: str, chosen: str, cost: float, *, tenant="t", status="
         conn.execute(sa.insert(Outcome).values(
             request_id=rid, created_at=at, backend=chosen, model=chosen, status=status, http_status=200,
             error_code=None, fallbacks_taken=[], ttft_s=0.1, itl_s=None, latency_s=0.2, tokens_in=1000,
-            tokens_out=500, tokens_cached=0, cost_usd=cost, streamed=False))
+            tokens_out=500, tokens_cached=0, cost_usd=cost, streamed=False, **outcome))
 
 
 def test_summary_without_feedback_table_and_savings(engine):
@@ -51,6 +52,21 @@ def test_summary_without_feedback_table_and_savings(engine):
     assert s["strongest_usd"] == pytest.approx(0.05) and s["saved_vs_strongest_usd"] == pytest.approx(0.023)
     assert s["reference"] == "big" and s["saved_vs_reference_usd"] == pytest.approx(0.023)
     assert data["totals"]["errors"] == 1 and data["mix"]["overall"] == {"small": 2, "big": 1}
+
+
+def test_savings_price_cache_writes_at_the_alternatives_write_prices(engine):
+    """Written prompt tokens are repriced at the other backend's write prices (5-minute and
+    1-hour), or its plain input price when it has none; a NULL count (not reported) is no write."""
+    prices = {"big": Pricing(input_per_1m=10, output_per_1m=30, cache_write_input_per_1m=12.5,
+                             cache_write_1h_input_per_1m=20),
+              "small": Pricing(input_per_1m=1, output_per_1m=2)}
+    _request(engine, "a", "small", 0.002, tokens_cache_write=800, tokens_cache_write_1h=200)
+    w = queries.Window(NOW - timedelta(hours=1), NOW + timedelta(hours=1))
+    s = queries.summary(engine, w, prices)["savings"]
+    big = (200 * 10 + 600 * 12.5 + 200 * 20 + 500 * 30) / 1e6  # 0.0285, not 0.025 (all at the input price)
+    assert s["strongest_usd"] == pytest.approx(big) and s["saved_vs_strongest_usd"] == pytest.approx(big - 0.002)
+    assert queries.summary(engine, w, {"big": PRICES["big"], "small": PRICES["small"]})["savings"][
+        "strongest_usd"] == pytest.approx(0.025)  # no write prices: written tokens cost what input costs
 
 
 def test_refusals_are_counted_and_save_nothing(engine):

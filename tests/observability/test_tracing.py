@@ -65,6 +65,7 @@ def test_request_spans_carry_genai_attributes_and_no_prompt(traced, stream):
     assert a["gen_ai.request.model"] == attempt.name.split(" ", 1)[1]
     assert a["gen_ai.request.max_tokens"] == 50 and a["gen_ai.request.temperature"] == 0.2
     assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
+    assert "gen_ai.usage.cache_creation.input_tokens" not in a  # the demo backends report no cache writes
     assert a["mixroute.backend"] == r.headers["x-mixroute-backend"]
     server = by_name["POST /v1/chat/completions"]
     nested = {"mixroute.rewrite", "mixroute.classify"}  # children of mixroute.decide
@@ -74,6 +75,45 @@ def test_request_spans_carry_genai_attributes_and_no_prompt(traced, stream):
     dump = json.dumps([{**dict(s.attributes), "name": s.name, "events": [dict(e.attributes or {}) for e in s.events]}
                        for s in spans], default=str)
     assert SECRET not in dump and "Summarise" not in dump
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_hosted_cache_write_is_on_the_attempt_span(tmp_path, stream):
+    """A hosted Anthropic answer (the fake Messages API, litellm's translation unchanged) that
+    wrote a prompt-cache prefix puts the written tokens on the attempt span."""
+    import httpx
+
+    from tests.backends.fake_anthropic import create_app, tokens
+    from tests.backends.fake_upstream import UpstreamState, serve_in_thread
+    from tests.gateway.conftest import start_gateway
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    state = UpstreamState()
+    upstream = serve_in_thread(state, app=create_app(state))
+    policy = f"""version: 1
+backends:
+  - {{name: claude, kind: hosted, model: anthropic/claude-sonnet-4-5, api_base: "{upstream.url}", api_key: sk-ant-test, quality: 0.9}}
+routes:
+  - {{name: auto, backends: [claude]}}
+"""
+    gw = start_gateway(tmp_path, policy, prepare=lambda app: setattr(app.state.observability, "tracing",
+                                                                     Tracing(provider)))
+    try:
+        system = f"Traced ({stream})." + " You are the billing assistant of ACME." * 120  # > 1024 tokens
+        body = {"model": "auto", "stream": stream,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]}
+        r = httpx.post(gw.v1 + "/chat/completions", json=body, timeout=30)
+        assert r.status_code == 200, r.text
+        rid = r.headers["x-mixroute-request-id"]
+        row = wait_row(gw.settings.database_url, "outcomes", rid)
+        attempt = next(s for s in _spans_of(exporter, rid, want=5) if s.name.startswith("chat "))
+        written = attempt.attributes["gen_ai.usage.cache_creation.input_tokens"]
+        assert written == row["tokens_cache_write"] == tokens(system)
+    finally:
+        gw.stop()
+        upstream.stop()
 
 
 def test_failed_attempt_span_is_an_error(tmp_path):
