@@ -1,8 +1,8 @@
 """Request validation for the OpenAI endpoints, after :mod:`gateway.request_body` read the
-body (size limit, UTF-8, JSON, depth): a pydantic model that checks the fields mixroute relies on and the OpenAI API's rules for the fields it
-declares (typed options here; content parts, tools and tool calls by
-:mod:`gateway.openai_rules`), and lets every other field through (``extra="allow"``) so it
-reaches the backend unchanged.
+body (size limit, UTF-8, JSON, depth): a pydantic model that checks the fields mixroute
+relies on and the OpenAI API's rules for the fields it declares (typed options here;
+content parts, tools and tool calls by :mod:`gateway.openai_rules`), and lets every other
+field through (``extra="allow"``) so it reaches the backend unchanged.
 """
 
 from __future__ import annotations

@@ -44,8 +44,8 @@ have no OpenAI key: when the provider reports some and the backend's prices bill
 the input price, the answer's cost is computed from litellm's usage before the cut
 (:func:`backends.hosted.pricing.billed_cost`) and added as ``COST_KEY``, which the gateway
 records and strips; the write counts travel the same way, for the outcome store, as
-``CACHE_WRITE_KEY`` (:func:`backends.hosted.pricing.cache_write_counts`). Exceptions are translated into :mod:`backends.errors` by
-:func:`translate_error`, the one edge.
+``CACHE_WRITE_KEY`` (:func:`backends.hosted.pricing.cache_write_counts`). Exceptions are
+translated into :mod:`backends.errors` by :func:`translate_error`, the one edge.
 """
 
 from __future__ import annotations
