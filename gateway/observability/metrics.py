@@ -13,7 +13,7 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_ttft_seconds{backend}                           histogram time to first token
     mixroute_itl_seconds{backend}                            histogram mean inter-token latency
     mixroute_request_latency_seconds{backend}                histogram request to last byte
-    mixroute_tokens_total{tenant,route,backend,kind}         counter   kind=input|output|cached
+    mixroute_tokens_total{tenant,route,backend,kind}         counter   kind=input|output|cached|cache_write
     mixroute_cost_usd_total{tenant,route,backend}            counter   USD
     mixroute_fallbacks_total{route,backend}                  counter   failed attempts before the answer
     mixroute_pool_in_flight{pool}                            gauge     requests sent, not finished
@@ -125,7 +125,8 @@ class Metrics:
             self.child(self.itl, backend).observe(outcome.itl_s)
         if outcome.latency_s is not None:
             self.child(self.latency, backend).observe(outcome.latency_s)
-        for kind, n in (("input", outcome.tokens_in), ("output", outcome.tokens_out), ("cached", outcome.tokens_cached)):
+        for kind, n in (("input", outcome.tokens_in), ("output", outcome.tokens_out), ("cached", outcome.tokens_cached),
+                        ("cache_write", outcome.tokens_cache_write)):
             if n:
                 self.child(self.tokens, tenant, route, backend, kind).inc(n)
         if outcome.cost_usd:

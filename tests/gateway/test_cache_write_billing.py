@@ -75,6 +75,8 @@ def test_a_cache_write_is_billed_and_recorded(gateway, anthropic):
     assert (outcome["tokens_cache_write"], outcome["tokens_cache_write_1h"]) == (prefix, 0)
     assert float(first.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
     assert billed > _map_usd(rest + prefix, 0, 0, ANSWER_TOKENS)  # the old, too low, figure
+    metrics = httpx.get(gateway.url + "/metrics").text
+    assert f'mixroute_tokens_total{{backend="claude",kind="cache_write",route="auto",tenant="-"}} ' in metrics
 
     second = httpx.post(gateway.v1 + "/chat/completions", json={"model": "auto", "messages": _messages(system)},
                         timeout=30)
