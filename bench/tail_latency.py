@@ -166,8 +166,6 @@ def _record_cpu(out: Path) -> None:
     other threads (the store writer) ran meanwhile, but not the time other processes held
     the core: the gateway's own tail, separated from the machine's. Each request's wall time
     inside the ASGI app goes to :func:`_app_path` of ``out`` too."""
-    import time
-
     import orjson
 
     import gateway.app
