@@ -141,3 +141,25 @@ def fallback_gateway(tmp_path_factory) -> Iterator[Gateway]:
     gw = start_gateway(tmp_path_factory.mktemp("fallback"), FALLBACK_POLICY)
     yield gw
     gw.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    """A fake OpenAI-compatible upstream (:mod:`tests.backends.fake_upstream`) for the module."""
+    from tests.backends.fake_upstream import serve_in_thread
+
+    server = serve_in_thread()
+    yield server
+    server.stop()
+
+
+def start_pool_gateway(tmp: Path, upstream, model: str = "m") -> Gateway:
+    """A gateway whose one route ``auto`` is a vLLM pool of one replica, ``upstream`` (no
+    metrics scrape), serving ``model`` (the fake upstream picks its behaviour by the name)."""
+    policy = f"""version: 1
+backends:
+  - {{name: pool, kind: vllm, model: {model}, endpoints: ["{upstream.v1()}"], options: {{metrics_interval_s: 0}}}}
+routes:
+  - {{name: auto, backends: [pool]}}
+"""
+    return start_gateway(tmp, policy)

@@ -9,26 +9,12 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.backends.fake_upstream import RunningServer, serve_in_thread
-from tests.gateway.conftest import Gateway, start_gateway
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[RunningServer]:
-    server = serve_in_thread()
-    yield server
-    server.stop()
+from tests.gateway.conftest import Gateway, start_pool_gateway
 
 
 @pytest.fixture(scope="module")
 def gateway(upstream, tmp_path_factory) -> Iterator[Gateway]:
-    policy = f"""version: 1
-backends:
-  - {{name: pool, kind: vllm, model: m-error-vllm-context, endpoints: ["{upstream.v1()}"], options: {{metrics_interval_s: 0}}}}
-routes:
-  - {{name: auto, backends: [pool]}}
-"""
-    gw = start_gateway(tmp_path_factory.mktemp("vllm-context"), policy)
+    gw = start_pool_gateway(tmp_path_factory.mktemp("vllm-context"), upstream, model="m-error-vllm-context")
     yield gw
     gw.stop()
 
