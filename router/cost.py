@@ -67,14 +67,15 @@ def resolve_pricing(config: BackendConfig) -> Pricing:
     return known_pricing(config) or FREE
 
 
-#: Prices that make a call cost something by themselves; a ``pricing`` block with none of them
-#: (only cache prices, say) sets no base price.
-BASE_PRICES = ("input_per_1m", "output_per_1m", "per_request", "gpu_usd_per_hour")
-
-
 def sets_base_price(pricing: Pricing | None) -> bool:
-    """Whether a policy ``pricing`` block sets any of :data:`BASE_PRICES` (zeros count: they say free)."""
-    return pricing is not None and any(f in pricing.model_fields_set for f in BASE_PRICES)
+    """Whether a policy ``pricing`` block prices a whole call by itself: both
+    ``input_per_1m`` and ``output_per_1m``, or ``per_request``, or ``gpu_usd_per_hour`` (zeros
+    count: they say free). A block with one token price only, or cache prices only, leaves
+    the other tokens at $0 unless a price map fills them in."""
+    if pricing is None:
+        return False
+    given = pricing.model_fields_set
+    return {"input_per_1m", "output_per_1m"} <= given or bool({"per_request", "gpu_usd_per_hour"} & given)
 
 
 def known_pricing(config: BackendConfig) -> Pricing | None:
@@ -85,8 +86,8 @@ def known_pricing(config: BackendConfig) -> Pricing | None:
     replace the map's one by one (``{cache_write_input_per_1m: 3.75}`` alone keeps the map's
     input, output and 1-hour write prices); GPU-time pricing replaces the map whole. A model the map does
     not price, and every other kind, takes the policy's prices as they are (GPU-time pricing
-    derived, :func:`gpu_pricing`); ``None`` for a hosted model whose block sets no
-    :data:`BASE_PRICES` and that the map does not price.
+    derived, :func:`gpu_pricing`); ``None`` for a hosted model that the map does not price
+    and whose block does not price a whole call (:func:`sets_base_price`).
     """
     own = config.pricing
     if config.kind == "hosted" and (own is None or own.gpu_usd_per_hour is None):

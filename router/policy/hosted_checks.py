@@ -39,6 +39,7 @@ def hosted_problems(policy: Policy) -> list[Problem]:
             continue
         if known_pricing(b) is None:
             problems.append((loc, f"litellm's bundled price map has no price for '{b.model}': give the backend "
-                                  "pricing: {input_per_1m: X, output_per_1m: Y} (USD per 1M tokens; 0 and 0 if "
-                                  "it is free), or it would count as free and win every route as the cheapest"))
+                                  "pricing: {input_per_1m: X, output_per_1m: Y} (USD per 1M tokens, both; 0 and 0 "
+                                  "if it is free), or what is unpriced would count as free and it would win every "
+                                  "route as the cheapest"))
     return problems

@@ -74,13 +74,15 @@ class Pricing(_Strict):
 
 def pricing_notes(policy: "Policy") -> list[str]:
     """Advice on a valid policy: each ``vllm`` backend without ``pricing``, or whose ``pricing``
-    sets no base price (only cache prices), is costed at $0 (no price map covers self-hosted
+    does not price a whole call (:func:`router.cost.sets_base_price`: one token price, or cache
+    prices only), is costed at $0 for what is unpriced (no price map covers self-hosted
     models), so it wins every route where it clears the bar."""
     from router.cost import sets_base_price
 
-    return [f"backend '{b.name}' (vllm) has no {'pricing' if b.pricing is None else 'base price in its pricing'}: "
-            "it is costed at $0 and wins every route where it clears the bar; give 'pricing: {gpu_usd_per_hour: "
-            "..., output_tokens_per_s: ...}' (or zeros to say it is free)"
+    return [f"backend '{b.name}' (vllm) has {'no pricing' if b.pricing is None else 'no price for every token'}: "
+            "what is unpriced is costed at $0, and it wins every route where it clears the bar; give 'pricing: "
+            "{gpu_usd_per_hour: ..., output_tokens_per_s: ...}' or both 'input_per_1m' and 'output_per_1m' "
+            "('{input_per_1m: 0, output_per_1m: 0}' to say it is free)"
             for b in policy.backends if b.kind == "vllm" and not sets_base_price(b.pricing)]
 
 

@@ -146,8 +146,9 @@ def test_a_backend_the_map_does_not_price_takes_its_5m_write_price_for_1h_writes
 
 def test_a_hosted_model_the_map_does_not_price_needs_a_base_price():
     unknown = POLICY.replace("anthropic/claude-sonnet-4-5", "openai/gpt-9-nonexistent")
-    with pytest.raises(PolicyError, match="has no price for 'openai/gpt-9-nonexistent'"):
-        parse_policy(unknown.replace("input_per_1m: 3, output_per_1m: 15, ", ""))
+    for partial in ("", "input_per_1m: 3, ", "output_per_1m: 15, "):  # one token price left the other at $0
+        with pytest.raises(PolicyError, match="has no price for 'openai/gpt-9-nonexistent'"):
+            parse_policy(unknown.replace("input_per_1m: 3, output_per_1m: 15, ", partial))
     assert resolve_pricing(parse_policy(unknown).policy.backend("claude")).input_per_1m == 3
 
 

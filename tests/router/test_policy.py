@@ -586,11 +586,13 @@ def test_validate_notes_an_unpriced_vllm_pool(tmp_path):
     policy.write_text(text)
     result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
     assert result.exit_code == 0 and ": ok (" in result.stdout
-    assert "note: backend 'pool' (vllm) has no pricing: it is costed at $0" in result.stderr
-    for block in ("{}", "{cache_write_input_per_1m: 1}"):  # cache prices alone set no base price
+    assert "note: backend 'pool' (vllm) has no pricing: what is unpriced is costed at $0" in result.stderr
+    # cache prices alone, or one token price, leave tokens at $0 (second break-it pass)
+    for block in ("{}", "{cache_write_input_per_1m: 1}", "{input_per_1m: 1}", "{output_per_1m: 1}"):
         policy.write_text(text.replace("endpoints: [http://v:8000/v1]}", f"endpoints: [http://v:8000/v1], pricing: {block}}}"))
-        assert "(vllm) has no base price in its pricing: it is costed at $0" in \
-            CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr
+        note = CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr
+        assert "(vllm) has no price for every token: what is unpriced is costed at $0" in note
+        assert "'{input_per_1m: 0, output_per_1m: 0}' to say it is free" in note
     policy.write_text(text.replace("endpoints: [http://v:8000/v1]}",
                                    "endpoints: [http://v:8000/v1], pricing: {input_per_1m: 0, output_per_1m: 0}}"))
     assert CliRunner().invoke(app, ["policy", "validate", str(policy)]).stderr == ""
