@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -179,15 +180,35 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         ks = [int(k) for k in args.k.split(",")]
-        if any(k < 1 for k in ks) or not 0 <= args.seeds <= 1000 or (args.n is not None and args.n < 1):
+        if any(k < 1 for k in ks):
             raise ValueError
     except ValueError:
-        parser.error("--k: positive integers, comma-separated; --seeds: 0-1000; --n: at least 1")
-    result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
-    return 0
+        parser.error(f"--k {args.k!r}: positive integers, comma-separated (e.g. 30,40,50)")
+    if not 0 <= args.seeds <= 1000:
+        parser.error(f"--seeds {args.seeds}: 0-1000")
+    if args.n is not None and args.n < 1:
+        parser.error(f"--n {args.n}: at least 1")
+    from gateway.commands.output import check_output
+    from gateway.commands.replay_gateway import ReplayFailed
 
+    import typer
+
+    try:
+        check_output(args.json, "--json")  # before the run, not after it; prints its own line
+    except typer.Exit as exc:
+        return exc.exit_code
+    try:
+        result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n)
+    except ReplayFailed as exc:
+        print(f"replay_sensitivity: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        try:
+            args.json.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
+        except OSError as exc:
+            print(f"replay_sensitivity: --json {args.json}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    return 0
 
 if __name__ == "__main__":
     raise SystemExit(main())

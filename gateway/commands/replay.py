@@ -81,13 +81,16 @@ def replay(
                                                    "written by --write-policy and calibrated by `mixroute "
                                                    "calibrate --write`).")] = None,
     write_policy: Annotated[Optional[Path], typer.Option("--write-policy", help="Write the generated policy "
-                                                         "here and exit.")] = None,
+                                                         "here (- for standard output) and exit.")] = None,
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
         if gateway is None and not startup_timeout > 0:  # also NaN: no wait could ever end well
             raise ReplayFailed(f"--startup-timeout must be a positive number of seconds, got {startup_timeout}")
         plan, rows = prepare(data, n=n, seed=seed, split=split)
+        if write_policy is not None and str(write_policy) == "-":
+            sys.stdout.write(plan.policy_yaml())
+            return
         if write_policy is not None:
             check_output(write_policy, "--write-policy")
             write_output(write_policy, "--write-policy", plan.write_policy)

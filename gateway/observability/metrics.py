@@ -77,7 +77,8 @@ class Metrics:
                              buckets=ITL_BUCKETS, registry=r)
         self.latency = Histogram("mixroute_request_latency_seconds", "Request to last byte (s).", ["backend"],
                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.tokens = Counter("mixroute_tokens", "Tokens by kind (input, output, cached input).",
+        self.tokens = Counter("mixroute_tokens", ("Tokens by kind (input, output, cached: read from a prompt cache, "
+                               "cache_write: written to one; both part of input)."),
                               ["tenant", "route", "backend", "kind"], registry=r)
         self.cost = Counter("mixroute_cost_usd", "Cost of calls (USD).", ["tenant", "route", "backend"], registry=r)
         self.fallbacks = Counter("mixroute_fallbacks", "Failed backend attempts followed by another one.",

@@ -269,3 +269,14 @@ def test_json_dash_writes_the_report_to_standard_output(tmp_path):
     assert report["n"] == len(report["requests"]) > 0
     assert "backend share" in proc.stderr and "report: standard output" in proc.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_write_policy_dash_prints_the_policy(tmp_path):
+    """From a break-it pass: ``--write-policy -`` wrote a file named ``-``."""
+    from router.policy import parse_policy
+
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--json", str(tmp_path / "o.json"),
+                                       "--write-policy", "-"])
+    assert res.exit_code == 0, res.output
+    assert parse_policy(res.stdout).policy.route("auto").quality_bar.route_target == 0.95
+    assert not (tmp_path / "-").exists() and not (tmp_path / "o.json").exists()

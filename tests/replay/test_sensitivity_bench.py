@@ -36,3 +36,26 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     assert result["rows"] == 40 and set(result["lines"][1]["runs"]) == {"data order", "seed 1", "seed 2"}
     aucs = result["within_source_auc"]
     assert set(aucs) == {"arc_challenge_train", "mbpp_train", "winograde_train"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{missing}"], "no such file or folder"),
+    (["{data}", "--split", "bogus"], "--split 'bogus': one of"),
+    (["{data}", "--k", "40,"], "--k '40,': positive integers"),
+    (["{data}", "--seeds", "-1"], "--seeds -1: 0-1000"),
+    (["{data}", "--json", "{tmp}"], "is a folder"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
+    """From a break-it pass: a missing folder, a bad split or an unwritable --json ended in a
+    traceback (the last only after the whole run); every argument error named --k."""
+    from bench.replay_sensitivity import main
+
+    data = tmp_path / "empty"
+    data.mkdir()
+    argv = [a.format(missing=tmp_path / "nothere", data=data, tmp=tmp_path) for a in args]
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err
