@@ -2,7 +2,7 @@
 
 Revision ID: 0005
 Revises: 0004
-Create Date: 2026-12-02
+Create Date: 2026-12-04
 
 Hand-written, a frozen snapshot like the others. Two nullable columns added to
 ``outcomes`` (``NULL``: the backend does not report cache writes, and every row written
