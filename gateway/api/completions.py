@@ -23,7 +23,8 @@ from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
-from router.engine import OVERRIDE_HEADER, Decision, RoutingRequest, candidate_dict, new_request_id
+from router.decision import Decision, RoutingRequest, candidate_dict, new_request_id
+from router.engine import OVERRIDE_HEADER
 from router.errors import InvalidRequest, MixrouteError, NoCandidate, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
 from router.rules import PromptBlocked

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from gateway.auth.guard import Principal
 from gateway.limits.base import Limiter, LimiterUnavailable, Limits, Reservation
-from router.engine import Decision
+from router.decision import Decision
 from router.errors import MixrouteError
 from router.records import OutcomeRecord
 
