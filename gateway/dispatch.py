@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 import orjson
@@ -28,7 +28,7 @@ from backends.openai_shapes import estimate_tokens, prompt_text
 from gateway import observability
 from gateway.runtime import Runtime
 from router.cost import cost_usd
-from router.engine import Decision
+from router.decision import Decision
 from router.records import OutcomeRecord
 
 log = logging.getLogger("mixroute.dispatch")
@@ -114,11 +114,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     """
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
-    for name in attempt.decision.dispatch_order:
-        if len(attempt.tried) >= attempt.decision.attempts:
-            break
-        if _cannot_fit(runtime, name, failures):
-            continue
+    skipped: list[tuple[str, str]] = []
+    for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
         try:
             response = await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
@@ -131,7 +128,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
-    raise _all_failed(last, failures, attempt.endpoint)
+    raise _all_failed(last, failures, skipped, attempt.endpoint)
 
 
 async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[dict, AsyncIterator[dict]]:
@@ -142,11 +139,8 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     """
     last: BackendError | None = None
     failures: list[tuple[str, str]] = []
-    for name in attempt.decision.dispatch_order:
-        if len(attempt.tried) >= attempt.decision.attempts:
-            break
-        if _cannot_fit(runtime, name, failures):
-            continue
+    skipped: list[tuple[str, str]] = []
+    for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
         try:
@@ -164,7 +158,7 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
         if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
-    raise _all_failed(last, failures, attempt.endpoint)
+    raise _all_failed(last, failures, skipped, attempt.endpoint)
 
 
 def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
@@ -176,25 +170,38 @@ def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
     return backend
 
 
+def _to_try(runtime: Runtime, attempt: Attempt, failures: list[tuple[str, str]],
+            skipped: list[tuple[str, str]]) -> Iterator[str]:
+    """The backends to try, in :attr:`Decision.dispatch_order`, until :attr:`Decision.attempts`
+    of them were tried (:func:`_begin` counts them), leaving out each whose context window is
+    too small (:func:`_too_small`; added to ``skipped`` with the reason, and logged)."""
+    for name in attempt.decision.dispatch_order:
+        if len(attempt.tried) >= attempt.decision.attempts:
+            return
+        why = _too_small(runtime, name, failures)
+        if why is None:
+            yield name
+        else:
+            skipped.append((name, why))
+            log.info("backend %s %s", name, why)
+
+
 def _more(attempt: Attempt, name: str) -> bool:
     """Whether dispatch may go on after backend ``name`` failed (for the log line)."""
     return len(attempt.tried) < attempt.decision.attempts and name != attempt.decision.dispatch_order[-1]
 
 
-def _cannot_fit(runtime: Runtime, name: str, failures: list[tuple[str, str]]) -> bool:
-    """Whether backend ``name`` is skipped because a backend already tried rejected the prompt
-    as longer than its context window and ``name``'s known window (tokens) is no larger.
-    A skip is added to ``failures`` (for the client's message) and logged; a backend whose
-    window is unknown is always tried."""
+def _too_small(runtime: Runtime, name: str, failures: list[tuple[str, str]]) -> str | None:
+    """Why backend ``name`` is not tried, or ``None``: a backend already tried rejected the
+    prompt as longer than its known context window, and ``name``'s known window (tokens) is
+    no larger. A backend whose window is unknown is always tried."""
     context = runtime.router.context
     windows = [context.get(n) for n, code in failures if code == BackendContextExceeded.code]
     exceeded = max((w for w in windows if w is not None), default=None)
     mine = context.get(name)
     if exceeded is None or mine is None or mine > exceeded:
-        return False
-    failures.append((name, f"not tried: its {mine}-token context window is no larger than {exceeded}"))
-    log.info("backend %s skipped: a %d-token context window already rejected the prompt", name, exceeded)
-    return True
+        return None
+    return f"not tried: its {mine}-token context window is no larger than {exceeded}"
 
 
 def _adapter_error(name: str, exc: Exception) -> BackendError:
@@ -216,17 +223,17 @@ def _failed(runtime: Runtime, name: str, exc: BackendError, failures: list[tuple
     return exc.retryable
 
 
-def _all_failed(last: BackendError, failures: list[tuple[str, str]], endpoint: str) -> BackendError:
+def _all_failed(last: BackendError, failures: list[tuple[str, str]], skipped: list[tuple[str, str]],
+                endpoint: str) -> BackendError:
     """``last`` with a message naming every backend tried (and skipped), when more than one
     was; a ``context_length_exceeded`` whose upstream named no ``param`` (vLLM's does not)
     blames the field that holds the prompt, as OpenAI's does."""
     if isinstance(last, BackendContextExceeded) and last.param is None:
         last.param = "prompt" if endpoint == "completions" else "messages"
-    tried = [f"{name} ({code})" for name, code in failures if not code.startswith("not tried")]
-    skipped = [f"{name} ({code})" for name, code in failures if code.startswith("not tried")]
-    if len(failures) > 1:
-        head = (f"All {len(tried)} backends tried failed: " if len(tried) > 1 else "Backend ") + ", ".join(tried)
-        rest = f"; {', '.join(skipped)}" if skipped else ""
+    if len(failures) + len(skipped) > 1:
+        tried = ", ".join(f"{name} ({code})" for name, code in failures)
+        head = f"All {len(failures)} backends tried failed: {tried}" if len(failures) > 1 else f"Backend {tried}"
+        rest = "; " + ", ".join(f"{name} ({why})" for name, why in skipped) if skipped else ""
         last.message = f"{head}{rest}. Last error: {last.message}"
     return last
 
