@@ -53,6 +53,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator
+from functools import cached_property
 from typing import Any
 
 import httpx
@@ -224,12 +225,10 @@ class HostedBackend(Backend):
             raise BackendServerError(f"{self.name}: the upstream stream carried no output and no usage "
                                      "(not an SSE stream?)", backend=self.name)
 
-    @property
+    @cached_property
     def pricing(self) -> Pricing:
         """The backend's prices (:func:`router.cost.resolve_pricing`: the policy's, else litellm's map)."""
-        if not hasattr(self, "_pricing"):
-            self._pricing = resolve_pricing(self.config)
-        return self._pricing
+        return resolve_pricing(self.config)
 
     def _billed(self, raw: Any, data: dict) -> dict:
         """``data`` (the cut answer or chunk) with ``COST_KEY`` set to the cost of ``raw``'s

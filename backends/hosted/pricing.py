@@ -94,14 +94,8 @@ def billed_cost(pricing: Pricing, usage: Any) -> float | None:
 
 def cache_write_tokens(usage: Any) -> int:
     """Prompt tokens written to the provider's prompt cache, from litellm's usage (see the
-    module docstring): ``prompt_tokens_details.cache_write_tokens``, else its
-    ``cache_creation_tokens``, else ``cache_creation_input_tokens``; 0 when none is given."""
-    details = _get(usage, "prompt_tokens_details")
-    for value in (_get(details, "cache_write_tokens"), _get(details, "cache_creation_tokens"),
-                  _get(usage, "cache_creation_input_tokens")):
-        if value is not None:
-            return _int(value)
-    return 0
+    module docstring): :func:`_reported_writes`, 0 when none is given."""
+    return _int(_reported_writes(usage))
 
 
 def cache_write_counts(usage: Any) -> dict[str, int] | None:
@@ -110,11 +104,20 @@ def cache_write_counts(usage: Any) -> dict[str, int] | None:
     cache_write_1h_tokens(usage)}`` (tokens), or ``None`` when the usage carries no cache-write
     count at all (providers that do not report writes, such as OpenAI, as against Anthropic's
     count of 0)."""
-    details = _get(usage, "prompt_tokens_details")
-    if all(v is None for v in (_get(details, "cache_write_tokens"), _get(details, "cache_creation_tokens"),
-                               _get(usage, "cache_creation_input_tokens"))):
+    if _reported_writes(usage) is None:
         return None
     return {"tokens": cache_write_tokens(usage), "tokens_1h": cache_write_1h_tokens(usage)}
+
+
+def _reported_writes(usage: Any) -> Any:
+    """The cache-write count as litellm reports it, or ``None``: ``prompt_tokens_details
+    .cache_write_tokens``, else its ``cache_creation_tokens``, else ``cache_creation_input_tokens``."""
+    details = _get(usage, "prompt_tokens_details")
+    for value in (_get(details, "cache_write_tokens"), _get(details, "cache_creation_tokens"),
+                  _get(usage, "cache_creation_input_tokens")):
+        if value is not None:
+            return value
+    return None
 
 
 def cache_write_1h_tokens(usage: Any) -> int:
