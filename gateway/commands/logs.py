@@ -21,7 +21,7 @@ from typing import Annotated, NoReturn, Optional
 import typer
 
 from gateway.commands.db import DatabaseUrl, _url, fail, shown_url
-from gateway.commands.output import check_output
+from gateway.commands.output import check_output, is_stdout
 
 app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, feedback).", no_args_is_help=True)
 
@@ -147,7 +147,7 @@ def export(
     if start > end:
         _error(f"--since ({start.isoformat()}) is later than --until ({end.isoformat()}): "
                "the window would be empty", 2)
-    to_stdout = str(out) == "-"
+    to_stdout = is_stdout(out)
     if not to_stdout:
         check_output(out, "OUT")
     url = _url(database_url)

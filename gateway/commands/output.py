@@ -1,6 +1,7 @@
 """Output files of the offline commands (``--json``, ``--report``, ``--plot``,
 ``--write-policy``): checked before the work starts, so that a typo does not throw away a
-long run, and written with a one-line error instead of a traceback.
+long run, and written with a one-line error instead of a traceback. Where a command takes
+``-`` for standard output (:func:`is_stdout`), it writes there instead (:func:`emit`).
 
 Exit status 2 (bad input), as the commands use for other bad arguments.
 """
@@ -55,3 +56,23 @@ def write_output(path: Path, flag: str, write: Callable[[Path], object]) -> None
         write(path)
     except OSError as exc:
         _fail(flag, path, f"cannot write: {exc.strerror or exc}")
+
+
+def is_stdout(path: Path | None) -> bool:
+    """Whether an output option names standard output: ``-``."""
+    return path is not None and str(path) == "-"
+
+
+def emit(path: Path, flag: str, data: bytes) -> None:
+    """Write ``data`` to standard output for ``-`` (:func:`is_stdout`), else to the file
+    ``path`` (:func:`write_output`).
+
+    Raises:
+        typer.Exit: the file could not be written.
+    """
+    if is_stdout(path):
+        stream = typer.get_binary_stream("stdout")
+        stream.write(data)
+        stream.flush()
+    else:
+        write_output(path, flag, lambda p: p.write_bytes(data))

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import random
 import signal
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.commands.output import check_output, write_output
+from gateway.commands.output import check_output, emit, is_stdout
 from gateway.commands.replay_gateway import ReplayFailed, check_route, gateway_predictor, local_gateway
 
 if TYPE_CHECKING:
@@ -88,15 +87,15 @@ def replay(
         if gateway is None and not startup_timeout > 0:  # also NaN: no wait could ever end well
             raise ReplayFailed(f"--startup-timeout must be a positive number of seconds, got {startup_timeout}")
         plan, rows = prepare(data, n=n, seed=seed, split=split)
-        if write_policy is not None and str(write_policy) == "-":
-            sys.stdout.write(plan.policy_yaml())
-            return
         if write_policy is not None:
-            check_output(write_policy, "--write-policy")
-            write_output(write_policy, "--write-policy", plan.write_policy)
-            typer.echo(f"wrote {write_policy}")
+            to_file = not is_stdout(write_policy)
+            if to_file:
+                check_output(write_policy, "--write-policy")
+            emit(write_policy, "--write-policy", plan.policy_yaml().encode())
+            if to_file:
+                typer.echo(f"wrote {write_policy}")
             return
-        to_stdout = str(json_out) == "-"
+        to_stdout = is_stdout(json_out)
         if not to_stdout:
             check_output(json_out, "--json")
         with contextlib.ExitStack() as stack:
@@ -117,11 +116,7 @@ def replay(
     # How the report was produced, so that two reports can be compared.
     report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
                      "quality_bar": bar, "split": split, "seed": seed, "n": n, "concurrency": concurrency}
-    if to_stdout:
-        sys.stdout.buffer.write(_dumps(report) + b"\n")
-        sys.stdout.flush()
-    else:
-        write_output(json_out, "--json", lambda p: p.write_bytes(_dumps(report)))
+    emit(json_out, "--json", _dumps(report))
     print_summary(report, "standard output" if to_stdout else json_out, stderr=to_stdout)
     if report["errors"]:
         first = next(a.error for a in answered if a.error)
