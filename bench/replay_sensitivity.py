@@ -71,23 +71,23 @@ class TablePredictor:
 
 def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """``k -> (quality, sd)``, each ``(len(prompts), len(models))``: the shipped heads blended
-    with the shipped memory read with ``k`` neighbours (the gateway's path with ``k`` changed:
-    :meth:`ClassifierPredictor.classify_batch_embed`, :meth:`ClassifierPredictor.predict`)."""
+    with the shipped memory read with ``k`` neighbours (the gateway's own path,
+    :meth:`ClassifierPredictor.classify_batch_embed`, run without the memory for the head's
+    outputs and embeddings, then :meth:`OutcomeMemory.blend` with ``k`` changed)."""
     from router.classify import load_predictor
     from router.classify.predictor import label_lookup, match_label
-    from router.classify.runtime import postprocess
 
     pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
+    mem, pred.memory = pred.memory, None  # head outputs unblended; the memory is blended below per k
     try:
         heads, embs = [], []
         for i in range(0, len(prompts), 64):
-            raw, _, emb = pred.encoder.scan_embed(prompts[i:i + 64])
-            per = {h.name: postprocess(h.config, r) for h, r in zip(pred.encoder.heads, raw)}
-            heads.append(per["quality"].numpy())
+            out, emb = pred.classify_batch_embed(prompts[i:i + 64])
+            heads += [[o["quality"][label] for label in mem.labels] for o in out]
             embs.append(emb.numpy())
     finally:
         pred.close()
-    head, emb, mem = np.concatenate(heads), np.concatenate(embs), pred.memory
+    head, emb = np.array(heads), np.concatenate(embs)
     lookup = label_lookup(mem.labels)
     cols = [mem.labels.index(match_label(lookup, m)) for m in models]
     out = {}
