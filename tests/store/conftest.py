@@ -68,3 +68,18 @@ def rows(url: str, sql: str, **params: object) -> list[tuple]:
             return [tuple(r) for r in conn.execute(text(sql), params)]
     finally:
         engine.dispose()
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Migrate the database at ``url`` down to ``revision`` (tests only: the gateway never
+    downgrades; :func:`gateway.store.db.upgrade` is its counterpart)."""
+    from alembic import command
+
+    from gateway.store.db import alembic_config, make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(alembic_config(connection=conn), revision)
+    finally:
+        engine.dispose()

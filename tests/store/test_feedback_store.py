@@ -13,7 +13,7 @@ from gateway.store import Store, current, head, upgrade
 from gateway.store.db import normalize_url
 from gateway.store.feedback import FeedbackRecord, RecentDecisions
 from gateway.store.journal import Journal
-from tests.store.conftest import rows, settings_for
+from tests.store.conftest import downgrade, rows, settings_for
 from tests.store.records import decision
 
 
@@ -30,16 +30,7 @@ def test_migration_0003_up_and_down(db_url: str) -> None:
     assert "feedback" not in _tables(db_url)
     upgrade(db_url)
     assert current(db_url) == head() and "feedback" in _tables(db_url)
-    from alembic import command
-
-    from gateway.store.db import alembic_config, make_engine
-
-    engine = make_engine(db_url)
-    try:
-        with engine.begin() as conn:
-            command.downgrade(alembic_config(connection=conn), "0002")
-    finally:
-        engine.dispose()
+    downgrade(db_url, "0002")
     assert "feedback" not in _tables(db_url) and {"decisions", "api_keys"} <= _tables(db_url)
 
 

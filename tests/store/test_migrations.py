@@ -15,7 +15,7 @@ from gateway.cli import app
 from gateway.store import current, head, normalize_url, upgrade
 from gateway.store.models import TABLES, Base, Decision, Outcome
 from router.records import DecisionRecord, OutcomeRecord
-from tests.store.conftest import fresh_pg_schema
+from tests.store.conftest import downgrade, fresh_pg_schema
 
 
 def test_revisions_form_one_chain_from_0001() -> None:
@@ -137,19 +137,6 @@ def test_upgrade_waits_for_another_replica_on_postgresql() -> None:
             holder_engine.dispose()
 
 
-def _downgrade(url: str, revision: str) -> None:
-    from alembic import command
-
-    from gateway.store.db import alembic_config
-
-    engine = create_engine(normalize_url(url), poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            command.downgrade(alembic_config(connection=conn), revision)
-    finally:
-        engine.dispose()
-
-
 def _outcome_columns(url: str) -> set[str]:
     engine = create_engine(normalize_url(url), poolclass=NullPool)
     try:
@@ -182,7 +169,7 @@ def test_0005_adds_the_cache_write_columns_and_downgrades(db_url: str) -> None:
     assert _WRITE_COLUMNS <= _outcome_columns(db_url)
     assert rows(db_url, "SELECT tokens_cache_write, tokens_cache_write_1h FROM outcomes") == [(None, None)]
 
-    _downgrade(db_url, "0004")
+    downgrade(db_url, "0004")
     assert not _WRITE_COLUMNS & _outcome_columns(db_url)
     assert rows(db_url, "SELECT request_id, tokens_in FROM outcomes") == [("old", 10)]  # rows kept
     engine = create_engine(normalize_url(db_url), poolclass=NullPool)

@@ -17,7 +17,7 @@ from gateway.store import Store
 from gateway.store.db import normalize_url, upgrade
 from gateway.store.feedback import FeedbackRecord
 from gateway.store.journal import Journal
-from tests.store.conftest import fresh_pg_schema, pg_base_url, rows, settings_for
+from tests.store.conftest import downgrade, fresh_pg_schema, pg_base_url, rows, settings_for
 from tests.store.records import decision, outcome
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "STORE.md"
@@ -88,10 +88,6 @@ def test_migration_0005_on_time_partitioned_outcomes() -> None:
     # docs/STORE.md: a migration that alters a partitioned table must be checked on one.
     # 0005 adds two columns to outcomes and its downgrade drops them: both reach every
     # partition, and a row in a month's partition keeps its data.
-    from alembic import command
-
-    from gateway.store.db import alembic_config, make_engine
-
     pg_base_url()
     with fresh_pg_schema() as url:
         upgrade(url, "0004")
@@ -108,11 +104,6 @@ def test_migration_0005_on_time_partitioned_outcomes() -> None:
                       "tokens_cache_write_1h, cost_usd, streamed) VALUES ('w', now(), 'b', 'm', 'ok', 200, "
                       "'[]', 50, 2, 0, 40, 10, 0.01, false)")
         assert rows(url, f'SELECT tokens_cache_write, tokens_cache_write_1h FROM "{month}"') == [(40, 10)]
-        engine = make_engine(url)
-        try:
-            with engine.begin() as conn:
-                command.downgrade(alembic_config(connection=conn), "0004")
-        finally:
-            engine.dispose()
+        downgrade(url, "0004")
         assert rows(url, cols, t="outcomes") == [(0,)] and rows(url, cols, t=month) == [(0,)]
         assert rows(url, f'SELECT request_id, tokens_in FROM "{month}"') == [("w", 50)]
