@@ -234,11 +234,11 @@ class HostedBackend(Backend):
         """``data`` (the cut answer or chunk) with ``COST_KEY`` set to the cost of ``raw``'s
         litellm usage when its cache writes change the price, and ``CACHE_WRITE_KEY`` to its
         cache-write counts when the provider reports them (see the module docstring)."""
+        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+        if not usage:  # every stream chunk but the last
+            return data
         from backends.hosted.pricing import billed_cost, cache_write_counts  # they import load_litellm from here
 
-        usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
-        if not usage:
-            return data
         cost = billed_cost(self.pricing, usage)
         if cost is not None:
             data[COST_KEY] = cost
