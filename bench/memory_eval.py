@@ -9,11 +9,14 @@ memory (router/classify/memory.py), on the classifier's ``test`` split of ../sha
   recorded scores differ, the share the estimate orders the same way (ties count half):
   does it rank *models* on one prompt, which is what a routing decision uses.
 
-    python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--json OUT]
+    python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--k 40,100,150] [--json OUT]
 
 ``--dims`` also rebuilds the memory from the data's train split at each number of principal
 components (as ``mixroute train --heads memory --memory-dims D`` would, int8 round trip
 included; 384 = no projection) and reports each one's AUC next to the shipped file's.
+``--k`` reads the shipped memory with other numbers of neighbours. A third view, the Brier
+score (mean squared error of the estimate against every recorded score; lower is better),
+says how close the estimate's *level* is, which is what a route-level bar sums.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +36,7 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=["test", "calib"])
     ap.add_argument("--source", default=None, help="only rows of this source (routellm, routerbench, routerdc)")
     ap.add_argument("--dims", default="", help="comma-separated principal components to rebuild the memory with")
+    ap.add_argument("--k", default="", help="comma-separated neighbour counts to read the shipped memory with")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
@@ -62,6 +67,8 @@ def main() -> None:
         head[idx] = [[o["quality"][lab] for lab in labels] for o in out]
         emb[idx] = e.numpy()
     variants = [("head", head), ("head+memory", memory.blend(head, emb))]
+    for k in [int(x) for x in args.k.split(",") if x.strip()]:
+        variants.append((f"head+memory k={k}", replace(memory, k=k).blend(head, emb)))
     for d in [int(x) for x in args.dims.split(",") if x.strip()]:
         rebuilt = build_from_data(args.data, default_adapters_dir(), dims=0 if d >= emb.shape[1] else d)
         with tempfile.TemporaryDirectory() as tmp:
@@ -83,12 +90,14 @@ def main() -> None:
                 None if v is None else round(v, 4))
     for name, q in variants:
         report.setdefault("pairwise", {})[name] = round(pairwise(q, y), 4)
+        report.setdefault("brier", {})[name] = round(float(np.nanmean((q - y) ** 2)), 5)
     names = [n for n, _ in variants]
     print(f"{args.split} split{'' if args.source is None else ', ' + args.source}, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}")
     print("| model | n | " + " | ".join(names) + " |")
     print("|---|---:|" + "---:|" * len(names))
     print("| **within-prompt pairwise accuracy** | | " + " | ".join(f"**{report['pairwise'][n]}**" for n in names) + " |")
     print("| **mean AUC** | | " + " | ".join(f"**{report[n]}**" for n in names) + " |")
+    print("| **Brier score** (lower is better) | | " + " | ".join(f"**{report['brier'][n]}**" for n in names) + " |")
     for lab, v in report["per_label"].items():
         print(f"| {lab} | {v['n']} | " + " | ".join(str(v.get(n)) for n in names) + " |")
     if args.json:

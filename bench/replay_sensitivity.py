@@ -1,8 +1,9 @@
-"""How much of a ``mixroute replay`` result is the row order and the exact estimator: the
-replay's decisions, re-made offline for many orders and nearby settings at once.
+"""How much of a ``mixroute replay`` result is the row order, the sample and the exact
+estimator: the replay's decisions, re-made offline for many orders and settings at once.
 
     python -m bench.replay_sensitivity ../shared/data/routerbench [--split heldout] [--seeds 8]
-        [--k 30,35,40,45,50,60] [--bars route_target=0.95:z=1,...] [--json OUT]
+        [--k 40,100] [--bars route_target=0.95,route_target=0.95:z=1:share,...]
+        [--cross-fit 5 --samples 40 [--sample-size 454]] [--json OUT]
 
 ``mixroute replay`` sends each row through a real gateway, one order per run (about a
 minute for 454 rows). This bench makes the same decisions without HTTP: the shipped heads
@@ -20,7 +21,15 @@ rows and one value of ``k``? Each line prints the mean, min and max realised qua
 and cost ratio over the data's order and ``--seeds`` shuffles, and how many of them meet
 issue 4's target (quality >= 0.95 at cost <= 0.35). First it prints, per source file and
 model, how well the first ``k``'s estimate ranks that file's rows (AUC of the predicted
-quality for the recorded outcome).
+quality for the recorded outcome), and the per-file ceiling (:func:`per_file_ceiling`):
+what any router that knows each row's file but nothing else about the row could reach on
+these rows, in hindsight.
+
+``--cross-fit F`` replays every row of the data instead, each estimated from an outcome
+memory of the rows in the other folds (:func:`crossfit_predictions`): 2,205 RouterBench
+rows as new ones rather than the 454 held out of the shipped memory. ``--samples N`` adds N
+random samples of ``--sample-size`` rows, each replayed as its own run (a fresh route
+window): how often a sample of that size from the same sources meets the target.
 
 No timing is measured; figures are counts over recorded scores and costs.
 """
@@ -36,23 +45,36 @@ from pathlib import Path
 
 import numpy as np
 
+from router.classify.memory import DEFAULT_K
 from router.neighbours import posterior_sd
 from router.predict import Prediction
 
 TARGET_QUALITY, TARGET_COST = 0.95, 0.35
 
 
-def parse_bar(text: str) -> tuple[str, float, float]:
-    """``route_target=0.95:z=1`` -> ``("route_target", 0.95, 1.0)`` (z only for route_target)."""
+def parse_bar(text: str) -> tuple[str, float, float | None, str | None]:
+    """``route_target=0.95:z=1:share`` -> ``("route_target", 0.95, 1.0, "share")`` (z and the
+    allocation only for route_target; either left out is ``None``, the default in force)."""
+    from router.aggregate import ALLOCATIONS
+
     try:
-        head, _, rest = text.partition(":z=")
+        head, *opts = text.split(":")
         kind, _, value = head.partition("=")
-        z = float(rest) if rest else 1.0
-        if kind not in ("route_target", "target") or not 0 < float(value) <= 1 or not 0 <= z <= 5:
+        z, allocation = None, None
+        for opt in opts:
+            if opt.startswith("z="):
+                z = float(opt[2:])
+            elif opt in ALLOCATIONS:
+                allocation = opt
+            else:
+                raise ValueError
+        if kind not in ("route_target", "target") or not 0 < float(value) <= 1 or not 0 <= (z or 0) <= 5 or (
+                kind == "target" and opts):
             raise ValueError
-        return kind, float(value), z
+        return kind, float(value), z, allocation
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give route_target=T[:z=Z] or target=T, 0 < T <= 1, 0 <= Z <= 5")
+        raise argparse.ArgumentTypeError(f"{text!r}: give route_target=T[:z=Z][:{'|'.join(ALLOCATIONS)}] or "
+                                         "target=T, 0 < T <= 1, 0 <= Z <= 5")
 
 
 class TablePredictor:
@@ -98,6 +120,88 @@ def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[in
     return out
 
 
+def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str], ks: list[int], folds: int,
+                         seed: int = 0) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``k -> (quality, sd)`` as :func:`predictions`, but with the outcome memory of each
+    prompt made of the data's rows in the other ``folds`` - 1 folds (rows assigned to folds
+    by a permutation seeded with ``seed``) instead of the shipped memory: every row is then
+    estimated from rows it is not, so all of them can be replayed as new ones (K-fold
+    cross-fitting). The head is the shipped one; neighbours by cosine similarity of the
+    full 384-dimensional embeddings (the shipped memory uses its 128 principal components);
+    the blend and its posterior sd as the gateway's (:func:`router.neighbours.blend`,
+    ``kappa`` as shipped).
+
+    Args:
+        score: ``(n, M)`` recorded scores over ``models`` (NaN: not recorded)."""
+    from router.classify import load_predictor
+    from router.classify.predictor import label_lookup, match_label
+    from router.neighbours import blend, nearest, observations
+
+    pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
+    mem, pred.memory = pred.memory, None
+    try:
+        heads, embs = [], []
+        for i in range(0, len(prompts), 64):
+            out, emb = pred.classify_batch_embed(prompts[i:i + 64])
+            heads += [[o["quality"][label] for label in mem.labels] for o in out]
+            embs.append(emb.numpy())
+    finally:
+        pred.close()
+    lookup = label_lookup(mem.labels)
+    head = np.array(heads)[:, [mem.labels.index(match_label(lookup, m)) for m in models]]
+    emb = np.concatenate(embs).astype(np.float32)
+    emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+    parts = np.array_split(np.random.default_rng(seed).permutation(len(prompts)), folds)
+    out = {}
+    for k in ks:
+        q, n = np.zeros_like(head), np.zeros_like(head)
+        for part in parts:
+            rest = np.setdiff1d(np.arange(len(prompts)), part)
+            nb = score[rest][nearest(emb[rest], emb[part], k)]  # (len(part), k, M)
+            q[part], n[part] = blend(head[part], nb, mem.kappa), observations(nb, mem.kappa)
+        q = np.round(q, 4)
+        out[k] = (q, posterior_sd(q, n))
+    return out
+
+
+def per_file_ceiling(score: np.ndarray, cost: np.ndarray, sources: np.ndarray, strong: int,
+                     budget: float = TARGET_COST) -> tuple[float, float]:
+    """What a router that knows each row's source file but nothing else about the row can
+    reach on these rows: the highest quality ratio against always-``strong`` at a cost
+    ratio of at most ``budget``, giving each file a mix of models (any fractions), with
+    every file's per-model means taken from these very rows (an in-sample ceiling, not an
+    estimate). The LP relaxation of the multiple-choice knapsack: per file, the upper
+    concave hull of the models' (summed cost, summed score); the hull segments of all files
+    bought greedily by gain per dollar until the budget is spent (Sinha & Zoltners 1979).
+
+    Args:
+        score, cost: ``(n, M)`` recorded scores and USD per call. sources: ``(n,)`` file names.
+
+    Returns:
+        ``(quality ratio, cost ratio)`` at the budget (at the top of every hull if that
+        costs less; at the cheapest models if even they cost more)."""
+    from router.aggregate import hull_steps
+
+    base_q = base_c = 0.0
+    segments = []
+    for src in sorted(set(sources)):
+        rows = sources == src
+        points = list(zip(cost[rows].sum(0).tolist(), score[rows].sum(0).tolist()))
+        cheapest = min(points, key=lambda p: (p[0], -p[1]))
+        base_q, base_c = base_q + cheapest[1], base_c + cheapest[0]
+        _, _, steps = hull_steps(points)
+        segments += [(usd_per_q * gain, gain) for usd_per_q, gain in steps]  # (extra cost, extra score)
+    total_q, total_c = score[:, strong].sum(), cost[:, strong].sum()
+    q, c = base_q, base_c
+    for extra_c, extra_q in sorted(segments, key=lambda s: s[0] / s[1]):
+        room = budget * total_c - c
+        if room <= 0:
+            break
+        take = min(1.0, room / extra_c) if extra_c > 0 else 1.0
+        q, c = q + take * extra_q, c + take * extra_c
+    return float(q / total_q), float(c / total_c)
+
+
 def auc(pred: np.ndarray, outcome: np.ndarray) -> float | None:
     """Area under the ROC curve of ``pred`` for ``outcome > 0.5`` (Mann-Whitney U, ties
     counted half); ``None`` when every outcome is on one side."""
@@ -115,10 +219,17 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
             for src in sorted(set(sources))}
 
 
-def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float]],
-        n: int | None = None) -> dict:
+def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
+        n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
-    ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``."""
+    ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
+
+    ``cross_fit`` > 1: every row of the data (``split`` ignored) with
+    :func:`crossfit_predictions` in place of the shipped memory; ``subsets``: also that many
+    random samples of ``subset_size`` rows, each replayed as its own run (a fresh route
+    window), as a new sample from the same sources would be."""
+    if cross_fit:
+        split = None
     from gateway.commands.replay import prepare
     from router.calibration.simulate import bar_of, data_columns, decide_rows, with_bar
     from router.policy import parse_policy
@@ -127,6 +238,9 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     plan, rows = prepare([data], split=split)
     orders = {"data order": rows[:n] if n else rows}
     orders |= {f"seed {s}": prepare([data], split=split, seed=s, n=n)[1] for s in range(1, seeds + 1)}
+    draw = np.random.default_rng(12345)
+    orders |= {f"sample {s}": [rows[i] for i in draw.choice(len(rows), min(subset_size, len(rows)), replace=False)]
+               for s in range(1, subsets + 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
     index = {p: i for i, p in enumerate(prompts)}
@@ -137,17 +251,24 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
 
     loaded = parse_policy(yaml.safe_dump(plan.policy()), source="<replay policy>")
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
-    preds = predictions(prompts, models, ks)
+    if cross_fit:
+        recorded = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+        preds = crossfit_predictions(prompts, recorded, models, ks, cross_fit)
+    else:
+        preds = predictions(prompts, models, ks)
     g = models.index(strong)
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
         shown = [f"{m.rsplit('/', 1)[-1][:14]} {a:.2f}" for m, a in per.items() if a is not None]
         print(f"within-{src} AUC (k {ks[0]}): " + ", ".join(shown))
+    ceiling = per_file_ceiling(score, cost, np.array([r.source for r in rows]), g)
+    print(f"per-file ceiling on these {len(rows)} rows (each file's best mix of models, known in hindsight): "
+          f"quality {ceiling[0]:.3f} at cost {ceiling[1]:.3f}")
     lines = []
     for k in ks:
         table = TablePredictor(prompts, *preds[k], columns)
-        for kind, value, z in bars:
-            bar = bar_of(kind, value, None, z) if kind == "route_target" else QualityBar(**{kind: value})
+        for kind, value, z, allocation in bars:
+            bar = bar_of(kind, value, None, z, allocation) if kind == "route_target" else QualityBar(**{kind: value})
             policy = with_bar(loaded, "auto", bar)
             runs = {}
             for name, ordered in orders.items():
@@ -155,15 +276,28 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                 chosen = asyncio.run(decide_rows(policy, "auto", [prompts[i] for i in idx], table, columns))
                 runs[name] = (float(score[idx, chosen].sum() / score[idx, g].sum()),
                               float(cost[idx, chosen].sum() / cost[idx, g].sum()))
-            qs, cs = np.array([v[0] for v in runs.values()]), np.array([v[1] for v in runs.values()])
+            whole = [v for name, v in runs.items() if not name.startswith("sample ")]
+            qs, cs = np.array([v[0] for v in whole]), np.array([v[1] for v in whole])
             met = int(((qs >= TARGET_QUALITY) & (cs <= TARGET_COST)).sum())
-            lines.append({"k": k, "bar": {kind: value, **({"uncertainty_z": z} if kind == "route_target" else {})},
-                          "quality_mean": qs.mean(), "quality_min": qs.min(), "quality_max": qs.max(),
-                          "cost_mean": cs.mean(), "cost_max": cs.max(), "met": met, "runs": runs})
-            print(f"k {k:3d}  {kind} {value}" + (f" z {z:g}" if kind == "route_target" else "") +
-                  f"  quality {qs.mean():.3f} [{qs.min():.3f}-{qs.max():.3f}]  cost {cs.mean():.3f} (max {cs.max():.3f})"
-                  f"  met {met}/{len(runs)}", flush=True)
-    return {"data": str(data), "split": split, "rows": len(orders["data order"]), "strongest": strong, "orders": list(orders),
+            shown = {kind: value, **({"uncertainty_z": bar.z, "allocation": bar.allocation_in_force}
+                                     if kind == "route_target" else {})}
+            line = {"k": k, "bar": shown, "quality_mean": qs.mean(), "quality_min": qs.min(), "quality_max": qs.max(),
+                    "cost_mean": cs.mean(), "cost_max": cs.max(), "met": met, "runs": runs}
+            text = (f"k {k:3d}  {kind} {value}" + (f" z {bar.z:g} {bar.allocation_in_force}" if kind == "route_target" else "")
+                    + f"  quality {qs.mean():.3f} [{qs.min():.3f}-{qs.max():.3f}]  cost {cs.mean():.3f} (max {cs.max():.3f})"
+                    f"  met {met}/{len(whole)}")
+            sampled = [v for name, v in runs.items() if name.startswith("sample ")]
+            if sampled:
+                sq, sc = np.array([v[0] for v in sampled]), np.array([v[1] for v in sampled])
+                line["samples"] = {"size": len(orders["sample 1"]), "quality_mean": sq.mean(), "quality_sd": sq.std(),
+                                   "cost_mean": sc.mean(), "cost_sd": sc.std(),
+                                   "met": int(((sq >= TARGET_QUALITY) & (sc <= TARGET_COST)).sum())}
+                text += (f" | samples of {line['samples']['size']}: quality {sq.mean():.3f} (sd {sq.std():.3f}) cost "
+                         f"{sc.mean():.3f} met {line['samples']['met']}/{len(sampled)}")
+            lines.append(line)
+            print(text, flush=True)
+    return {"data": str(data), "split": split, "cross_fit": cross_fit, "rows": len(orders["data order"]),
+            "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
             "within_source_auc": aucs, "lines": lines}
 
 
@@ -173,9 +307,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="heldout", help="as mixroute replay --split (default heldout)")
     parser.add_argument("--seeds", type=int, default=8, help="shuffled orders besides the data's (seeds 1..N)")
     parser.add_argument("--n", type=int, help="only the first N rows of each order (as mixroute replay --n)")
-    parser.add_argument("--k", default="40", help="outcome-memory neighbours, comma-separated (shipped: 40)")
-    parser.add_argument("--bars", default="route_target=0.95:z=1", type=lambda s: [parse_bar(b) for b in s.split(",")],
-                        help="comma-separated bars, e.g. route_target=0.95:z=1,route_target=0.96:z=1,target=0.95")
+    parser.add_argument("--k", default=str(DEFAULT_K), help=f"outcome-memory neighbours, comma-separated (shipped: {DEFAULT_K})")
+    parser.add_argument("--bars", default="route_target=0.95", type=lambda s: [parse_bar(b) for b in s.split(",")],
+                        help="comma-separated bars, e.g. route_target=0.95,route_target=0.95:z=1:share,target=0.95 "
+                             "(z and the allocation default to those in force)")
+    parser.add_argument("--cross-fit", type=int, default=0, metavar="F",
+                        help="replay every row of the data, each estimated from an outcome memory of the rows in "
+                             "the other F-1 of F folds instead of the shipped memory (--split is then ignored)")
+    parser.add_argument("--samples", type=int, default=0, metavar="N",
+                        help="also replay N random samples of --sample-size rows, each as its own run")
+    parser.add_argument("--sample-size", type=int, default=454, help="rows per sample (default 454, the heldout split's)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -188,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds {args.seeds}: 0-1000")
     if args.n is not None and args.n < 1:
         parser.error(f"--n {args.n}: at least 1")
+    if args.cross_fit and not 2 <= args.cross_fit <= 20:
+        parser.error(f"--cross-fit {args.cross_fit}: 2-20 folds")
+    if not 0 <= args.samples <= 1000:
+        parser.error(f"--samples {args.samples}: 0-1000")
+    if args.sample_size < 1:
+        parser.error(f"--sample-size {args.sample_size}: at least 1")
     from gateway.commands.output import check_output
     from gateway.commands.replay_gateway import ReplayFailed
 
@@ -198,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     try:
-        result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n)
+        result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
+                     cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size)
     except ReplayFailed as exc:
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -13,10 +13,12 @@ candidates C and quality bar q:
 4. The bar: ``min_quality`` (absolute), ``target x max(predicted quality)`` (relative), or
    for ``willingness_to_pay`` w the predicted quality of the candidate maximising
    ``w x quality - cost`` (no candidate costs less and predicts as much, so the cheapest
-   candidate clearing that bar is that candidate). ``route_target`` is the relative rule
-   with the route's own share, set so that its recent requests keep the target share of
-   their summed best predicted quality (:mod:`router.aggregate`; recorded as
-   ``signals.route_share``).
+   candidate clearing that bar is that candidate). ``route_target`` sets, so that the
+   route's recent requests keep the target share of their summed best predicted quality
+   (:mod:`router.aggregate`), either the route's own ``w`` for that rule (``allocation:
+   lagrangian``, the default; recorded as ``signals.route_wtp_usd``) or its own share for
+   the relative rule (``allocation: share``; ``signals.route_share``), both on the
+   candidates' lower bounds ``quality - uncertainty_z x sd``.
 5. The choice (:func:`choose`) is the cheapest candidate that clears the bar and meets the
    route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
    ``on_no_candidate`` decide the other cases.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import nullcontext
+from math import isfinite
 
 from backends.openai_shapes import estimate_tokens, prompt_text
 from router.aggregate import BAR_TOLERANCE
@@ -157,17 +160,23 @@ class Router:
         if wtp is not None:
             for c in cands:
                 c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
-        share = ctl = None
+        share = ctl = route_wtp = None
         held = {c.backend: c.predicted_quality for c in cands}  # the quality the bar is tested on
         if qb.route_target is not None:  # the route's current share of the best, this request included
             z = qb.z
             for c in cands:
                 c.quality_bound = round(max(0.0, c.predicted_quality - z * (c.quality_sd or 0.0)), 6)
                 held[c.backend] = c.quality_bound
-            ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends), z)
+            ctl = self.live.route_target(route.name, qb.route_target, qb.window, tuple(route.backends), z,
+                                         qb.allocation_in_force)
             points = [(c.expected_cost_usd, held[c.backend]) for c in cands]
             share = ctl.peek(points) if req.dry_run else ctl.add(points)
-        bar = self._bar(route, cands, share, held)
+            if ctl.allocation == "lagrangian":
+                route_wtp, share = share, None
+                if isfinite(route_wtp):
+                    for c in cands:
+                        c.utility_usd = route_wtp * held[c.backend] - c.expected_cost_usd
+        bar = self._bar(route, cands, share, held, route_wtp)
         by_name = {b.name: b for b in fitting}
         for c in cands:
             c.eligible = held[c.backend] + _EPS >= bar
@@ -195,7 +204,9 @@ class Router:
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
-                     **({"route_share": share, "route_held": ctl.held, "uncertainty_z": qb.z} if ctl is not None else {}),
+                     **({"route_held": ctl.held, "uncertainty_z": qb.z, "allocation": ctl.allocation,
+                         **({"route_share": share} if route_wtp is None else {"route_wtp_usd": route_wtp})}
+                        if ctl is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
@@ -261,12 +272,21 @@ class Router:
         return cands
 
     @staticmethod
-    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float]) -> float:
+    def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float],
+             route_wtp: float | None = None) -> float:
         """The quality a candidate must reach; ``held``: backend -> the quality tested
-        (``quality_bound`` under ``route_target``, else ``predicted_quality``)."""
+        (``quality_bound`` under ``route_target``, else ``predicted_quality``);
+        ``route_wtp``: the willingness to pay (USD per unit of quality) of a ``route_target``
+        bar under the ``lagrangian`` allocation (``utility_usd`` set by decide(); ``inf``:
+        the best)."""
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
+        if route_wtp is not None:
+            if not isfinite(route_wtp):
+                return max(held[c.backend] for c in cands)
+            top = max(c.utility_usd for c in cands) - _EPS * max(route_wtp, 1.0)
+            return max(held[c.backend] for c in cands if c.utility_usd >= top)
         if qb.willingness_to_pay is not None:  # utility_usd set by decide()
             best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
             return max(c.predicted_quality for c in cands if c.utility_usd >= best)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from router.aggregate import DEFAULT_WINDOW, RouteTarget
 from router.policy.models import BackendConfig
+from router.policy.quality_bar import DEFAULT_ALLOCATION
 
 ALPHA = 0.2
 #: Seconds a prefix is assumed to stay in a backend's prefix cache after it was served:
@@ -56,15 +57,19 @@ class LiveState:
         self._targets: dict[str, tuple[tuple, RouteTarget]] = {}
 
     def route_target(self, route: str, target: float, window: int | None = None,
-                     backends: tuple[str, ...] = (), z: float = 0.0) -> RouteTarget:
+                     backends: tuple[str, ...] = (), z: float = 0.0,
+                     allocation: str = DEFAULT_ALLOCATION) -> RouteTarget:
         """The ``route_target`` controller of ``route`` (:mod:`router.aggregate`). It is kept
-        across policy reloads while the route's target, window, candidate backends and
-        ``uncertainty_z`` (``z``: the window holds qualities lowered by it) stay the same; a
-        change starts a new, empty one."""
-        key = (float(target), window or DEFAULT_WINDOW, tuple(backends), float(z))
+        across policy reloads while the route's target, window, candidate backends,
+        ``uncertainty_z`` (``z``: the window holds qualities lowered by it) and
+        ``allocation`` stay the same; a change starts a new, empty one.
+
+        Raises:
+            ValueError: an unknown ``allocation``."""
+        key = (float(target), window or DEFAULT_WINDOW, tuple(backends), float(z), allocation)
         found = self._targets.get(route)
         if found is None or found[0] != key:
-            found = self._targets[route] = (key, RouteTarget(key[0], key[1]))
+            found = self._targets[route] = (key, RouteTarget(key[0], key[1], allocation))
         return found[1]
 
     def keep_route_targets(self, routes: set[str]) -> None:

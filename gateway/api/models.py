@@ -22,11 +22,12 @@ def _visible(models: list[dict], principal) -> list[dict]:
 
 
 def _bar(qb) -> dict:
-    """A route's quality bar as set, plus the ``uncertainty_z`` in force under ``route_target``
-    (its default is not written in the policy)."""
+    """A route's quality bar as set, plus the ``uncertainty_z`` and ``allocation`` in force
+    under ``route_target`` (their defaults are not written in the policy)."""
     out = qb.model_dump(exclude_none=True)
     if qb.route_target is not None:
         out["uncertainty_z"] = qb.z
+        out["allocation"] = qb.allocation_in_force
     return out
 
 

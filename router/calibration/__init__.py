@@ -56,8 +56,8 @@ class Calibration:
             ``1 - (1 - confidence) / parametrisations``; ``chosen.confidence``).
         method: the bound and the testing procedure, for the evidence.
         holdout, holdout_current: the picked bar and the current bar on the held-out rows.
-        window, uncertainty_z: the route's ``quality_bar`` settings, kept by a picked
-            ``route_target`` bar.
+        window, uncertainty_z, allocation: the route's ``quality_bar`` settings, kept by a
+            picked ``route_target`` bar.
     """
 
     route: str
@@ -71,6 +71,7 @@ class Calibration:
     holdout_current: Point | None = None
     window: int | None = None
     uncertainty_z: float | None = None
+    allocation: str | None = None
 
 
 def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalData, EvalData | None]:
@@ -143,9 +144,10 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
               f"testing over {len(grids)} parametrisations at {each:.4g} each (Learn then Test, Angelopoulos "
               "et al. 2021)")
     out = Calibration(route, data.models[strong], chosen, points, current, confidence, method,
-                      window=r.quality_bar.window, uncertainty_z=r.quality_bar.uncertainty_z)
+                      window=r.quality_bar.window, uncertainty_z=r.quality_bar.uncertainty_z,
+                      allocation=r.quality_bar.allocation)
     if held is not None:
-        out.holdout = _one(loaded, route, bar_of(chosen.param, chosen.threshold, out.window, out.uncertainty_z),
+        out.holdout = _one(loaded, route, bar_of(chosen.param, chosen.threshold, out.window, out.uncertainty_z, out.allocation),
                            held, *args)
         out.holdout_current = _one(loaded, route, r.quality_bar, held, *args)
     return out
@@ -154,7 +156,7 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
 def evidence_bar(result: Calibration, target: float, data: list[str]) -> dict[str, Any]:
     """The ``quality_bar`` mapping to write: the picked threshold and its evidence."""
     p = result.chosen
-    return {p.param: p.threshold, **kept_settings(p.param, result.window, result.uncertainty_z), "calibrated": {
+    return {p.param: p.threshold, **kept_settings(p.param, result.window, result.uncertainty_z, result.allocation), "calibrated": {
         "ratio_target": target, "confidence": result.confidence, "ratio": round(p.ratio, 4),
         "ratio_lower_bound": round(p.lower, 4), "cost_ratio": round(p.cost_ratio, 4),
         "miss_rate": round(p.miss_rate, 4), "n": p.n, "method": result.method,

@@ -104,17 +104,20 @@ def data_columns(loaded: LoadedPolicy, route: RouteConfig, models: Sequence[str]
     return out
 
 
-def kept_settings(param: str, window: int | None, uncertainty_z: float | None) -> dict:
+def kept_settings(param: str, window: int | None, uncertainty_z: float | None, allocation: str | None = None) -> dict:
     """The route's bar settings that a swept or written bar of kind ``param`` keeps: a
-    ``route_target`` bar keeps ``window`` and ``uncertainty_z`` (those set); others none."""
+    ``route_target`` bar keeps ``window``, ``uncertainty_z`` and ``allocation`` (those set);
+    others none."""
     if param != "route_target":
         return {}
-    return {k: v for k, v in (("window", window), ("uncertainty_z", uncertainty_z)) if v is not None}
+    return {k: v for k, v in (("window", window), ("uncertainty_z", uncertainty_z), ("allocation", allocation))
+            if v is not None}
 
 
-def bar_of(param: str, threshold: float, window: int | None = None, uncertainty_z: float | None = None) -> QualityBar:
+def bar_of(param: str, threshold: float, window: int | None = None, uncertainty_z: float | None = None,
+           allocation: str | None = None) -> QualityBar:
     """The bar ``{param: threshold}``, with the route's :func:`kept_settings`."""
-    return QualityBar(**{param: threshold, **kept_settings(param, window, uncertainty_z)})
+    return QualityBar(**{param: threshold, **kept_settings(param, window, uncertainty_z, allocation)})
 
 
 def with_bar(loaded: LoadedPolicy, route: str, bar: QualityBar) -> LoadedPolicy:
@@ -165,13 +168,14 @@ def sweep(loaded: LoadedPolicy, route: str, prompts: Sequence[str], predictor, c
     grids = grids or GRIDS
     window = loaded.policy.route(route).quality_bar.window
     z = loaded.policy.route(route).quality_bar.uncertainty_z
+    allocation = loaded.policy.route(route).quality_bar.allocation
 
     async def run() -> list[Sweep]:
         out = []
         for param, grid in grids.items():
             choices = np.empty((len(grid), len(prompts)), dtype=int)
             for k, t in enumerate(grid):
-                bar = bar_of(param, float(t), window, z)
+                bar = bar_of(param, float(t), window, z, allocation)
                 choices[k] = await decide_rows(with_bar(loaded, route, bar), route, prompts, predictor, columns)
                 if progress:
                     progress(f"decide ({param})", k + 1, len(grid))

@@ -45,6 +45,17 @@ from router.neighbours import nearest, observations
 MEMORY_FILE = "memory.safetensors"
 #: Similarity at or above which a memory row counts as the query itself (``exclude_exact``).
 EXACT = 0.995
+#: Neighbours per prompt of a memory built without saying (the shipped one's, in its
+#: metadata). 100, not the 40 of ``mixroute eval``'s kNN (:data:`router.neighbours.K`):
+#: on the classifier's ``test`` rows (neither head nor memory saw them) the blend's Brier
+#: score falls from k 40 to 100 on RouterBench (0.1985 -> 0.1956) and RouteLLM (0.1603 ->
+#: 0.1595) and rises by 0.0007 on RouterDC (``python -m bench.memory_eval ../shared/data
+#: --source S --k 70,100,150``); and in 5-fold cross-fitted replays of the 2,205 RouterBench
+#: rows the shipped ``route_target: 0.95`` bar realised 0.952 of always-GPT-4's quality at
+#: 0.292 of its cost with 100 (mean of 9 orders) against 0.948 at 0.310 with 40
+#: (docs/CALIBRATION.md, "Allocation and neighbours"). Within one task the outcomes of 40 neighbours barely rank
+#: the prompts (per-file AUC about 0.5), so more neighbours mostly average out noise.
+DEFAULT_K = 100
 
 
 @dataclass
@@ -67,7 +78,7 @@ class OutcomeMemory:
     labels: list[str]
     basis: np.ndarray | None = None
     mean: np.ndarray | None = None
-    k: int = 40
+    k: int = DEFAULT_K
     kappa: float = 10.0
     meta: dict[str, Any] = field(default_factory=dict)
     digest: str = ""
@@ -159,7 +170,7 @@ class OutcomeMemory:
             scores = np.where(known, t["scores"].astype(np.float32) / 255.0, np.nan).astype(np.float32)
             basis = t["basis"].astype(np.float32) if "basis" in t else None
             mean = t["mean"].astype(np.float32) if "mean" in t else None
-            mem = cls(vectors, scores, labels, basis, mean, int(meta.get("k", 40)), float(meta.get("kappa", 10.0)),
+            mem = cls(vectors, scores, labels, basis, mean, int(meta.get("k", DEFAULT_K)), float(meta.get("kappa", 10.0)),
                       json.loads(meta.get("meta", "{}")), digest)
         except Exception as exc:  # safetensors, json, key or shape errors: one message
             raise AdapterError(f"outcome memory {path}: cannot read ({exc})") from exc
@@ -169,7 +180,7 @@ class OutcomeMemory:
         return mem
 
 
-def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims: int = 0, k: int = 40,
+def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims: int = 0, k: int = DEFAULT_K,
           kappa: float = 10.0, meta: dict[str, Any] | None = None) -> OutcomeMemory:
     """A memory from ``(N, D)`` L2-normalised embeddings and ``(N, M)`` scores (NaN: not
     recorded). ``dims > 0`` projects on the top ``dims`` principal components of these
@@ -194,7 +205,7 @@ def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims
     return mem
 
 
-def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = 40, kappa: float = 10.0,
+def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAULT_K, kappa: float = 10.0,
                     limit: int | None = None, embedder: Any = None,
                     progress: Any = None) -> OutcomeMemory:
     """The memory of ``data``'s ``train`` split (:func:`router.classify.data.split_of`, the

@@ -3,7 +3,7 @@ re-exports :class:`QualityBar`) and the calibration evidence written beside it."
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -35,13 +35,20 @@ class CalibrationEvidence(_Strict):
     data: list[str] = Field(default_factory=list)
 
 
-#: ``uncertainty_z`` of a ``route_target`` bar that does not set one: one posterior standard
-#: deviation. In `mixroute replay` at ``route_target: 0.95`` on RouterBench rows
-#: (docs/CALIBRATION.md, 2026-12-04) it realised 0.934-0.962 of always-GPT-4's quality at
-#: 0.26-0.37 of its cost (0.952 at 0.292 over all 2,205 rows), where ``0`` realised
-#: 0.934-0.964 at 0.24-0.29 (0.942 at 0.238): 0.95 at no more than 0.35 in 5 of 9 runs
-#: against 3 of 9.
-DEFAULT_UNCERTAINTY_Z = 1.0
+#: ``uncertainty_z`` of a ``route_target`` bar that does not set one: 2.5 posterior standard
+#: deviations. With the ``lagrangian`` allocation and the shipped memory's 100 neighbours,
+#: in 5-fold cross-fitted replays of the 2,205 RouterBench rows (``python -m
+#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5``, docs/CALIBRATION.md,
+#: "Allocation and neighbours"), z 2.5 is the one of 2 / 2.5 / 3 whose realised quality is
+#: at least 0.95 of always-GPT-4's at no more than 0.35 of its cost both in the data's
+#: order (file by file, the costliest for a window) and shuffled; 2 falls short of 0.95 in
+#: shuffled samples more often, 3 costs over 0.35 in the data's order.
+DEFAULT_UNCERTAINTY_Z = 2.5
+#: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
+#: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent
+#: 0.05-0.07 less of always-GPT-4's cost than ``share`` for a realised quality within 0.004
+#: of it either way (docs/CALIBRATION.md, "Allocation and neighbours").
+DEFAULT_ALLOCATION = "lagrangian"
 
 
 class QualityBar(_Strict):
@@ -66,6 +73,14 @@ class QualityBar(_Strict):
             route there (:mod:`router.aggregate`), so it holds the quantity offline
             evaluation reports (realised quality as a share of always-strongest) for less
             than ``target`` spends making every single request clear it.
+        allocation: how a ``route_target`` bar spends (only with ``route_target``; default
+            :data:`DEFAULT_ALLOCATION`): ``lagrangian`` gives every request the candidate
+            maximising ``w x quality - expected cost`` with one willingness to pay ``w``
+            (USD per unit of quality) for the whole window, the smallest that keeps the
+            route at its target, so the strong model goes where its predicted gain per
+            dollar is largest (the LP dual of the multiple-choice knapsack); ``share``
+            gives every request the cheapest candidate predicting at least ``s x`` its best,
+            with one share ``s`` for the window. A change starts the route's window afresh.
         window: requests a ``route_target`` bar looks back over (1-10,000, default 512;
             only with ``route_target``).
         uncertainty_z: only with ``route_target`` (0-5, default :data:`DEFAULT_UNCERTAINTY_Z`):
@@ -87,6 +102,7 @@ class QualityBar(_Strict):
     route_target: Number | None = Field(default=None, gt=0, le=1)
     window: Integer | None = Field(default=None, ge=1, le=10_000)
     uncertainty_z: Number | None = Field(default=None, ge=0, le=5)
+    allocation: Literal["lagrangian", "share"] | None = None
     calibrated: CalibrationEvidence | None = None
 
     #: The bar kinds, one of which is set.
@@ -103,9 +119,11 @@ class QualityBar(_Strict):
         if sum(getattr(self, k) is not None for k in self.KINDS) != 1:
             problems.append("set exactly one of 'min_quality', 'target', 'willingness_to_pay' or 'route_target'")
         if self.route_target is None:
-            extras = [k for k in ("window", "uncertainty_z") if getattr(self, k) is not None]
+            extras = [k for k in ("window", "uncertainty_z", "allocation") if getattr(self, k) is not None]
             if extras:
-                problems.append(f"{' and '.join(repr(k) for k in extras)} appl{'y' if len(extras) > 1 else 'ies'} "
+                named = " and ".join([", ".join(repr(k) for k in extras[:-1]), repr(extras[-1])] if len(extras) > 1
+                                     else [repr(extras[0])])
+                problems.append(f"{named} appl{'y' if len(extras) > 1 else 'ies'} "
                                 "to a 'route_target' bar only")
         if problems:
             raise ValueError("; ".join(problems))
@@ -118,3 +136,11 @@ class QualityBar(_Strict):
         if self.route_target is None:
             return 0.0
         return float(self.uncertainty_z) if self.uncertainty_z is not None else DEFAULT_UNCERTAINTY_Z
+
+    @property
+    def allocation_in_force(self) -> str | None:
+        """The ``allocation`` in force: as set, else :data:`DEFAULT_ALLOCATION` for a
+        ``route_target`` bar, else ``None``."""
+        if self.route_target is None:
+            return None
+        return self.allocation or DEFAULT_ALLOCATION

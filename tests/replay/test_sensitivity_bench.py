@@ -9,7 +9,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from bench.replay_sensitivity import auc, run
+from bench.replay_sensitivity import auc, per_file_ceiling, run
+from router.classify.memory import DEFAULT_K
 from tests.replay.test_command import ROOT, _mixroute
 
 
@@ -30,8 +31,8 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
                            "--n", "40", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
-    result = run(data, "heldout", 2, [40, 30], [("route_target", 0.95, 1.0)], n=40)
-    shipped = next(line for line in result["lines"] if line["k"] == 40)
+    result = run(data, "heldout", 2, [DEFAULT_K, 30], [("route_target", 0.95, None, None)], n=40)
+    shipped = next(line for line in result["lines"] if line["k"] == DEFAULT_K)
     assert shipped["runs"]["seed 2"] == pytest.approx([report["quality_ratio"], report["cost_ratio"]], abs=1e-12)
     assert result["rows"] == 40 and set(result["lines"][1]["runs"]) == {"data order", "seed 1", "seed 2"}
     aucs = result["within_source_auc"]
@@ -44,6 +45,9 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     (["{data}", "--k", "40,"], "--k '40,': positive integers"),
     (["{data}", "--seeds", "-1"], "--seeds -1: 0-1000"),
     (["{data}", "--json", "{tmp}"], "is a folder"),
+    (["{data}", "--cross-fit", "1"], "--cross-fit 1: 2-20 folds"),
+    (["{data}", "--samples", "-2"], "--samples -2: 0-1000"),
+    (["{data}", "--sample-size", "0"], "--sample-size 0: at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     """From a break-it pass: a missing folder, a bad split or an unwritable --json ended in a
@@ -59,3 +63,56 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
         code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_per_file_ceiling_buys_the_best_gain_per_dollar_first():
+    # file a: cheap model 0 scores 1 of 2, strong model 1 scores 2 of 2 for 10x the cost;
+    # file b: model 0 already scores what model 1 does (its step is never worth buying)
+    score = np.array([[1, 1], [0, 1], [1, 1], [1, 1]], float)
+    cost = np.array([[1, 10], [1, 10], [1, 10], [1, 10]], float)
+    src = np.array(["a", "a", "b", "b"])
+    # budget 0.35 of 40: 14; cheap everywhere costs 4, so 10 more buys 10/18 of file a's step
+    q, c = per_file_ceiling(score, cost, src, 1, budget=0.35)
+    assert c == pytest.approx(0.35) and q == pytest.approx((3 + 10 / 18) / 4)
+    assert per_file_ceiling(score, cost, src, 1, budget=1.0) == (pytest.approx(1.0), pytest.approx(22 / 40))
+
+
+def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
+    """Each row is estimated from the other folds only: changing a row's recorded scores
+    moves other rows' estimates but never its own."""
+    pytest.importorskip("torch")
+    from bench.replay_sensitivity import crossfit_predictions
+    from gateway.commands.replay import prepare
+
+    plan, rows = prepare([data_dir / "routerbench"], split="heldout", n=60)
+    models = list(plan.dataset.models)
+    prompts = [r.prompt for r in rows]
+    score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    before = crossfit_predictions(prompts, score, models, [5], folds=3)[5][0]
+    flipped = score.copy()
+    flipped[0] = 1.0 - flipped[0]
+    after = crossfit_predictions(prompts, flipped, models, [5], folds=3)[5][0]
+    assert np.array_equal(before[0], after[0])
+    assert not np.array_equal(before[1:], after[1:])  # row 0 is someone's neighbour in the other folds
+
+
+@pytest.mark.parametrize("text, parsed", [
+    ("route_target=0.95", ("route_target", 0.95, None, None)),
+    ("route_target=0.9:z=2:share", ("route_target", 0.9, 2.0, "share")),
+    ("route_target=0.9:lagrangian:z=0", ("route_target", 0.9, 0.0, "lagrangian")),
+    ("target=0.95", ("target", 0.95, None, None)),
+])
+def test_bars_parse(text, parsed):
+    from bench.replay_sensitivity import parse_bar
+
+    assert parse_bar(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["target=0.9:share", "route_target=0.9:greedy", "route_target=1.5", "route_target=0.9:z=9"])
+def test_bad_bars_are_refused(text):
+    import argparse
+
+    from bench.replay_sensitivity import parse_bar
+
+    with pytest.raises(argparse.ArgumentTypeError, match="give route_target=T"):
+        parse_bar(text)

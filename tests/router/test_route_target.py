@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.aggregate import BUCKETS, REBUILD_EVERY, RouteTarget, share_steps
+from router.aggregate import BUCKETS, REBUILD_EVERY, RouteTarget, hull_steps, share_steps
 from router.engine import Router, RoutingRequest
 from router.live import LiveState
 from router.policy import parse_policy
+from router.policy.quality_bar import DEFAULT_ALLOCATION, DEFAULT_UNCERTAINTY_Z
 from router.predict import Prediction
 
 POLICY = """version: 1
@@ -62,6 +63,56 @@ def test_solve_is_the_smallest_share_that_holds_the_target(rows, target, window)
     assert total(high) >= target * best - 1e-9
     if high > 0:
         assert total(high - 1 / BUCKETS) < target * best + 1e-9
+
+
+def _utility_pick(points: list[tuple[float, float]], wtp: float) -> float:
+    """The Lagrangian rule, independently: the candidate maximising ``wtp x quality - cost``
+    (ties: the higher quality); its predicted quality."""
+    if wtp == float("inf"):
+        return max(q for _, q in points)
+    return max((wtp * q - c, q) for c, q in points)[1]
+
+
+def test_hull_steps_walks_the_upper_concave_hull():
+    # (3, 0.55) is on the Pareto frontier but under the segment (1, 0.5)-(5, 0.9): never the
+    # choice for any willingness to pay, since a mix of its neighbours beats it
+    q0, best, steps = hull_steps([(1.0, 0.5), (3.0, 0.55), (5.0, 0.9), (2.0, 0.4), (9.0, 1.0)])
+    assert (q0, best) == (0.5, 1.0)
+    assert steps == [(pytest.approx(10.0), pytest.approx(0.4)), (pytest.approx(40.0), pytest.approx(0.1))]
+    for wtp in (5.0, 15.0, 50.0):
+        chosen = _utility_pick([(1.0, 0.5), (3.0, 0.55), (5.0, 0.9), (2.0, 0.4), (9.0, 1.0)], wtp)
+        assert chosen == q0 + sum(g for r, g in steps if r < wtp)
+    assert hull_steps([(1.0, 0.7)]) == (0.7, 0.7, [])
+    assert hull_steps([(0.0, 0.3), (0.0, 0.6)]) == (0.6, 0.6, [])  # equally cheap: the better one only
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.lists(st.tuples(st.sampled_from([0.0, 0.001, 0.002, 0.01, 0.05]), st.floats(0.01, 1.0)),
+                              min_size=1, max_size=5), min_size=1, max_size=40),
+       target=st.floats(0.5, 1.0), window=st.integers(1, 50))
+def test_lagrangian_solve_is_the_smallest_price_that_holds_the_target(rows, target, window):
+    """Against brute force: at the controller's willingness to pay, each request of the
+    window taking its utility-maximising candidate reaches the target; one bucket less
+    does not."""
+    ctl = RouteTarget(target, window=window, allocation="lagrangian")
+    for points in rows:
+        level = ctl.add(points)
+    kept = rows[-window:]
+    best = sum(max(q for _, q in p) for p in kept)
+
+    def total(w: float) -> float:
+        return sum(_utility_pick(p, w) for p in kept)
+
+    high = ctl.level
+    assert ctl.share == high and level in (high, ctl._edge(ctl._bucket) if ctl._bucket >= 0 else high)
+    assert total(high) >= target * best - 1e-9
+    if 0 < high < float("inf"):
+        assert total(ctl._edge(ctl._bucket)) < target * best + 1e-9
+
+
+def test_an_unknown_allocation_is_refused():
+    with pytest.raises(ValueError, match="allocation 'greedy': one of lagrangian, share"):
+        RouteTarget(0.9, allocation="greedy")
 
 
 def test_long_runs_are_rebuilt_exactly():
@@ -125,18 +176,28 @@ async def _run(bar: str) -> tuple[float, float, float, list]:
     return chosen_q / best_q, cost, best_q, decisions
 
 
-async def test_route_target_holds_the_share_for_less_than_target():
+@pytest.mark.parametrize("allocation", ["share", "lagrangian", None])
+async def test_route_target_holds_the_share_for_less_than_target(allocation):
     """Per request, ``target: 0.95`` needs the strong model everywhere (0.84 / 0.9 = 0.93);
     over the route, ``route_target: 0.95`` keeps 95% of the summed best predicted quality
-    and sends the easy prompts to mid."""
+    and sends the easy prompts to mid, under either allocation (None: the default)."""
     share_t, cost_t, _, _ = await _run("{target: 0.95}")
-    share_r, cost_r, _, decisions = await _run("{route_target: 0.95}")
+    extra = f", allocation: {allocation}" if allocation else ""
+    share_r, cost_r, _, decisions = await _run("{route_target: 0.95" + extra + "}")
     assert share_t == 1.0
     assert share_r >= 0.94  # 0.95 in expectation: the last bucket's requests are drawn
     assert cost_r < cost_t * 0.6
     last = decisions[-1].record
     assert last.signals["bar_kind"] == {"route_target": 0.95}
-    assert 0 < last.signals["route_share"] <= 1
+    assert last.signals["allocation"] == (allocation or DEFAULT_ALLOCATION)
+    if last.signals["allocation"] == "share":
+        assert 0 < last.signals["route_share"] <= 1 and "route_wtp_usd" not in last.signals
+    else:
+        # the strong model's step on an easy prompt costs 0.008 USD for 0.06 of quality (0.133
+        # USD per unit), on a hard one 0.008 for 0.3 (0.027): the window needs the hard ones only
+        assert 0.02 < last.signals["route_wtp_usd"] < 0.14 and "route_share" not in last.signals
+        chosen = {c["backend"]: c for c in last.candidates}
+        assert chosen[last.chosen]["utility_usd"] == max(c["utility_usd"] for c in last.candidates)
     hard = [d.record.chosen for d in decisions[20:] if d.candidates[0].predicted_quality == 0.8]
     # the strong model goes where the predicted gap is largest: the hard prompts' step to it is
     # the last one the window needs, so each takes it with the drawn probability (about 0.97)
@@ -154,10 +215,13 @@ async def test_route_target_state_survives_reload_of_the_same_bar():
     for p in order[:30]:
         await Router(policy, _Table(table), live).decide(
             RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": p}]}))
-    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=1.0)) == 30  # the default uncertainty_z
-    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=0.0)) == 0  # another z: afresh (other bounds)
-    assert len(live.route_target("auto", 0.9, 100, BACKENDS[:2], z=1.0)) == 0  # other candidates: afresh
-    assert len(live.route_target("auto", 0.95, 100, BACKENDS, z=1.0)) == 0  # a changed bar starts afresh
+    z = DEFAULT_UNCERTAINTY_Z
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=z)) == 30  # the default uncertainty_z and allocation
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS, z=z + 1)) == 0  # another z: afresh (other bounds)
+    assert len(live.route_target("auto", 0.9, 100, BACKENDS[:2], z=z)) == 0  # other candidates: afresh
+    assert len(live.route_target("auto", 0.95, 100, BACKENDS, z=z)) == 0  # a changed bar starts afresh
+    other = "share" if DEFAULT_ALLOCATION == "lagrangian" else "lagrangian"
+    assert len(live.route_target("auto", 0.95, 100, BACKENDS, z=z, allocation=other)) == 0  # another allocation
 
 
 @pytest.mark.parametrize("bar, match", [
@@ -296,7 +360,7 @@ async def test_a_reload_drops_the_windows_of_routes_without_the_bar(tmp_path):
         path.write_text(POLICY.replace("BAR", "{route_target: 0.9}"))  # `other` deleted
         assert await holder.reload()
         assert set(holder.live._targets) == {"auto"}
-        assert len(holder.live.route_target("auto", 0.9, None, BACKENDS, z=1.0)) == 1  # kept: same bar
+        assert len(holder.live.route_target("auto", 0.9, None, BACKENDS, z=DEFAULT_UNCERTAINTY_Z)) == 1  # kept: same bar
         path.write_text(POLICY.replace("BAR", "{target: 0.9}"))
         assert await holder.reload()
         assert holder.live._targets == {}
@@ -349,7 +413,7 @@ async def test_route_target_holds_the_share_on_lower_bounds():
     sd = {"strong": 0.01, "mid": 0.1}
     chosen, cands = await _choices("{route_target: 0.9, uncertainty_z: 0}", sd)
     assert set(chosen) == {"mid"} and cands["mid"].quality_bound == pytest.approx(0.9)
-    chosen, cands = await _choices("{route_target: 0.9}", sd)  # default z = 1
+    chosen, cands = await _choices("{route_target: 0.9, uncertainty_z: 1}", sd)
     strong = chosen.count("strong")
     assert 0.9 * (strong * 0.94 + (60 - strong) * 0.8) >= 0.9 * 0.9 * 60 * 0.94 - 0.1  # the held share
     assert 14 <= strong <= 26  # (0.846 - 0.8) / (0.94 - 0.8) = 1/3 of 60, drawn
@@ -368,7 +432,9 @@ def test_uncertainty_z_is_for_route_target_only():
         parse_policy(POLICY.replace("BAR", "{target: 0.9, uncertainty_z: 1}"))
     with pytest.raises(PolicyError, match="uncertainty_z"):
         parse_policy(POLICY.replace("BAR", "{route_target: 0.9, uncertainty_z: -1}"))
-    assert parse_policy(POLICY.replace("BAR", "{route_target: 0.9}")).policy.routes[0].quality_bar.z == 1.0
+    bar = parse_policy(POLICY.replace("BAR", "{route_target: 0.9}")).policy.routes[0].quality_bar
+    assert (bar.z, bar.allocation_in_force) == (DEFAULT_UNCERTAINTY_Z, DEFAULT_ALLOCATION)
+    assert parse_policy(POLICY.replace("BAR", "{target: 0.9}")).policy.routes[0].quality_bar.allocation_in_force is None
 
 
 def test_every_problem_of_a_bar_is_reported_at_once():
@@ -377,6 +443,12 @@ def test_every_problem_of_a_bar_is_reported_at_once():
     with pytest.raises(PolicyError) as exc:
         parse_policy(POLICY.replace("BAR", "{target: 0.9, window: 10, uncertainty_z: 1}"))
     assert "'window' and 'uncertainty_z' apply to a 'route_target' bar only" in str(exc.value)
+    with pytest.raises(PolicyError) as exc:
+        parse_policy(POLICY.replace("BAR", "{min_quality: 0.5, window: 10, uncertainty_z: 1, allocation: share}"))
+    assert "'window', 'uncertainty_z' and 'allocation' apply to a 'route_target' bar only" in str(exc.value)
+    with pytest.raises(PolicyError) as exc:
+        parse_policy(POLICY.replace("BAR", "{route_target: 0.9, allocation: greedy}"))
+    assert "allocation" in str(exc.value) and "'lagrangian' or 'share'" in str(exc.value)
     with pytest.raises(PolicyError) as exc:
         parse_policy(POLICY.replace("BAR", "{window: 10}"))
     assert "set exactly one of" in str(exc.value) and "'window' applies to" in str(exc.value)
