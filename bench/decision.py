@@ -1,14 +1,15 @@
 """Decision latency without the classifier: ``Router.decide`` over a route of N candidates.
 
-Run: ``python -m bench.decision [--candidates 20] [--n 20000] [--bar target,route_target]``
+Run: ``python -m bench.decision [--candidates 20] [--n 20000] [--bar target,route_target,route_target:share]``
 
 The predictor is the prior baseline (a dict lookup), so the figure is the engine itself:
 rewrite + rules + cost model + live TTFT + choice. Prints p50/p99 in milliseconds over
 sequential decisions of a ~100-token chat request with a system prompt. Target (issue 4):
 p99 under 0.5 ms with 20 candidates. ``--bar`` compares quality bars side by side (each
-at 0.95); ``route_target`` adds its controller's update (:mod:`router.aggregate`), here in
-its worst case: every candidate is on the cost-quality frontier, so each request adds
-N - 1 steps.
+at 0.95); ``route_target`` adds its controller's update (:mod:`router.aggregate`; the
+default ``lagrangian`` allocation, or ``route_target:share``), here in its worst case:
+quality rises concavely with cost (``0.5 + 0.4 sqrt(i / N)``), so every candidate is on
+the cost-quality frontier and on its upper concave hull, and each request adds N - 1 steps.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from router.policy import parse_policy
 def policy(n: int, bar: str = "target") -> str:
     lines = ["version: 1", "backends:"]
     for i in range(n):
-        lines.append(f"  - {{name: b{i}, kind: fake, model: m{i}, quality: {0.5 + 0.4 * i / n:.3f}, "
+        lines.append(f"  - {{name: b{i}, kind: fake, model: m{i}, quality: {0.5 + 0.4 * ((i + 1) / n) ** 0.5:.4f}, "
                      f"pricing: {{input_per_1m: {0.1 * (i + 1):.2f}, output_per_1m: {0.3 * (i + 1):.2f}}}}}")
     names = ", ".join(f"b{i}" for i in range(n))
-    lines += ["routes:", f"  - {{name: auto, backends: [{names}], quality_bar: {{{bar}: 0.95}}, ttft_slo_s: 2.0}}",
+    kind, _, allocation = bar.partition(":")
+    extra = f", allocation: {allocation}" if allocation else ""
+    lines += ["routes:", f"  - {{name: auto, backends: [{names}], quality_bar: {{{kind}: 0.95{extra}}}, ttft_slo_s: 2.0}}",
               "rules:", "  - {name: cap, max_cost_usd: 1.0}"]
     return "\n".join(lines) + "\n"
 
@@ -52,7 +55,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--candidates", type=int, default=20)
     parser.add_argument("--n", type=int, default=20000)
-    parser.add_argument("--bar", default="target", help="comma-separated: target, route_target, min_quality")
+    parser.add_argument("--bar", default="target", help="comma-separated: target, route_target, route_target:share, "
+                                                        "route_target:lagrangian, min_quality")
     args = parser.parse_args()
     for c in sorted({1, 5, args.candidates}):
         for bar in args.bar.split(","):

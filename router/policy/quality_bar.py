@@ -47,7 +47,7 @@ DEFAULT_UNCERTAINTY_Z = 2.5
 #: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
 #: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent
 #: 0.05-0.07 less of always-GPT-4's cost than ``share`` for a realised quality within 0.004
-#: of it either way (docs/CALIBRATION.md, "Allocation and neighbours").
+#: of it either way, means over 9 orders (docs/CALIBRATION.md, "Allocation and neighbours").
 DEFAULT_ALLOCATION = "lagrangian"
 
 
