@@ -205,7 +205,9 @@ class Router:
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
                      **({"route_held": ctl.held, "uncertainty_z": qb.z, "allocation": ctl.allocation,
-                         **({"route_share": share} if route_wtp is None else {"route_wtp_usd": route_wtp})}
+                         # an unbounded price (every request its best) is recorded as null: JSON has no inf
+                         **({"route_share": share} if route_wtp is None else
+                            {"route_wtp_usd": route_wtp if isfinite(route_wtp) else None})}
                         if ctl is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,

@@ -452,3 +452,22 @@ def test_every_problem_of_a_bar_is_reported_at_once():
     with pytest.raises(PolicyError) as exc:
         parse_policy(POLICY.replace("BAR", "{window: 10}"))
     assert "set exactly one of" in str(exc.value) and "'window' applies to" in str(exc.value)
+
+
+async def test_an_unbounded_price_picks_the_best_and_records_null():
+    """A step dearer than the controller's last bucket (here 1e-6 of quality for 200 USD)
+    still counts when the window needs it: the price is then unbounded, the request takes
+    its best candidate, and the record stays valid JSON (no Infinity)."""
+    import json
+
+    policy = parse_policy("""version: 1
+backends:
+  - {name: strong, kind: fake, model: strong, pricing: {per_request: 200}}
+  - {name: weak, kind: fake, model: weak, pricing: {per_request: 0.0001}}
+routes:
+  - {name: auto, backends: [strong, weak], quality_bar: {route_target: 1.0, uncertainty_z: 0}}
+""")
+    router = Router(policy, _Table({"p": {"strong": 0.9, "weak": 0.899999}}), LiveState())
+    d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": "p"}]}))
+    assert d.record.chosen == "strong" and d.record.signals["route_wtp_usd"] is None
+    json.dumps(d.record.signals, allow_nan=False)
