@@ -62,19 +62,19 @@ def parse_bar(text: str) -> tuple[str, float, float | None, str | None]:
         kind, _, value = head.partition("=")
         z, allocation = None, None
         for opt in opts:
-            if opt.startswith("z="):
+            if opt.startswith("z=") and z is None:
                 z = float(opt[2:])
-            elif opt in ALLOCATIONS:
+            elif opt in ALLOCATIONS and allocation is None:
                 allocation = opt
             else:
-                raise ValueError
+                raise ValueError  # unknown, or given twice
         if kind not in ("route_target", "target") or not 0 < float(value) <= 1 or not 0 <= (z or 0) <= 5 or (
                 kind == "target" and opts):
             raise ValueError
         return kind, float(value), z, allocation
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give route_target=T[:z=Z][:{'|'.join(ALLOCATIONS)}] or "
-                                         "target=T, 0 < T <= 1, 0 <= Z <= 5")
+                                         "target=T, 0 < T <= 1, 0 <= Z <= 5, each option once")
 
 
 class TablePredictor:
@@ -227,10 +227,14 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     ``cross_fit`` > 1: every row of the data (``split`` ignored) with
     :func:`crossfit_predictions` in place of the shipped memory; ``subsets``: also that many
     random samples of ``subset_size`` rows, each replayed as its own run (a fresh route
-    window), as a new sample from the same sources would be."""
+    window), as a new sample from the same sources would be.
+
+    Raises:
+        ReplayFailed: unreadable data, an unknown split, or ``subset_size`` over the rows."""
     if cross_fit:
         split = None
     from gateway.commands.replay import prepare
+    from gateway.commands.replay_gateway import ReplayFailed
     from router.calibration.simulate import bar_of, data_columns, decide_rows, with_bar
     from router.policy import parse_policy
     from router.policy.quality_bar import QualityBar
@@ -238,6 +242,8 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     plan, rows = prepare([data], split=split)
     orders = {"data order": rows[:n] if n else rows}
     orders |= {f"seed {s}": prepare([data], split=split, seed=s, n=n)[1] for s in range(1, seeds + 1)}
+    if subsets and subset_size > len(rows):
+        raise ReplayFailed(f"--sample-size {subset_size}: more than the {len(rows)} rows of the data")
     draw = np.random.default_rng(12345)
     orders |= {f"sample {s}": [rows[i] for i in draw.choice(len(rows), min(subset_size, len(rows)), replace=False)]
                for s in range(1, subsets + 1)}
@@ -313,9 +319,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(z and the allocation default to those in force)")
     parser.add_argument("--cross-fit", type=int, default=0, metavar="F",
                         help="replay every row of the data, each estimated from an outcome memory of the rows in "
-                             "the other F-1 of F folds instead of the shipped memory (--split is then ignored)")
+                             "the other F-1 of F folds instead of the shipped memory (--split is then ignored); "
+                             "2-20, 0 (default): off")
     parser.add_argument("--samples", type=int, default=0, metavar="N",
-                        help="also replay N random samples of --sample-size rows, each as its own run")
+                        help="also replay N random samples of --sample-size rows, each as its own run (drawn from "
+                             "all the rows picked; --n does not apply to them)")
     parser.add_argument("--sample-size", type=int, default=454, help="rows per sample (default 454, the heldout split's)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
@@ -330,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.n is not None and args.n < 1:
         parser.error(f"--n {args.n}: at least 1")
     if args.cross_fit and not 2 <= args.cross_fit <= 20:
-        parser.error(f"--cross-fit {args.cross_fit}: 2-20 folds")
+        parser.error(f"--cross-fit {args.cross_fit}: 2-20 folds, or 0 for none")
     if not 0 <= args.samples <= 1000:
         parser.error(f"--samples {args.samples}: 0-1000")
     if args.sample_size < 1:
@@ -352,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.json:
         try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)  # check_output allowed missing folders
             args.json.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
         except OSError as exc:
             print(f"replay_sensitivity: --json {args.json}: cannot write: {exc.strerror or exc}", file=sys.stderr)

@@ -229,8 +229,12 @@ class RouteTarget:
     def _bucket_of(self, x: float, tol: float) -> int:
         if self.allocation == "share":
             b = int((x + tol) * BUCKETS)
+        elif not x > 0:
+            b = 0
+        elif not isfinite(x):  # a step whose cost difference overflowed: the dearest there is
+            b = BUCKETS - 1
         else:
-            b = int((log10(x) - LOG_LO) / (LOG_HI - LOG_LO) * BUCKETS) if x > 0 else 0
+            b = int((log10(x) - LOG_LO) / (LOG_HI - LOG_LO) * BUCKETS)
         return min(max(b, 0), BUCKETS - 1)
 
     def __len__(self) -> int:

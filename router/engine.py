@@ -189,7 +189,7 @@ class Router:
             if row is not None:
                 on_fallback = lambda backend: ctl.answered(row, held.get(backend))  # noqa: E731
         bar_kind = qb.kind
-        if wtp is not None and reason == "cheapest_above_bar":
+        if (wtp is not None or route_wtp is not None) and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
         if route.on_no_candidate == "reject":
@@ -301,7 +301,8 @@ def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
 
     Returns:
         ``(candidate, reason)``; reasons: ``cheapest_above_bar`` (recorded as ``max_utility``
-        under a ``willingness_to_pay`` bar), ``only_candidate``,
+        under a ``willingness_to_pay`` bar, or a ``route_target`` bar with the ``lagrangian``
+        allocation), ``only_candidate``,
         ``best_effort_slo`` / ``degraded_for_slo`` (every bar-clearing candidate breaks the
         TTFT SLO), ``below_bar_cheapest``, ``below_bar_best_quality``.
 

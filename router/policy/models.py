@@ -23,6 +23,13 @@ from router.policy.rewrite_config import RewriteConfig
 from router.policy.signals import SignalName, Threshold
 
 
+#: Largest accepted price (USD per 1M tokens, per request or per GPU hour): far above any
+#: real one, far below where a request's cost could overflow a float.
+PRICE_MAX = 1_000_000.0
+#: Smallest accepted measured throughput of a self-hosted pool (tokens/s).
+THROUGHPUT_MIN = 0.001
+
+
 class Pricing(_Strict):
     """Prices in USD.
 
@@ -44,17 +51,21 @@ class Pricing(_Strict):
         gpu_usd_per_hour, output_tokens_per_s, input_tokens_per_s: a self-hosted pool's
             cost and measured throughput (whole pool, tokens/s under load); the cost model
             derives USD per token from them (:func:`router.cost.gpu_pricing`).
+
+    Every price is at most :data:`PRICE_MAX` and every throughput at least
+    :data:`THROUGHPUT_MIN`, so that no request's cost overflows to infinity (a 1e308 price
+    once priced a call at ``inf`` USD, which JSON cannot carry).
     """
 
-    input_per_1m: Number = Field(default=0.0, ge=0)
-    output_per_1m: Number = Field(default=0.0, ge=0)
-    cached_input_per_1m: Number | None = Field(default=None, ge=0)
-    cache_write_input_per_1m: Number | None = Field(default=None, ge=0)
-    cache_write_1h_input_per_1m: Number | None = Field(default=None, ge=0)
-    per_request: Number = Field(default=0.0, ge=0)
-    gpu_usd_per_hour: Number | None = Field(default=None, gt=0)
-    output_tokens_per_s: Number | None = Field(default=None, gt=0)
-    input_tokens_per_s: Number | None = Field(default=None, gt=0)
+    input_per_1m: Number = Field(default=0.0, ge=0, le=PRICE_MAX)
+    output_per_1m: Number = Field(default=0.0, ge=0, le=PRICE_MAX)
+    cached_input_per_1m: Number | None = Field(default=None, ge=0, le=PRICE_MAX)
+    cache_write_input_per_1m: Number | None = Field(default=None, ge=0, le=PRICE_MAX)
+    cache_write_1h_input_per_1m: Number | None = Field(default=None, ge=0, le=PRICE_MAX)
+    per_request: Number = Field(default=0.0, ge=0, le=PRICE_MAX)
+    gpu_usd_per_hour: Number | None = Field(default=None, gt=0, le=PRICE_MAX)
+    output_tokens_per_s: Number | None = Field(default=None, ge=THROUGHPUT_MIN)
+    input_tokens_per_s: Number | None = Field(default=None, ge=THROUGHPUT_MIN)
 
     @model_validator(mode="after")
     def _gpu_needs_throughput(self) -> "Pricing":

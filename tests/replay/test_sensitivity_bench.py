@@ -45,7 +45,7 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     (["{data}", "--k", "40,"], "--k '40,': positive integers"),
     (["{data}", "--seeds", "-1"], "--seeds -1: 0-1000"),
     (["{data}", "--json", "{tmp}"], "is a folder"),
-    (["{data}", "--cross-fit", "1"], "--cross-fit 1: 2-20 folds"),
+    (["{data}", "--cross-fit", "1"], "--cross-fit 1: 2-20 folds, or 0 for none"),
     (["{data}", "--samples", "-2"], "--samples -2: 0-1000"),
     (["{data}", "--sample-size", "0"], "--sample-size 0: at least 1"),
 ])
@@ -108,7 +108,8 @@ def test_bars_parse(text, parsed):
     assert parse_bar(text) == parsed
 
 
-@pytest.mark.parametrize("text", ["target=0.9:share", "route_target=0.9:greedy", "route_target=1.5", "route_target=0.9:z=9"])
+@pytest.mark.parametrize("text", ["target=0.9:share", "route_target=0.9:greedy", "route_target=1.5", "route_target=0.9:z=9",
+                                  "route_target=0.9:share:lagrangian", "route_target=0.9:z=1:z=2"])
 def test_bad_bars_are_refused(text):
     import argparse
 
@@ -116,3 +117,11 @@ def test_bad_bars_are_refused(text):
 
     with pytest.raises(argparse.ArgumentTypeError, match="give route_target=T"):
         parse_bar(text)
+
+
+def test_a_sample_larger_than_the_data_is_refused(data_dir):
+    from gateway.commands.replay_gateway import ReplayFailed
+
+    with pytest.raises(ReplayFailed, match="--sample-size 100000: more than the 454 rows"):
+        run(data_dir / "routerbench", "heldout", 0, [5], [("route_target", 0.95, None, None)], subsets=2,
+            subset_size=100_000)

@@ -471,3 +471,19 @@ routes:
     d = await router.decide(RoutingRequest("chat", {"model": "auto", "messages": [{"role": "user", "content": "p"}]}))
     assert d.record.chosen == "strong" and d.record.signals["route_wtp_usd"] is None
     json.dumps(d.record.signals, allow_nan=False)
+
+
+def test_an_overflowing_step_is_the_dearest_not_an_error():
+    """From a break-it pass: a step whose cost per unit of quality overflows to inf raised
+    OverflowError in the bucket (a 500 on every request of the route)."""
+    ctl = RouteTarget(0.9, allocation="lagrangian")
+    drawn = ctl.add([(1e-4, 0.5), (1.7e308, 0.99)])  # only the overflowing step reaches 0.9
+    assert ctl.level == float("inf") and drawn in (float("inf"), ctl._edge(BUCKETS - 1))  # or the draw's lower side
+    assert ctl._bucket_of(float("inf"), 0.0) == BUCKETS - 1 and ctl._bucket_of(float("nan"), 0.0) == 0
+
+
+def test_prices_that_could_overflow_are_refused():
+    from router.policy.loader import PolicyError
+
+    with pytest.raises(PolicyError, match="less than or equal to 1000000"):
+        parse_policy(POLICY.replace("per_request: 0.01", "per_request: 1.0e+308").replace("BAR", "{route_target: 0.9}"))
