@@ -91,16 +91,14 @@ class TablePredictor:
                           source="classifier")
 
 
-def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``k -> (quality, sd)``, each ``(len(prompts), len(models))``: the shipped heads blended
-    with the shipped memory read with ``k`` neighbours (the gateway's own path,
-    :meth:`ClassifierPredictor.classify_batch_embed`, run without the memory for the head's
-    outputs and embeddings, then :meth:`OutcomeMemory.blend` with ``k`` changed)."""
+def heads_and_embeddings(prompts: list[str]):
+    """``(memory, head, emb)``: the shipped outcome memory, the quality head's outputs
+    ``(n, labels)`` without it and the encoder's embeddings ``(n, 384)``, from the gateway's
+    own path (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64)."""
     from router.classify import load_predictor
-    from router.classify.predictor import label_lookup, match_label
 
     pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
-    mem, pred.memory = pred.memory, None  # head outputs unblended; the memory is blended below per k
+    mem, pred.memory = pred.memory, None  # head outputs unblended; callers blend per k
     try:
         heads, embs = [], []
         for i in range(0, len(prompts), 64):
@@ -109,9 +107,24 @@ def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[in
             embs.append(emb.numpy())
     finally:
         pred.close()
-    head, emb = np.array(heads), np.concatenate(embs)
-    lookup = label_lookup(mem.labels)
-    cols = [mem.labels.index(match_label(lookup, m)) for m in models]
+    return mem, np.array(heads), np.concatenate(embs)
+
+
+def model_columns(labels: list[str], models: list[str]) -> list[int]:
+    """The head's label column of each data model (as the gateway matches them)."""
+    from router.classify.predictor import label_lookup, match_label
+
+    lookup = label_lookup(labels)
+    return [labels.index(match_label(lookup, m)) for m in models]
+
+
+def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``k -> (quality, sd)``, each ``(len(prompts), len(models))``: the shipped heads blended
+    with the shipped memory read with ``k`` neighbours (the gateway's own path,
+    :meth:`ClassifierPredictor.classify_batch_embed`, run without the memory for the head's
+    outputs and embeddings, then :meth:`OutcomeMemory.blend` with ``k`` changed)."""
+    mem, head, emb = heads_and_embeddings(prompts)
+    cols = model_columns(mem.labels, models)
     out = {}
     for k in ks:
         q, n = replace(mem, k=k).blend(head, emb, exclude_exact=True, with_n=True)
@@ -133,23 +146,11 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
 
     Args:
         score: ``(n, M)`` recorded scores over ``models`` (NaN: not recorded)."""
-    from router.classify import load_predictor
-    from router.classify.predictor import label_lookup, match_label
     from router.neighbours import blend, nearest, observations
 
-    pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
-    mem, pred.memory = pred.memory, None
-    try:
-        heads, embs = [], []
-        for i in range(0, len(prompts), 64):
-            out, emb = pred.classify_batch_embed(prompts[i:i + 64])
-            heads += [[o["quality"][label] for label in mem.labels] for o in out]
-            embs.append(emb.numpy())
-    finally:
-        pred.close()
-    lookup = label_lookup(mem.labels)
-    head = np.array(heads)[:, [mem.labels.index(match_label(lookup, m)) for m in models]]
-    emb = np.concatenate(embs).astype(np.float32)
+    mem, head, emb = heads_and_embeddings(prompts)
+    head = head[:, model_columns(mem.labels, models)]
+    emb = emb.astype(np.float32)
     emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     parts = np.array_split(np.random.default_rng(seed).permutation(len(prompts)), folds)
     out = {}

@@ -42,29 +42,6 @@ def test_share_steps_walks_the_pareto_frontier():
     assert share_steps([(1.0, 0.0), (2.0, 0.0)]) == (0.0, 0.0, [])
 
 
-@settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.lists(st.tuples(st.sampled_from([0.001, 0.002, 0.01, 0.05]), st.floats(0.01, 1.0)),
-                              min_size=1, max_size=5), min_size=1, max_size=40),
-       target=st.floats(0.5, 1.0), window=st.integers(1, 50))
-def test_solve_is_the_smallest_share_that_holds_the_target(rows, target, window):
-    """Against brute force over the window's last requests: the controller's share reaches
-    the target, and the next smaller share it could have set (one bucket lower) does not."""
-    ctl = RouteTarget(target, window=window)
-    for points in rows:
-        share = ctl.add(points)
-    kept = rows[-window:]
-    best = sum(max(q for _, q in p) for p in kept)
-
-    def total(s: float) -> float:
-        return sum(_pick(p, s) for p in kept)
-
-    high = ctl.share  # the solve's share; the last request may have drawn one bucket lower
-    assert len(ctl) == len(kept) and share in (high, high - 1 / BUCKETS)
-    assert total(high) >= target * best - 1e-9
-    if high > 0:
-        assert total(high - 1 / BUCKETS) < target * best + 1e-9
-
-
 def _utility_pick(points: list[tuple[float, float]], wtp: float) -> float:
     """The Lagrangian rule, independently: the candidate maximising ``wtp x quality - cost``
     (ties: the higher quality); its predicted quality."""
@@ -89,25 +66,28 @@ def test_hull_steps_walks_the_upper_concave_hull():
 @settings(max_examples=200, deadline=None)
 @given(rows=st.lists(st.lists(st.tuples(st.sampled_from([0.0, 0.001, 0.002, 0.01, 0.05]), st.floats(0.01, 1.0)),
                               min_size=1, max_size=5), min_size=1, max_size=40),
-       target=st.floats(0.5, 1.0), window=st.integers(1, 50))
-def test_lagrangian_solve_is_the_smallest_price_that_holds_the_target(rows, target, window):
-    """Against brute force: at the controller's willingness to pay, each request of the
-    window taking its utility-maximising candidate reaches the target; one bucket less
-    does not."""
-    ctl = RouteTarget(target, window=window, allocation="lagrangian")
+       target=st.floats(0.5, 1.0), window=st.integers(1, 50), allocation=st.sampled_from(["share", "lagrangian"]))
+def test_solve_is_the_smallest_level_that_holds_the_target(rows, target, window, allocation):
+    """Against brute force over the window's last requests, each request choosing by the
+    rule independently (:func:`_pick` at a share, :func:`_utility_pick` at a willingness to
+    pay): the controller's level reaches the target, and the next smaller level it could
+    have set (one bucket lower) does not; the last request gets one of the two."""
+    ctl = RouteTarget(target, window=window, allocation=allocation)
     for points in rows:
         level = ctl.add(points)
     kept = rows[-window:]
     best = sum(max(q for _, q in p) for p in kept)
+    pick = _pick if allocation == "share" else _utility_pick
 
-    def total(w: float) -> float:
-        return sum(_utility_pick(p, w) for p in kept)
+    def total(at: float) -> float:
+        return sum(pick(p, at) for p in kept)
 
-    high = ctl.level
-    assert ctl.share == high and level in (high, ctl._edge(ctl._bucket) if ctl._bucket >= 0 else high)
+    high = ctl.level  # the solve's level; the last request may have drawn one bucket lower
+    lower = ctl._edge(ctl._bucket) if ctl._bucket >= 0 else high
+    assert len(ctl) == len(kept) and ctl.share == high and level in (high, lower)
     assert total(high) >= target * best - 1e-9
-    if 0 < high < float("inf"):
-        assert total(ctl._edge(ctl._bucket)) < target * best + 1e-9
+    if ctl._bucket >= 0 and 0 < high < float("inf"):  # (no bucket: nothing needed, or every step)
+        assert total(lower) < target * best + 1e-9
 
 
 def test_an_unknown_allocation_is_refused():
