@@ -78,36 +78,42 @@ def parse_bar(text: str) -> tuple[str, float, float | None, str | None]:
 
 
 class TablePredictor:
-    """Predictions looked up by prompt: ``quality`` and ``sd`` are ``(n, M)`` over ``columns``."""
+    """Predictions looked up by prompt: ``quality`` and ``sd`` are ``(n, M)`` over ``columns``;
+    ``output_tokens`` ``(n,)`` the ``output_length`` head's estimate (tokens), rounded as the
+    gateway's predictor rounds it."""
 
-    def __init__(self, prompts: list[str], quality: np.ndarray, sd: np.ndarray, columns: dict[str, int]):
+    def __init__(self, prompts: list[str], quality: np.ndarray, sd: np.ndarray, columns: dict[str, int],
+                 output_tokens: np.ndarray | None = None):
         self.row = {p: i for i, p in enumerate(prompts)}
-        self.quality, self.sd, self.columns = quality, sd, columns
+        self.quality, self.sd, self.columns, self.output_tokens = quality, sd, columns, output_tokens
 
     async def predict(self, text, backends):
         i = self.row[text]
+        extra = {} if self.output_tokens is None else {"output_tokens": max(1, int(round(self.output_tokens[i])))}
         return Prediction(quality={b.name: round(float(self.quality[i, self.columns[b.name]]), 4) for b in backends},
                           quality_sd={b.name: round(float(self.sd[i, self.columns[b.name]]), 4) for b in backends},
-                          source="classifier")
+                          source="classifier", **extra)
 
 
 def heads_and_embeddings(prompts: list[str]):
-    """``(memory, head, emb)``: the shipped outcome memory, the quality head's outputs
-    ``(n, labels)`` without it and the encoder's embeddings ``(n, 384)``, from the gateway's
-    own path (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64)."""
+    """``(memory, head, emb, lengths)``: the shipped outcome memory, the quality head's
+    outputs ``(n, labels)`` without it, the encoder's embeddings ``(n, 384)`` and the
+    ``output_length`` head's estimates ``(n,)`` (tokens), from the gateway's own path
+    (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64)."""
     from router.classify import load_predictor
 
     pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
     mem, pred.memory = pred.memory, None  # head outputs unblended; callers blend per k
     try:
-        heads, embs = [], []
+        heads, embs, lengths = [], [], []
         for i in range(0, len(prompts), 64):
             out, emb = pred.classify_batch_embed(prompts[i:i + 64])
             heads += [[o["quality"][label] for label in mem.labels] for o in out]
+            lengths += [o.get("output_length", np.nan) for o in out]
             embs.append(emb.numpy())
     finally:
         pred.close()
-    return mem, np.array(heads), np.concatenate(embs)
+    return mem, np.array(heads), np.concatenate(embs), np.array(lengths, float)
 
 
 def model_columns(labels: list[str], models: list[str]) -> list[int]:
@@ -118,24 +124,26 @@ def model_columns(labels: list[str], models: list[str]) -> list[int]:
     return [labels.index(match_label(lookup, m)) for m in models]
 
 
-def predictions(prompts: list[str], models: list[str], ks: list[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``k -> (quality, sd)``, each ``(len(prompts), len(models))``: the shipped heads blended
+def predictions(prompts: list[str], models: list[str], ks: list[int]
+                ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """``({k: (quality, sd)}, output_tokens)``, each ``(len(prompts), len(models))`` and
+    ``(len(prompts),)``: the shipped heads blended
     with the shipped memory read with ``k`` neighbours (the gateway's own path,
     :meth:`ClassifierPredictor.classify_batch_embed`, run without the memory for the head's
     outputs and embeddings, then :meth:`OutcomeMemory.blend` with ``k`` changed)."""
-    mem, head, emb = heads_and_embeddings(prompts)
+    mem, head, emb, lengths = heads_and_embeddings(prompts)
     cols = model_columns(mem.labels, models)
     out = {}
     for k in ks:
         q, n = replace(mem, k=k).blend(head, emb, exclude_exact=True, with_n=True)
         q, n = np.round(q[:, cols], 4), n[:, cols]
         out[k] = (q, posterior_sd(q, n))
-    return out
+    return out, lengths
 
 
 def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str], ks: list[int], folds: int,
-                         seed: int = 0) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """``k -> (quality, sd)`` as :func:`predictions`, but with the outcome memory of each
+                         seed: int = 0) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """``({k: (quality, sd)}, output_tokens)`` as :func:`predictions`, but with the outcome memory of each
     prompt made of the data's rows in the other ``folds`` - 1 folds (rows assigned to folds
     by a permutation seeded with ``seed``) instead of the shipped memory: every row is then
     estimated from rows it is not, so all of them can be replayed as new ones (K-fold
@@ -148,7 +156,7 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
         score: ``(n, M)`` recorded scores over ``models`` (NaN: not recorded)."""
     from router.neighbours import blend, nearest, observations
 
-    mem, head, emb = heads_and_embeddings(prompts)
+    mem, head, emb, lengths = heads_and_embeddings(prompts)
     head = head[:, model_columns(mem.labels, models)]
     emb = emb.astype(np.float32)
     emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
@@ -162,7 +170,7 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
             q[part], n[part] = blend(head[part], nb, mem.kappa), observations(nb, mem.kappa)
         q = np.round(q, 4)
         out[k] = (q, posterior_sd(q, n))
-    return out
+    return out, lengths
 
 
 def per_file_ceiling(score: np.ndarray, cost: np.ndarray, sources: np.ndarray, strong: int,
@@ -260,9 +268,9 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
     if cross_fit:
         recorded = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
-        preds = crossfit_predictions(prompts, recorded, models, ks, cross_fit)
+        preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit)
     else:
-        preds = predictions(prompts, models, ks)
+        preds, lengths = predictions(prompts, models, ks)
     g = models.index(strong)
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
@@ -273,7 +281,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
           f"quality {ceiling[0]:.3f} at cost {ceiling[1]:.3f}")
     lines = []
     for k in ks:
-        table = TablePredictor(prompts, *preds[k], columns)
+        table = TablePredictor(prompts, *preds[k], columns, lengths)
         for kind, value, z, allocation in bars:
             bar = bar_of(kind, value, None, z, allocation) if kind == "route_target" else QualityBar(**{kind: value})
             policy = with_bar(loaded, "auto", bar)

@@ -3,13 +3,19 @@ and an ``auto`` route over all of them.
 
 Per backend: ``name`` = :func:`backend_name` of the model, ``quality`` = the model's mean
 recorded score over all rows of the data (the prior the baseline predictor routes on),
-and ``pricing.per_request`` = the model's per-call price from :func:`per_call_prices`.
+and ``pricing``: the model's token prices fitted to its recorded costs
+(:func:`token_prices`) where they explain them, else ``per_request`` = its per-call price
+from :func:`per_call_prices`. Token prices let the engine see what a call of this prompt
+costs: GPT-4's recorded calls cost 5.1e-3 USD on arc_challenge, 9.4e-3 on mbpp and 3.5e-3
+on winogrande, a difference a flat per-call price hides. What the backend bills stays the
+recorded cost of the call (:mod:`backends.replay.backend`); the prices only inform the
+decision.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -54,6 +60,51 @@ def backend_name(model: str, taken: set[str] = frozenset()) -> str:
     return name
 
 
+#: Token prices are used only where they explain the recorded costs this well (R^2 of the
+#: fit) over at least :data:`MIN_FIT_ROWS` calls; RouterBench's fit at 0.97-0.98 per model.
+MIN_FIT_R2 = 0.9
+MIN_FIT_ROWS = 20
+
+
+def token_prices(ds: Dataset) -> dict[str, tuple[float, float]]:
+    """USD per 1M input and per 1M output tokens for each model whose recorded costs they
+    explain: a least-squares fit, through the origin, of each recorded call's cost on its
+    estimated prompt and response tokens (:func:`backends.openai_shapes.estimate_tokens`,
+    the same estimate the engine prices a request with), both coefficients at least 0 (a
+    negative one is set to 0 and the other refitted alone).
+
+    Returns:
+        ``{model: (input_per_1m, output_per_1m)}`` for the models with at least
+        :data:`MIN_FIT_ROWS` recorded calls that have a response, fitted with R^2 at least
+        :data:`MIN_FIT_R2`; others are left out (priced per call).
+    """
+    import numpy as np
+
+    out: dict[str, tuple[float, float]] = {}
+    prompt_tokens = [estimate_tokens(r.prompt) for r in ds.rows]
+    for m in ds.models:
+        x, y = [], []
+        for r, pt in zip(ds.rows, prompt_tokens):
+            cost, answer = r.costs.get(m), r.responses.get(m)
+            if cost is not None and answer is not None:
+                x.append((pt, estimate_tokens(answer)))
+                y.append(cost)
+        if len(y) < MIN_FIT_ROWS:
+            continue
+        X, Y = np.array(x, float), np.array(y, float)
+        coef = np.linalg.lstsq(X, Y, rcond=None)[0]
+        if (coef < 0).any():  # refit on the other column alone
+            keep = int(np.argmax(coef))
+            only = np.linalg.lstsq(X[:, [keep]], Y, rcond=None)[0][0]
+            coef = np.zeros(2)
+            coef[keep] = max(only, 0.0)
+        total = float(((Y - Y.mean()) ** 2).sum())
+        r2 = 1.0 - float(((Y - X @ coef) ** 2).sum()) / total if total > 0 else 0.0
+        if r2 >= MIN_FIT_R2 and coef.any():
+            out[m] = (round(float(coef[0]) * 1e6, 6), round(float(coef[1]) * 1e6, 6))
+    return out
+
+
 def per_call_prices(ds: Dataset) -> tuple[dict[str, float], str]:
     """USD per call for each model, and where the figure comes from.
 
@@ -85,6 +136,8 @@ class ReplayPlan:
         names: backend name -> model.
         prices: model -> USD per call (used for rows that record no cost).
         price_source: ``recorded`` or ``price_list`` (see :func:`per_call_prices`).
+        token_prices: model -> (USD per 1M input, per 1M output tokens) where
+            :func:`token_prices` fits them; the policy prices those models per token.
     """
 
     dataset: Dataset
@@ -92,6 +145,7 @@ class ReplayPlan:
     names: dict[str, str]
     prices: dict[str, float]
     price_source: str
+    token_prices: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, dataset: Dataset, data: list[Path]) -> "ReplayPlan":
@@ -99,7 +153,8 @@ class ReplayPlan:
         for m in dataset.models:
             names[backend_name(m, set(names))] = m
         prices, source = per_call_prices(dataset)
-        return cls(dataset, [Path(p).resolve() for p in data], names, prices, source)
+        fitted = token_prices(dataset) if source == "recorded" else {}
+        return cls(dataset, [Path(p).resolve() for p in data], names, prices, source, fitted)
 
     def model_of(self, backend: str) -> str | None:
         """The data model a backend name stands for (the name itself if it is a model)."""
@@ -115,13 +170,19 @@ class ReplayPlan:
             "model": model,
             "data": [str(p) for p in self.data],
             "quality": round(min(max(self.dataset.mean_score(model), 0.0), 1.0), 6),
-            "pricing": {"per_request": self.prices[model]},
+            "pricing": self._pricing(model),
         } for name, model in self.names.items()]
         route = {"name": ROUTE, "backends": list(self.names), "quality_bar": {"route_target": target},
                  # No figure here: `mixroute calibrate --write` replaces the bar, not this line.
                  "description": f"Replay of {self.dataset.name}: the cheapest choices that keep the quality bar's "
                                 "share of the best predicted quality over the route's requests."}
         return {"version": 1, "default_route": ROUTE, "backends": backends, "routes": [route]}
+
+    def _pricing(self, model: str) -> dict:
+        if model in self.token_prices:
+            tin, tout = self.token_prices[model]
+            return {"input_per_1m": tin, "output_per_1m": tout}
+        return {"per_request": self.prices[model]}
 
     def policy_yaml(self, target: float = 0.95) -> str:
         """:meth:`policy` as the YAML text :meth:`write_policy` writes."""

@@ -3,9 +3,10 @@ the routing with the recorded outcomes.
 
 Without ``--gateway`` the command serves the data itself: it writes a policy with one
 ``replay`` backend per model of the data (:class:`backends.replay.plan.ReplayPlan`:
-quality prior = the model's mean recorded score, ``pricing.per_request`` = its mean
-recorded cost per call, or a per-call price from the attached price list when the data
-records no cost) and an ``auto`` route with ``quality_bar: {route_target: 0.95}`` (95% of
+quality prior = the model's mean recorded score; ``pricing``: token prices fitted to its
+recorded costs where they explain them, else ``per_request`` = its mean recorded cost per
+call, or a per-call price from the attached price list when the data records no cost;
+each answer bills the call's recorded cost) and an ``auto`` route with ``quality_bar: {route_target: 0.95}`` (95% of
 the strongest over the route's requests, :mod:`router.aggregate`), starts
 ``python -m gateway.cli serve`` on a free loopback port with a throw-away SQLite store,
 waits for ``GET /readyz`` == 200, and stops it at the end (also on error or Ctrl-C).

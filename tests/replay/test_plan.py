@@ -47,6 +47,37 @@ def test_policy_from_recorded_costs_validates(tmp_path):
     assert route.backends == ["big/model-1", "small-model"] and route.quality_bar.route_target == 0.95
 
 
+def _priced_rows(n: int, noise: float = 0.0):
+    """A Dataset of ``n`` rows whose recorded costs are 2 USD per 1M prompt tokens plus 8 per 1M answer
+    tokens for model ``a`` (times ``1 + noise`` on every other row), and 1e-4 flat for ``b``."""
+    from router.data import Dataset, OutcomeRow
+
+    rows = []
+    for i in range(n):
+        prompt, answer = "word " * (5 + 7 * i), "tok " * (1 + 13 * (i % 5))
+        exact = (2 * estimate_tokens(prompt) + 8 * estimate_tokens(answer)) / 1e6
+        rows.append(OutcomeRow(prompt=prompt, scores={"a": 1.0, "b": 0.0}, responses={"a": answer, "b": "x"},
+                               costs={"a": exact * (1 + noise * (i % 2)), "b": 1e-4}))
+    return Dataset(name="priced", format="routerbench", models=["a", "b"], rows=rows)
+
+
+def test_token_prices_are_fitted_where_they_explain_the_costs(tmp_path):
+    """Model a's costs are exactly token-priced: the fit recovers 2 and 8 USD per 1M tokens and
+    the policy prices it per token. Model b costs the same per call whatever the tokens (R^2
+    0): it keeps its per-call price."""
+    from backends.replay.plan import MIN_FIT_ROWS, token_prices
+
+    ds = _priced_rows(MIN_FIT_ROWS)
+    fitted = token_prices(ds)
+    assert set(fitted) == {"a"} and fitted["a"] == (pytest.approx(2.0), pytest.approx(8.0))
+    plan = ReplayPlan.build(ds, [tmp_path])
+    doc = {b["model"]: b["pricing"] for b in plan.policy()["backends"]}
+    assert doc == {"a": {"input_per_1m": pytest.approx(2.0), "output_per_1m": pytest.approx(8.0)},
+                   "b": {"per_request": pytest.approx(1e-4)}}
+    assert token_prices(_priced_rows(MIN_FIT_ROWS - 1)) == {}  # too few calls to fit
+    assert token_prices(_priced_rows(MIN_FIT_ROWS, noise=3.0)) == {}  # costs the tokens do not explain
+
+
 def test_price_list_when_no_cost_is_recorded(tmp_path):
     path = write_routellm(tmp_path)
     plan = ReplayPlan.build(load(path), [path])

@@ -88,10 +88,10 @@ def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
     score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
-    before = crossfit_predictions(prompts, score, models, [5], folds=3)[5][0]
+    before = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
     flipped = score.copy()
     flipped[0] = 1.0 - flipped[0]
-    after = crossfit_predictions(prompts, flipped, models, [5], folds=3)[5][0]
+    after = crossfit_predictions(prompts, flipped, models, [5], folds=3)[0][5][0]
     assert np.array_equal(before[0], after[0])
     assert not np.array_equal(before[1:], after[1:])  # row 0 is someone's neighbour in the other folds
 
