@@ -24,11 +24,11 @@ knapsack problem", Operations Research 27(3), 1979). Two allocations:
   smallest at which the window still reaches ``t``. The strong model goes where the cheap
   candidates' predicted share of the best is lowest, whatever the extra cost.
 
-At the same bar (``t``, ``uncertainty_z`` and neighbours alike), ``lagrangian`` spent 0.05-0.07
+At the same bar (``t``, ``uncertainty_z`` and neighbours alike), ``lagrangian`` spent 0.06-0.07
 less of always-GPT-4's cost than ``share`` in 5-fold cross-fitted replays of the 2,205
-RouterBench rows, for a realised quality within 0.004 of it either way (means over 9
-orders); the saving pays for a wider ``uncertainty_z`` (docs/CALIBRATION.md, "Allocation
-and neighbours").
+RouterBench rows, for an equal or higher realised quality (means over 9 orders); the
+saving pays for a wider ``uncertainty_z`` (docs/CALIBRATION.md, "Allocation, neighbours
+and prices").
 
 Solve: for one request, as ``s`` rises the choice (the cheapest candidate predicting at
 least ``s x best``) walks up the request's cost-quality Pareto frontier, moving from point

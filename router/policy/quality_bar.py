@@ -38,16 +38,16 @@ class CalibrationEvidence(_Strict):
 #: ``uncertainty_z`` of a ``route_target`` bar that does not set one: 2.5 posterior standard
 #: deviations. With the ``lagrangian`` allocation and the shipped memory's 100 neighbours,
 #: in 5-fold cross-fitted replays of the 2,205 RouterBench rows (``python -m
-#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5``, docs/CALIBRATION.md,
-#: "Allocation and neighbours"), z 2.5 is the one of 2 / 2.5 / 3 whose realised quality is
-#: at least 0.95 of always-GPT-4's at no more than 0.35 of its cost both in the data's
-#: order (file by file, the costliest for a window) and shuffled; 2 falls short of 0.95 in
-#: shuffled samples more often, 3 costs over 0.35 in the data's order.
+#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5 --samples 40``,
+#: docs/CALIBRATION.md, "Allocation, neighbours and prices"), z 2 and 2.5 realised at least
+#: 0.95 of always-GPT-4's quality at no more than 0.35 of its cost in the data's order (file
+#: by file, the costliest for a window) and in every shuffle, and 2.5 in more 454-row
+#: samples (30 of 40 against 24); 3 cost 0.368 in the data's order.
 DEFAULT_UNCERTAINTY_Z = 2.5
 #: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
 #: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent
-#: 0.05-0.07 less of always-GPT-4's cost than ``share`` for a realised quality within 0.004
-#: of it either way, means over 9 orders (docs/CALIBRATION.md, "Allocation and neighbours").
+#: 0.06-0.07 less of always-GPT-4's cost than ``share`` for an equal or higher realised
+#: quality, means over 9 orders (docs/CALIBRATION.md, "Allocation, neighbours and prices").
 DEFAULT_ALLOCATION = "lagrangian"
 
 
