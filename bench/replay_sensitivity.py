@@ -229,13 +229,16 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 
 
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
-        n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454) -> dict:
+        n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
+        samples_in_data_order: bool = False) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
     ``cross_fit`` > 1: every row of the data (``split`` ignored) with
     :func:`crossfit_predictions` in place of the shipped memory; ``subsets``: also that many
-    random samples of ``subset_size`` rows, each replayed as its own run (a fresh route
+    random samples of ``subset_size`` rows (kept in the data's order with
+    ``samples_in_data_order``, as ``mixroute replay`` without ``--seed`` sends rows; else
+    in a random one), each replayed as its own run (a fresh route
     window), as a new sample from the same sources would be.
 
     Raises:
@@ -254,7 +257,8 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     if subsets and subset_size > len(rows):
         raise ReplayFailed(f"--sample-size {subset_size}: more than the {len(rows)} rows of the data")
     draw = np.random.default_rng(12345)
-    orders |= {f"sample {s}": [rows[i] for i in draw.choice(len(rows), min(subset_size, len(rows)), replace=False)]
+    pick = (lambda idx: sorted(idx)) if samples_in_data_order else (lambda idx: idx)
+    orders |= {f"sample {s}": [rows[i] for i in pick(draw.choice(len(rows), min(subset_size, len(rows)), replace=False))]
                for s in range(1, subsets + 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
@@ -334,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also replay N random samples of --sample-size rows, each as its own run (drawn from "
                              "all the rows picked; --n does not apply to them)")
     parser.add_argument("--sample-size", type=int, default=454, help="rows per sample (default 454, the heldout split's)")
+    parser.add_argument("--samples-in-data-order", action="store_true",
+                        help="replay each sample's rows in the data's order (file by file, as mixroute replay without "
+                             "--seed), not in a random one")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -363,7 +370,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     try:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
-                     cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size)
+                     cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
+                     samples_in_data_order=args.samples_in_data_order)
     except ReplayFailed as exc:
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -183,7 +183,9 @@ async def test_route_target_holds_the_share_for_less_than_target(allocation):
     # the last one the window needs, so each takes it with the drawn probability (about 0.97)
     assert hard and hard.count("strong") >= 0.8 * len(hard)
     easy = [d.record.chosen for d in decisions[20:] if d.candidates[0].predicted_quality == 0.9]
-    assert set(easy) == {"mid"}
+    # all but the odd one: the feedback also spends a surplus the draws left, and corrects
+    # the shortfall that follows by raising the goal for a request or two
+    assert easy.count("mid") >= len(easy) - 2
     drawn = [d.record.probability for d in decisions[20:] if d.candidates[0].predicted_quality == 0.8]
     assert all(0 < p <= 1 for p in drawn) and any(p < 1 for p in drawn)
 
@@ -467,3 +469,36 @@ def test_prices_that_could_overflow_are_refused():
 
     with pytest.raises(PolicyError, match="less than or equal to 1000000"):
         parse_policy(POLICY.replace("per_request: 0.01", "per_request: 1.0e+308").replace("BAR", "{route_target: 0.9}"))
+
+
+def _drift_up(gain: float, monkeypatch) -> tuple[float, float]:
+    """The opposite drift: the cheap candidate gets worse over time, so the counterfactual
+    solve believes older requests went cheap where they really went strong. Returns the
+    share of the best the choices held over the run and the share of requests sent strong."""
+    import random
+
+    import router.aggregate as agg
+
+    monkeypatch.setattr(agg, "GAIN", gain)
+    rng = random.Random(1)
+    gaps = sorted(rng.uniform(0, 0.5) for _ in range(2000))
+    ctl, held, strong = RouteTarget(0.9, window=64), [], 0
+    for gap in gaps:
+        points = [(0.1, 0.9 - gap), (1.0, 0.9)]
+        share = ctl.add(points)
+        chosen = min((p for p in points if p[1] + 1e-9 >= share * 0.9), key=lambda p: (p[0], -p[1]))
+        ctl.chose(chosen[1])
+        held.append(chosen[1] / 0.9)
+        strong += chosen[0] == 1.0
+    return sum(held) / len(held), strong / len(gaps)
+
+
+def test_feedback_spends_a_surplus_when_traffic_drifts_the_other_way(monkeypatch):
+    """The target is held, not exceeded at the route's expense: without feedback (or with
+    one that keeps a surplus, as before 2026-12-04) the run holds 0.99 of its best for a
+    0.9 target and sends 81% of its requests strong; spending the surplus brings it to
+    about 0.95 with 64% strong."""
+    overall, strong = _drift_up(4.0, monkeypatch)
+    blind, blind_strong = _drift_up(0.0, monkeypatch)
+    assert blind > 0.98 and blind_strong > 0.8
+    assert 0.9 <= overall < 0.96 and strong < blind_strong - 0.1
