@@ -51,8 +51,8 @@ EXACT = 0.995
 #: score falls from k 40 to 100 on RouterBench (0.1985 -> 0.1956) and RouteLLM (0.1603 ->
 #: 0.1595) and rises by 0.0006 on RouterDC (``python -m bench.memory_eval ../shared/data
 #: --source S --k 40,100``); and in 5-fold cross-fitted replays of the 2,205 RouterBench
-#: rows the shipped ``route_target: 0.95`` bar realised 0.957 of always-GPT-4's quality at
-#: 0.285 of its cost with 100 (mean of 9 orders) against 0.951 at 0.296 with 40
+#: rows the shipped ``route_target: 0.95`` bar realised 0.955 of always-GPT-4's quality at
+#: 0.278 of its cost with 100 (mean of 9 orders) against 0.950 at 0.290 with 40
 #: (docs/CALIBRATION.md, "Allocation, neighbours and prices"). Within one task the outcomes
 #: of 40 neighbours barely rank the prompts (per-file AUC about 0.5), so more neighbours
 #: mostly average out noise.

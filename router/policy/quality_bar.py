@@ -38,11 +38,11 @@ class CalibrationEvidence(_Strict):
 #: ``uncertainty_z`` of a ``route_target`` bar that does not set one: 2.5 posterior standard
 #: deviations. With the ``lagrangian`` allocation and the shipped memory's 100 neighbours,
 #: in 5-fold cross-fitted replays of the 2,205 RouterBench rows (``python -m
-#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5 --samples 40``,
-#: docs/CALIBRATION.md, "Allocation, neighbours and prices"), z 2 and 2.5 realised at least
-#: 0.95 of always-GPT-4's quality at no more than 0.35 of its cost in the data's order (file
-#: by file, the costliest for a window) and in every shuffle, and 2.5 in more 454-row
-#: samples (30 of 40 against 24); 3 cost 0.368 in the data's order.
+#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5 --samples 40
+#: [--samples-in-data-order]``, docs/CALIBRATION.md, "Allocation, neighbours and prices"),
+#: z 2.5 realised at least 0.95 of always-GPT-4's quality at no more than 0.35 of its cost
+#: in all 9 orders of the rows, in 29 of 40 shuffled samples of 454 rows and in 21 of 40 sent
+#: file by file; z 2: 7 of 9, 23 and 15; z 3: 9 of 9, 31 and 12 (over cost file by file).
 DEFAULT_UNCERTAINTY_Z = 2.5
 #: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
 #: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent
