@@ -34,8 +34,9 @@ Solve: for one request, as ``s`` rises the choice (the cheapest candidate predic
 least ``s x best``) walks up the request's cost-quality Pareto frontier, moving from point
 ``j`` to ``j + 1`` once ``s`` exceeds ``q_j / best`` (under ``lagrangian``: as ``w`` rises
 it walks the frontier's upper concave hull, moving on once ``w`` exceeds the segment's
-cost per unit of quality, :func:`hull_steps`; buckets are then logarithmic in ``w``). The window's summed quality at ``s``
-is its sum at ``s = 0`` plus the gains of every step whose ratio is below ``s``. Gains are
+cost per unit of quality, :func:`hull_steps`; buckets are then logarithmic in ``w``). The
+window's summed quality at ``s`` is its sum at ``s = 0`` plus the gains of every step
+whose ratio is below ``s``. Gains are
 summed in :data:`BUCKETS` ratio buckets, grouped in blocks of :data:`BLOCK` (a two-level
 histogram), so adding a request and dropping the oldest cost two additions per step, and
 the smallest bucket boundary ``s`` that reaches ``t`` is found on every request by two
@@ -97,13 +98,13 @@ BAR_TOLERANCE = 1e-9
 DEFAULT_WINDOW = 512
 #: Buckets of the share in [0, 1] (resolution 1 / BUCKETS), and buckets per block.
 BUCKETS = 1 << 12
+BLOCK = 1 << 6
 #: Under the ``lagrangian`` allocation the buckets are logarithmic in the incremental cost
 #: per unit of quality (USD), from 10**LOG_LO to 10**LOG_HI (16 decades: a bucket is 0.9%
 #: wide); a step outside is counted in the first or the last bucket.
 LOG_LO, LOG_HI = -8.0, 8.0
 #: The allocations: how a request's choice moves as the route needs more quality.
 ALLOCATIONS = ("lagrangian", "share")
-BLOCK = 1 << 6
 #: Requests after which the running sums are rebuilt from the window (float drift).
 REBUILD_EVERY = 1 << 16
 #: Sums below this count as empty (float leftovers of rows that left the window).
