@@ -7,8 +7,8 @@ RouterBench rows ``target: 0.95`` realised 0.94-0.99 of always-GPT-4's quality a
 than half its cost, docs/CALIBRATION.md) and pays for it.
 
 ``route_target: t`` asks the *route*: over its last ``window`` requests, the summed
-predicted quality of the choices must be at least ``t`` x the summed best predicted
-quality (each request's strongest candidate), which is the quantity a RouterBench-style
+predicted quality of the choices is held at ``t`` x the summed best predicted quality
+(each request's strongest candidate; in expectation over the draws below), which is the quantity a RouterBench-style
 evaluation reports (realised quality as a share of always-strongest). Minimising cost
 under that one aggregate constraint is a multiple-choice knapsack; its Lagrangian (dual)
 treatment prices quality once for the whole window (Sinha & Zoltners, "The multiple-choice

@@ -67,12 +67,13 @@ class QualityBar(_Strict):
             model where it gains most, so a route reaches an aggregate quality ratio for
             less. ``0.01`` = one cent for a sure good answer over a sure bad one.
         route_target: route-level relative bar, in (0, 1]: over the route's last ``window``
-            requests, the summed predicted quality of the choices is at least this share of
-            the summed predicted quality of each request's strongest candidate. The engine
-            applies ``target``'s per-request rule with the lowest share that keeps the
-            route there (:mod:`router.aggregate`), so it holds the quantity offline
-            evaluation reports (realised quality as a share of always-strongest) for less
-            than ``target`` spends making every single request clear it.
+            requests, the summed predicted quality (lower bound, below) of the choices is
+            held at this share of the summed predicted quality of each request's strongest
+            candidate. The engine sets one price per unit of quality (or one share of each
+            request's best, per ``allocation``), the lowest that keeps the route there
+            (:mod:`router.aggregate`), so it holds the quantity offline evaluation reports
+            (realised quality as a share of always-strongest) for less than ``target``
+            spends making every single request clear it.
         allocation: how a ``route_target`` bar spends (only with ``route_target``; default
             :data:`DEFAULT_ALLOCATION`): ``lagrangian`` gives every request the candidate
             maximising ``w x quality - expected cost`` with one willingness to pay ``w``
