@@ -156,11 +156,8 @@ class Router:
             raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
                               f"({'; '.join(ruled.notes)})")
         qb = route.quality_bar
-        wtp = qb.willingness_to_pay
-        if wtp is not None:
-            for c in cands:
-                c.utility_usd = wtp * c.predicted_quality - c.expected_cost_usd
-        share = ctl = route_wtp = None
+        share = ctl = None
+        price = qb.willingness_to_pay  # USD per unit of quality: the bar's, or the route's (below)
         held = {c.backend: c.predicted_quality for c in cands}  # the quality the bar is tested on
         if qb.route_target is not None:  # the route's current share of the best, this request included
             z = qb.z
@@ -172,11 +169,11 @@ class Router:
             points = [(c.expected_cost_usd, held[c.backend]) for c in cands]
             share = ctl.peek(points) if req.dry_run else ctl.add(points)
             if ctl.allocation == "lagrangian":
-                route_wtp, share = share, None
-                if isfinite(route_wtp):
-                    for c in cands:
-                        c.utility_usd = route_wtp * held[c.backend] - c.expected_cost_usd
-        bar = self._bar(route, cands, share, held, route_wtp)
+                price, share = share, None
+        if price is not None and isfinite(price):
+            for c in cands:
+                c.utility_usd = price * held[c.backend] - c.expected_cost_usd
+        bar = self._bar(route, cands, share, held, price)
         by_name = {b.name: b for b in fitting}
         for c in cands:
             c.eligible = held[c.backend] + _EPS >= bar
@@ -189,7 +186,7 @@ class Router:
             if row is not None:
                 on_fallback = lambda backend: ctl.answered(row, held.get(backend))  # noqa: E731
         bar_kind = qb.kind
-        if (wtp is not None or route_wtp is not None) and reason == "cheapest_above_bar":
+        if price is not None and reason == "cheapest_above_bar":
             reason = "max_utility"  # the candidate maximising w x quality - cost (it defines the bar)
         rest = [c for c in cands if c is not chosen]
         if route.on_no_candidate == "reject":
@@ -206,8 +203,8 @@ class Router:
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
                      **({"route_held": ctl.held, "uncertainty_z": qb.z, "allocation": ctl.allocation,
                          # an unbounded price (every request its best) is recorded as null: JSON has no inf
-                         **({"route_share": share} if route_wtp is None else
-                            {"route_wtp_usd": route_wtp if isfinite(route_wtp) else None})}
+                         **({"route_share": share} if price is None else
+                            {"route_wtp_usd": price if isfinite(price) else None})}
                         if ctl is not None else {}),
                      "rewrite": rewritten.signals()},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
@@ -275,23 +272,22 @@ class Router:
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float],
-             route_wtp: float | None = None) -> float:
+             price: float | None = None) -> float:
         """The quality a candidate must reach; ``held``: backend -> the quality tested
-        (``quality_bound`` under ``route_target``, else ``predicted_quality``);
-        ``route_wtp``: the willingness to pay (USD per unit of quality) of a ``route_target``
-        bar under the ``lagrangian`` allocation (``utility_usd`` set by decide(); ``inf``:
-        the best)."""
+        (``quality_bound`` under ``route_target``, else ``predicted_quality``); ``price``:
+        the willingness to pay (USD per unit of quality) of a ``willingness_to_pay`` bar, or
+        of a ``route_target`` bar under the ``lagrangian`` allocation (``inf``: the best),
+        with ``utility_usd`` set by decide(): the bar is then the quality of the candidate
+        maximising it."""
         qb = route.quality_bar
         if qb.min_quality is not None:
             return qb.min_quality
-        if route_wtp is not None:
-            if not isfinite(route_wtp):
+        if price is not None:
+            if not isfinite(price):
                 return max(held[c.backend] for c in cands)
-            top = max(c.utility_usd for c in cands) - _EPS * max(route_wtp, 1.0)
+            tolerance = _EPS * (price if qb.willingness_to_pay is not None else max(price, 1.0))
+            top = max(c.utility_usd for c in cands) - tolerance
             return max(held[c.backend] for c in cands if c.utility_usd >= top)
-        if qb.willingness_to_pay is not None:  # utility_usd set by decide()
-            best = max(c.utility_usd for c in cands) - _EPS * qb.willingness_to_pay
-            return max(c.predicted_quality for c in cands if c.utility_usd >= best)
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
 
 
