@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from router.aggregate import ALLOCATIONS
 from router.policy.base import Integer, Number, _Strict
 
 
@@ -103,7 +104,7 @@ class QualityBar(_Strict):
     route_target: Number | None = Field(default=None, gt=0, le=1)
     window: Integer | None = Field(default=None, ge=1, le=10_000)
     uncertainty_z: Number | None = Field(default=None, ge=0, le=5)
-    allocation: Literal["lagrangian", "share"] | None = None
+    allocation: Literal[ALLOCATIONS] | None = None
     calibrated: CalibrationEvidence | None = None
 
     #: The bar kinds, one of which is set.
