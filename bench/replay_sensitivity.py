@@ -258,20 +258,20 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
         raise ReplayFailed(f"--sample-size {subset_size}: more than the {len(rows)} rows of the data")
     draw = np.random.default_rng(12345)
     pick = (lambda idx: sorted(idx)) if samples_in_data_order else (lambda idx: idx)
-    orders |= {f"sample {s}": [rows[i] for i in pick(draw.choice(len(rows), min(subset_size, len(rows)), replace=False))]
+    orders |= {f"sample {s}": [rows[i] for i in pick(draw.choice(len(rows), subset_size, replace=False))]
                for s in range(1, subsets + 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
     index = {p: i for i, p in enumerate(prompts)}
     strong = plan.dataset.strongest()
-    score = np.array([[r.scores.get(m, 0.0) or 0.0 for m in models] for r in rows])
+    recorded = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    score = np.nan_to_num(recorded)  # a score not recorded counts 0
     cost = np.array([[r.costs.get(m) if r.costs.get(m) is not None else plan.prices[m] for m in models] for r in rows])
     import yaml
 
     loaded = parse_policy(yaml.safe_dump(plan.policy()), source="<replay policy>")
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
     if cross_fit:
-        recorded = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
         preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit)
     else:
         preds, lengths = predictions(prompts, models, ks)
