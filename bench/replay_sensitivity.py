@@ -296,8 +296,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                 runs[name] = (float(score[idx, chosen].sum() / score[idx, g].sum()),
                               float(cost[idx, chosen].sum() / cost[idx, g].sum()))
             whole = [v for name, v in runs.items() if not name.startswith("sample ")]
-            qs, cs = np.array([v[0] for v in whole]), np.array([v[1] for v in whole])
-            met = int(((qs >= TARGET_QUALITY) & (cs <= TARGET_COST)).sum())
+            qs, cs, met = _ratios(whole)
             shown = {kind: value, **({"uncertainty_z": bar.z, "allocation": bar.allocation_in_force}
                                      if kind == "route_target" else {})}
             line = {"k": k, "bar": shown, "quality_mean": qs.mean(), "quality_min": qs.min(), "quality_max": qs.max(),
@@ -307,17 +306,22 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                     f"  met {met}/{len(whole)}")
             sampled = [v for name, v in runs.items() if name.startswith("sample ")]
             if sampled:
-                sq, sc = np.array([v[0] for v in sampled]), np.array([v[1] for v in sampled])
+                sq, sc, sample_met = _ratios(sampled)
                 line["samples"] = {"size": len(orders["sample 1"]), "quality_mean": sq.mean(), "quality_sd": sq.std(),
-                                   "cost_mean": sc.mean(), "cost_sd": sc.std(),
-                                   "met": int(((sq >= TARGET_QUALITY) & (sc <= TARGET_COST)).sum())}
+                                   "cost_mean": sc.mean(), "cost_sd": sc.std(), "met": sample_met}
                 text += (f" | samples of {line['samples']['size']}: quality {sq.mean():.3f} (sd {sq.std():.3f}) cost "
-                         f"{sc.mean():.3f} met {line['samples']['met']}/{len(sampled)}")
+                         f"{sc.mean():.3f} met {sample_met}/{len(sampled)}")
             lines.append(line)
             print(text, flush=True)
     return {"data": str(data), "split": split, "cross_fit": cross_fit, "rows": len(orders["data order"]),
             "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
             "within_source_auc": aucs, "lines": lines}
+
+
+def _ratios(runs: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(quality ratios, cost ratios, runs meeting both targets)`` of ``[(quality, cost)]``."""
+    qs, cs = np.array([q for q, _ in runs]), np.array([c for _, c in runs])
+    return qs, cs, int(((qs >= TARGET_QUALITY) & (cs <= TARGET_COST)).sum())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--samples {args.samples}: 0-1000")
     if args.sample_size < 1:
         parser.error(f"--sample-size {args.sample_size}: at least 1")
-    from gateway.commands.output import check_output
+    from gateway.commands.output import check_output, write_output
     from gateway.commands.replay_gateway import ReplayFailed
 
     import typer
@@ -376,12 +380,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2
     if args.json:
+        text = json.dumps(result, indent=1, default=float)
         try:
-            args.json.parent.mkdir(parents=True, exist_ok=True)  # check_output allowed missing folders
-            args.json.write_text(json.dumps(result, indent=1, default=float), encoding="utf-8")
-        except OSError as exc:
-            print(f"replay_sensitivity: --json {args.json}: cannot write: {exc.strerror or exc}", file=sys.stderr)
-            return 2
+            write_output(args.json, "--json", lambda p: p.write_text(text, encoding="utf-8"))
+        except typer.Exit as exc:  # one line already printed
+            return exc.exit_code
     return 0
 
 if __name__ == "__main__":
