@@ -12,6 +12,10 @@ Two things are shared per pool (``<prefix>:pool:<backend>``):
   into its own table (:meth:`backends.vllm.affinity.AffinityChooser.learn`), so a session
   that lands on another gateway replica still follows its prefix.
 
+Replicas are named in Redis by :func:`replica_key`, a digest of their base URL, never by
+the URL itself: a replica URL may carry credentials (``http://user:secret@host/v1``), and
+Redis is readable by every service that shares it.
+
 No Redis call runs on the request path: publishing happens in a background task fed by a
 bounded queue (a full queue drops the update and counts it), and a Redis outage only
 degrades choice to this gateway's own view. Without Redis none of this runs.
@@ -21,12 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 
 import orjson
 
 log = logging.getLogger("mixroute.pool.shared")
+
+
+def replica_key(base_url: str) -> str:
+    """The name of a replica in Redis: the first 16 hex digits of the SHA-256 of its base
+    URL (its credentials, if any, stay in this process)."""
+    return hashlib.sha256(base_url.encode()).hexdigest()[:16]
 
 
 class SharedPoolState:
@@ -57,11 +68,11 @@ class SharedPoolState:
         if hasattr(chooser, "learn"):
             chooser.on_choice = self._share_choice
             self._tasks.append(loop.create_task(self._publish()))
-            self._tasks.append(loop.create_task(self._listen(chooser)))
+            self._tasks.append(loop.create_task(self._listen(chooser, pool)))
 
     def _share_choice(self, hashes, url: str) -> None:
         try:
-            self._outbox.put_nowait(orjson.dumps({"g": self.gateway_id, "u": url, "h": list(hashes)}))
+            self._outbox.put_nowait(orjson.dumps({"g": self.gateway_id, "r": replica_key(url), "h": list(hashes)}))
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -75,7 +86,7 @@ class SharedPoolState:
                 self.dropped += 1
                 log.debug("affinity publish failed: %s", exc)
 
-    async def _listen(self, chooser) -> None:
+    async def _listen(self, chooser, pool) -> None:
         while True:
             pubsub = self._redis.pubsub()
             try:
@@ -84,8 +95,10 @@ class SharedPoolState:
                     if message.get("type") != "message":
                         continue
                     data = orjson.loads(message["data"])
-                    if data.get("g") != self.gateway_id:
-                        chooser.learn(data["h"], data["u"])
+                    # A replica this gateway's pool does not list (another configuration) is not learned.
+                    url = {replica_key(r.base_url): r.base_url for r in pool.replicas}.get(data.get("r"))
+                    if data.get("g") != self.gateway_id and url is not None:
+                        chooser.learn(data["h"], url)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -102,7 +115,7 @@ class SharedPoolState:
             try:
                 now = time.time()
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.hset(mine, mapping={r.base_url: r.in_flight for r in pool.replicas})
+                    pipe.hset(mine, mapping={replica_key(r.base_url): r.in_flight for r in pool.replicas})
                     pipe.pexpire(mine, ttl_ms)
                     pipe.zadd(gateways, {self.gateway_id: now})
                     pipe.zremrangebyscore(gateways, 0, now - 5 * self.interval_s)
@@ -115,10 +128,10 @@ class SharedPoolState:
                         for g in others:
                             pipe.hgetall(f"{self.base}:inflight:{g}")
                         for counts in await pipe.execute():
-                            for url, n in counts.items():
-                                totals[url.decode()] = totals.get(url.decode(), 0) + int(n)
+                            for key, n in counts.items():
+                                totals[key.decode()] = totals.get(key.decode(), 0) + int(n)
                 for r in pool.replicas:
-                    r.remote_in_flight = totals.get(r.base_url, 0)
+                    r.remote_in_flight = totals.get(replica_key(r.base_url), 0)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis down: fall back to this gateway's own counts

@@ -84,3 +84,46 @@ async def test_redis_down_keeps_local_choice():
         assert pool.pick({"messages": [{"role": "user", "content": "y" * 400}]}) is not None
     finally:
         await shared.aclose()
+
+
+async def test_replica_credentials_never_reach_redis():
+    """Replica URLs may carry credentials; Redis, shared with other services, sees only digests."""
+    import redis.asyncio as aioredis
+
+    secret_urls = [f"http://svc:s3cret-{i}@replica-{i}:8000/v1" for i in range(2)]
+    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    spy = aioredis.Redis.from_url(REDIS_URL)
+    pubsub = spy.pubsub()
+    await pubsub.subscribe(f"{prefix}:pool:llama:affinity")
+    gateways = []
+    for _ in range(2):
+        chooser = AffinityChooser()
+        pool = Pool(secret_urls, chooser)
+        shared = SharedPoolState(REDIS_URL, prefix, "llama", uuid.uuid4().hex[:8], interval_s=0.05)
+        shared.start(pool, chooser)
+        gateways.append((pool, chooser, shared))
+    (pa, ca, sa), (pb, cb, sb) = gateways
+    try:
+        await asyncio.sleep(0.1)
+        pa.replicas[1].in_flight = 3
+        body = {"messages": [{"role": "system", "content": "shared system prompt " * 80}]}
+        chosen = pa.pick(body)
+        hashes = block_hashes(body)
+        # Counts and affinity still cross between the gateways...
+        assert await _until(lambda: pb.replicas[1].remote_in_flight == 3)
+        assert await _until(lambda: cb.holder(hashes[-1]) == chosen.base_url)
+        # ...but no key, field or message in Redis holds a URL or its password.
+        seen = []
+        async for key in spy.scan_iter(f"{prefix}:*"):
+            seen.append(key)
+            if await spy.type(key) == b"hash":
+                seen.extend(k + v for k, v in (await spy.hgetall(key)).items())
+        while (message := await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.2)) is not None:
+            seen.append(message["data"])
+        assert len(seen) >= 3
+        assert not [s for s in seen if b"s3cret" in s or b"replica-" in s]
+    finally:
+        await sa.aclose()
+        await sb.aclose()
+        await pubsub.aclose()
+        await spy.aclose()
