@@ -616,3 +616,20 @@ def test_every_bad_endpoint_of_a_list_gets_its_own_line():
     assert _problem(text).splitlines() == [
         "policy.yaml:6 backends[0].endpoints[0]: endpoint 'not a url' must start with http:// or https://",
         "policy.yaml:6 backends[0].endpoints[1]: endpoint 'ftp://x' must start with http:// or https://"]
+
+
+@pytest.mark.parametrize(("text", "line", "hint"), [
+    # a key one column off from its siblings
+    (GOOD.replace("    quality: 0.7", "   quality: 0.7"), 10, "keys of one mapping start in the same column"),
+    # a key indented deeper than the one before it
+    (GOOD.replace("    model: small-model", "      model: small-model"), 9, "indented deeper than the key before it"),
+    (GOOD.replace("  - name: big", "\t- name: big"), 3, "a tab: YAML indents with spaces only"),
+    (GOOD.replace("[big, small]", "[big, small"), 14, "the '[' opened at line 13 is not closed"),
+    (GOOD.replace("backends:\n  - name: big", "backends: {name: big\n  - name: big", 1), 3,
+     "the '{' opened at line 2 is not closed"),
+    (GOOD.replace("model: big-model", 'model: "big-model'), 14, "the quote opened at line 5 is not closed"),
+    (GOOD.replace("routes:\n", "routes: - name: auto\n"), 11, "a list starts on the line below its key"),
+])
+def test_common_yaml_mistakes_are_explained_at_their_line(text, line, hint):
+    message = _problem(text)
+    assert message.startswith(f"policy.yaml:{line}: invalid YAML: ") and hint in message, message
