@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from gateway.api.deps import PrincipalDep, RuntimeDep
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
+from router.aggregate import DEFAULT_WINDOW
 from router.errors import UnknownModel
 
 router = APIRouter()
@@ -22,10 +23,11 @@ def _visible(models: list[dict], principal) -> list[dict]:
 
 
 def _bar(qb) -> dict:
-    """A route's quality bar as set, plus the ``uncertainty_z`` and ``allocation`` in force
-    under ``route_target`` (their defaults are not written in the policy)."""
+    """A route's quality bar as set, plus the ``window``, ``uncertainty_z`` and ``allocation``
+    in force under ``route_target`` (their defaults are not written in the policy)."""
     out = qb.model_dump(exclude_none=True)
     if qb.route_target is not None:
+        out["window"] = qb.window or DEFAULT_WINDOW
         out["uncertainty_z"] = qb.z
         out["allocation"] = qb.allocation_in_force
     return out

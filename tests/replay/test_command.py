@@ -20,6 +20,7 @@ from backends.registry import build_backend
 from backends.replay.plan import ReplayPlan
 from gateway.cli import app as cli_app
 from gateway.commands.replay import ReplayFailed, build_report, local_gateway, prepare, send_all
+from router.aggregate import DEFAULT_WINDOW
 from router.data import load
 from router.policy.models import BackendConfig
 from router.policy.quality_bar import DEFAULT_ALLOCATION, DEFAULT_UNCERTAINTY_Z
@@ -177,7 +178,8 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
                                   "cost_usd": pytest.approx(sum(r.costs[best] for r in rows))}
     shares = {m: sum(r["model"] == m for r in reqs) / 20 for m in {r["model"] for r in reqs}}
     assert report["backend_share"] == pytest.approx(shares) and sum(shares.values()) == pytest.approx(1.0)
-    assert report["run"] == {"policy": "generated", "quality_bar": {"route_target": 0.95, "uncertainty_z": DEFAULT_UNCERTAINTY_Z,
+    assert report["run"] == {"policy": "generated", "quality_bar": {"route_target": 0.95, "window": DEFAULT_WINDOW,
+                                                                    "uncertainty_z": DEFAULT_UNCERTAINTY_Z,
                                                                     "allocation": DEFAULT_ALLOCATION},
                              "split": None, "seed": None, "n": 20, "concurrency": 1}
     # The same command again gives the same report: rows one at a time, scan windows not timed
