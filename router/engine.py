@@ -37,13 +37,14 @@ from backends.openai_shapes import estimate_tokens, prompt_text
 from router.aggregate import BAR_TOLERANCE
 from router.cost import cost_usd, resolve_context, resolve_pricing
 from router.decision import Candidate, Decision, RoutingRequest
-from router.errors import BackendNotAllowed, ContextTooLong, InvalidRequest, NoCandidate, RequestRejected, UnknownModel
+from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
+                           RequestRejected, UnknownModel)
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rules import apply_rules, needs_signals, pinned_rules
+from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
 _EPS = BAR_TOLERANCE  # 1e-9: a candidate clears the bar when quality + _EPS >= bar
@@ -140,10 +141,34 @@ class Router:
             return decision
         backends = [self.policy.backend(n) for n in route.backends]
         prediction = await self.predictor.predict(original, backends)
+        try:
+            return self._route(req, route, backends, prediction, body, phash, text, rewritten)
+        except (NoCandidate, RequestRejected, PromptBlocked) as exc:
+            # The refusal is logged like a decision: its route, signals and scored candidates
+            # say which route refuses what and why (the message names the rule or the bar).
+            cands = getattr(exc, "candidates", [])
+            exc.record = DecisionRecord(
+                request_id=req.request_id, route=route.name, policy_hash=self.loaded.hash, chosen="",
+                reason=exc.code, candidates=[vars(c).copy() for c in cands],
+                signals={**prediction.signals, "predictor": prediction.source, "refused": exc.message,
+                         **({"bar": exc.bar} if getattr(exc, "bar", None) is not None else {}),
+                         "rewrite": rewritten.signals()},
+                tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
+            )
+            raise
+
+    def _route(self, req: RoutingRequest, route: RouteConfig, backends: list[BackendConfig], prediction,
+               body: dict, phash: str, text: str, rewritten) -> Decision:
+        """The decision for a request to ``route`` (steps 2-6 of the module docstring).
+
+        Raises:
+            router.rules.PromptBlocked, router.errors.NoCandidate, router.errors.RequestRejected:
+                as :meth:`decide`; a quality-bar refusal carries ``candidates`` and ``bar``.
+        """
         ruled = apply_rules(self.policy, route, backends, req.tenant, req.headers, prediction.signals)
         if not ruled.backends:
-            raise NoCandidate(f"No backend of route '{route.name}' is allowed for this request "
-                              f"({'; '.join(ruled.notes)})")
+            raise NoAllowedCandidate(f"No backend of route '{route.name}' is allowed for this request "
+                                     f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
         fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
@@ -153,8 +178,8 @@ class Router:
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if not cands:
-            raise NoCandidate(f"No backend of route '{route.name}' is within the cost limits "
-                              f"({'; '.join(ruled.notes)})")
+            raise NoAllowedCandidate(f"No backend of route '{route.name}' is within the cost limits "
+                                     f"({'; '.join(ruled.notes)})")
         qb = route.quality_bar
         share = ctl = None
         price = qb.willingness_to_pay  # USD per unit of quality: the bar's, or the route's (below)
@@ -179,7 +204,11 @@ class Router:
             c.eligible = held[c.backend] + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
-        chosen, reason = choose(route, cands)
+        try:
+            chosen, reason = choose(route, cands)
+        except (NoCandidate, RequestRejected) as exc:
+            exc.candidates, exc.bar = cands, bar
+            raise
         on_fallback = None
         if ctl is not None and not req.dry_run:
             row = ctl.chose(held[chosen.backend])
@@ -325,7 +354,13 @@ def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
             return cheapest(meeting), "degraded_for_slo"
         return cheapest(eligible), "best_effort_slo"
     if route.on_no_candidate == "reject":
-        raise NoCandidate(f"No backend of route '{route.name}' is predicted to clear its quality bar")
+        best = max(cands, key=lambda c: (c.quality_bound if c.quality_bound is not None else c.predicted_quality,
+                                         -order[c.backend]))
+        tested = best.quality_bound if best.quality_bound is not None else best.predicted_quality
+        kind = route.quality_bar.kind
+        raise NoCandidate(f"No backend of route '{route.name}' is predicted to clear its quality bar "
+                          f"({kind}: {getattr(route.quality_bar, kind)}; the best, '{best.backend}', is predicted "
+                          f"{tested:.3f}{' at its lower bound' if best.quality_bound is not None else ''})")
     if route.on_no_candidate == "cheapest":
         return min(cands, key=lambda c: (c.expected_cost_usd, order[c.backend])), "below_bar_cheapest"
     return max(cands, key=lambda c: (c.predicted_quality, -order[c.backend])), "below_bar_best_quality"

@@ -8,7 +8,8 @@ Tree::
     │   ├── UnsupportedMediaType        415 invalid_request_error  unsupported_media_type
     │   ├── ContextTooLong              400 invalid_request_error  context_length_exceeded
     │   └── UnknownModel                404 invalid_request_error  model_not_found
-    ├── NoCandidate                     503 api_error          no_candidate
+    ├── NoCandidate                     422 invalid_request_error  no_candidate
+    │   └── NoAllowedCandidate          403 permission_error   no_candidate
     ├── RequestRejected                 429 rate_limit_error   route_saturated
     └── BackendError (backends.errors)  502 api_error          upstream_error
         └── ...                         see :mod:`backends.errors`
@@ -79,9 +80,21 @@ class BackendNotAllowed(MixrouteError):
 
 
 class NoCandidate(MixrouteError):
-    status = 503
-    type = "api_error"
+    """No backend of the route is predicted to clear its quality bar and the route says
+    ``on_no_candidate: reject``. A 4xx, not a 5xx: the same request would be refused again,
+    so clients must not retry it (OpenAI's SDKs retry 5xx answers)."""
+
+    status = 422
+    type = "invalid_request_error"
     code = "no_candidate"
+
+
+class NoAllowedCandidate(NoCandidate):
+    """The policy's rules (allowed backends, tags, cost limits) leave the route no backend
+    for this request: refused as a pinned request to a forbidden backend is (403)."""
+
+    status = 403
+    type = "permission_error"
 
 
 class RequestRejected(MixrouteError):

@@ -70,7 +70,9 @@ _REFUSALS = (NoCandidate, RequestRejected, PromptBlocked)
 
 def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, principal: Principal,
                     exc: MixrouteError, decision: Decision | None = None) -> None:
-    rec = decision.record if decision is not None else DecisionRecord(
+    # The engine's own record of a refusal (route, signals, scored candidates) when it has one;
+    # a refusal before a route is known (a pinned request's rule) keeps only the reason.
+    rec = decision.record if decision is not None else getattr(exc, "record", None) or DecisionRecord(
         request_id=request_id, route="", policy_hash=runtime.loaded.hash, chosen="", reason=exc.code,
         candidates=[], tenant=principal.tenant, endpoint=endpoint)
     store.record_decision(rec)

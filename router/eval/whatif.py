@@ -58,6 +58,7 @@ class Logged:
     tenant: str | None = None
     endpoint: str = "chat"
     pinned: bool = False
+    refused: bool = False
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "Logged":
@@ -68,9 +69,16 @@ class Logged:
                 ``candidates``) that is missing, or a column of the wrong shape (``candidates``
                 not a list of objects with a ``backend`` name and numeric predictions,
                 ``signals`` not an object, a token count not a whole number in
-                0..:data:`MAX_LOGGED_TOKENS`, a probability not a number).
+                0..:data:`MAX_LOGGED_TOKENS`, a probability not a number). A present but
+                empty ``chosen`` is a logged refusal (``refused``), not an error.
         """
         rid = row.get("request_id", "?")
+        if "chosen" in row and row["chosen"] in (None, "") and row.get("request_id") not in (None, ""):
+            # A request the gateway refused (no_candidate, prompt_blocked, route_saturated):
+            # logged with an empty choice. Counted, not re-decided: there is no choice to compare.
+            return cls(request_id=str(row["request_id"]), route=str(row.get("route") or ""), chosen="",
+                       probability=1.0, candidates=[], signals={}, tokens_in=0, tokens_out=0, cost_usd=None,
+                       feedback=None, refused=True)
         for key in ("request_id", "chosen", "candidates"):
             if row.get(key) in (None, ""):
                 raise ValueError(f"request {rid}: no {key!r} column")
@@ -261,6 +269,9 @@ async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedP
     for row in rows:
         if row.pinned:
             skipped["pinned"] += 1
+            continue
+        if row.refused:
+            skipped["refused when logged"] += 1
             continue
         route = row.route if policy.policy.route(row.route) else policy.policy.default_route
         body = {"model": route, "messages": [{"role": "user", "content": "x" * (4 * max(row.tokens_in, 1))}]}

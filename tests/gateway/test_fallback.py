@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -84,22 +86,77 @@ def test_fallback_header_and_all_failed_message(fallback_gateway):
 
 
 def test_refused_request_is_recorded(tmp_path):
+    """A refusal is a 4xx (the SDKs would retry a 5xx that can only repeat) whose message
+    names the bar, logged with its route, signals and scored candidates; `policy what-if`
+    over a log that holds it counts it rather than failing."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app as cli_app
     from tests.gateway.conftest import start_gateway
 
     policy = """version: 1
 backends:
   - {name: weak, kind: fake, model: weak-model, quality: 0.3}
+  - {name: other, kind: fake, model: other-model, quality: 0.2}
 routes:
-  - {name: auto, backends: [weak], quality_bar: {min_quality: 0.9}, on_no_candidate: reject}
+  - {name: auto, backends: [weak, other], quality_bar: {min_quality: 0.9}, on_no_candidate: reject}
+  - {name: open, backends: [weak, other]}
 """
     gw = start_gateway(tmp_path, policy)
     try:
         resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG})
-        assert resp.status_code == 503 and resp.json()["error"]["code"] == "no_candidate"
+        error = resp.json()["error"]
+        assert resp.status_code == 422 and error["code"] == "no_candidate" and error["type"] == "invalid_request_error"
+        assert "(min_quality: 0.9; the best, 'weak', is predicted 0.300)" in error["message"], error["message"]
         rid = resp.headers["x-mixroute-request-id"]
-        assert _rows(gw, "decisions", rid)["reason"] == "no_candidate"
+        decision = _rows(gw, "decisions", rid)
+        assert decision["reason"] == "no_candidate" and decision["route"] == "auto" and decision["chosen"] == ""
+        candidates = json.loads(decision["candidates"])
+        assert [(c["backend"], c["eligible"]) for c in candidates] == [("weak", False), ("other", False)]
+        signals = json.loads(decision["signals"])
+        assert signals["bar"] == 0.9 and "min_quality: 0.9" in signals["refused"] and signals["predictor"]
         outcome = _rows(gw, "outcomes", rid)
-        assert outcome["status"] == "rejected" and outcome["http_status"] == 503
+        assert outcome["status"] == "rejected" and outcome["http_status"] == 422
+        served = httpx.post(gw.v1 + "/chat/completions", json={"model": "open", "messages": MSG})
+        assert served.status_code == 200
+        _rows(gw, "outcomes", served.headers["x-mixroute-request-id"])
+        result = CliRunner().invoke(cli_app, ["policy", "what-if", str(gw.settings.policy_path),
+                                              "--logs", gw.settings.database_url])
+        assert result.exit_code == 0, result.output
+        assert "2 logged request(s)" in result.output and "1 refused when logged" in result.output, result.output
+    finally:
+        gw.stop()
+
+
+def test_rules_that_leave_no_backend_are_a_403_logged_with_the_rules(tmp_path):
+    from gateway.auth.keys import create_key
+    from gateway.store.db import make_engine, upgrade
+    from tests.gateway.conftest import start_gateway
+
+    policy = """version: 1
+backends:
+  - {name: weak, kind: fake, model: weak-model, quality: 0.3}
+  - {name: other, kind: fake, model: other-model, quality: 0.2}
+routes:
+  - {name: auto, backends: [weak, other]}
+rules:
+  - {name: acme-weak, tenants: [acme], allow_backends: [weak]}
+  - {name: acme-other, tenants: [acme], allow_backends: [other]}
+"""
+    engine = make_engine(f"sqlite:///{tmp_path}/mixroute.db")
+    upgrade(engine)
+    key, _ = create_key(engine, tenant="acme")
+    engine.dispose()
+    gw = start_gateway(tmp_path, policy)
+    try:
+        resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG},
+                          headers={"authorization": f"Bearer {key}"})
+        error = resp.json()["error"]
+        assert resp.status_code == 403 and error["code"] == "no_candidate" and error["type"] == "permission_error"
+        assert "acme-weak" in error["message"] and "acme-other" in error["message"]
+        decision = _rows(gw, "decisions", resp.headers["x-mixroute-request-id"])
+        assert decision["route"] == "auto" and decision["tenant"] == "acme"
+        assert "acme-other" in json.loads(decision["signals"])["refused"]
     finally:
         gw.stop()
 

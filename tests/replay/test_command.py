@@ -101,8 +101,8 @@ def _stub_gateway(plan: ReplayPlan) -> FastAPI:
         body = await request.json()
         prompt = body["messages"][-1]["content"]
         if prompt.startswith("Capital"):
-            return JSONResponse({"error": {"message": "no candidate", "type": "api_error", "param": None,
-                                           "code": "no_candidate"}}, status_code=503)
+            return JSONResponse({"error": {"message": "no candidate", "type": "invalid_request_error", "param": None,
+                                           "code": "no_candidate"}}, status_code=422)
         model = "small model" if prompt == "Hard one" else "big/model-1"
         out = await backends[model].send("chat", body)
         cost = out.pop(COST_KEY)
