@@ -246,7 +246,36 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         for j, name in enumerate(rule.allow_backends):
             if name not in seen:
                 add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
+        if not problems or problems[-1].path.split(".")[0] != f"rules[{i}]":
+            _leaves_none(policy, i, add)
     return problems
+
+
+def _leaves_none(policy: Policy, i: int, add) -> None:
+    """Rule ``i``'s filters together with those of the earlier rules that have the very same
+    conditions (so they always match together: :func:`router.rules.apply_rules` applies
+    every ``allow_backends`` and ``require_tags`` of the matching rules) leave no backend
+    for any request they match. The backends they can filter are those of the rule's routes
+    (all routes without ``routes``) and every ``route_to`` target of the policy (another
+    rule may have replaced the candidates first), or only the group's first ``route_to``
+    when the group has one (it replaces the candidates whenever the group matches)."""
+    rule = policy.rules[i]
+    group = [r for r in policy.rules[:i] if _conditions(r) == _conditions(rule)] + [rule]
+    if not any(r.allow_backends or r.require_tags for r in group):
+        return
+    own = next((r.route_to for r in group if r.route_to), None)
+    scope = [r for r in policy.routes if r.name in rule.routes] if rule.routes else list(policy.routes)
+    names = {own} if own else ({n for r in scope for n in r.backends} | {r.route_to for r in policy.rules if r.route_to})
+    tags = {t for r in group for t in r.require_tags}
+    left = [b.name for b in policy.backends if b.name in names and tags <= set(b.tags)
+            and all(b.name in r.allow_backends for r in group if r.allow_backends)]
+    if left:
+        return
+    others = [r.name for r in group if r is not rule]
+    together = f" with rule(s) {', '.join(others)} (same conditions)" if others else ""
+    where = f"'route_to: {own}'" if own else (f"routes {', '.join(rule.routes)}" if rule.routes else "any route")
+    add(("rules", i), f"its filters{together} leave no backend of {where}: every request the rule matches "
+                      "would have no candidate")
 
 
 def _conditions(rule: Any) -> tuple:

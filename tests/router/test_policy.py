@@ -633,3 +633,40 @@ def test_every_bad_endpoint_of_a_list_gets_its_own_line():
 def test_common_yaml_mistakes_are_explained_at_their_line(text, line, hint):
     message = _problem(text)
     assert message.startswith(f"policy.yaml:{line}: invalid YAML: ") and hint in message, message
+
+
+TAGGED = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    tags: [self_hosted]\n") + """  - name: best
+    backends: [big]
+"""
+
+
+@pytest.mark.parametrize(("rules", "line", "words"), [
+    # allow_backends and require_tags of one rule that no backend satisfies together
+    ("  - {name: c, tenants: [beta], allow_backends: [big], require_tags: [self_hosted]}\n", 18,
+     "its filters leave no backend of any route"),
+    # route_to a backend without the rule's own required tag
+    ("  - {name: d, tenants: [gamma], route_to: big, require_tags: [self_hosted]}\n", 18,
+     "leave no backend of 'route_to: big'"),
+    # two rules that always match together, with disjoint allow lists
+    ("  - {name: a, tenants: [acme], allow_backends: [big]}\n  - {name: b, tenants: [acme], allow_backends: [small]}\n",
+     19, "its filters with rule(s) a (same conditions) leave no backend of any route"),
+    # an allow list outside the only route the rule applies to
+    ("  - {name: e, routes: [best], allow_backends: [small]}\n", 18, "leave no backend of routes best"),
+])
+def test_rules_that_together_leave_no_backend_are_refused(rules, line, words):
+    """From a break-it pass: each validated, and every request it matched got no_candidate."""
+    problem = _problem(TAGGED + "rules:\n" + rules)
+    assert problem.startswith(f"policy.yaml:{line} rules[") and words in problem, problem
+
+
+@pytest.mark.parametrize("rules", [
+    "  - {name: c, tenants: [beta], allow_backends: [big, small], require_tags: [self_hosted]}\n",
+    "  - {name: a, tenants: [acme], allow_backends: [big, small]}\n  - {name: b, tenants: [acme], allow_backends: [small]}\n",
+    # different conditions: each leaves a backend on its own
+    "  - {name: a, tenants: [acme], allow_backends: [big]}\n  - {name: b, tenants: [beta], allow_backends: [small]}\n",
+    # another rule's route_to can bring a tagged backend into route best
+    "  - {name: e, routes: [best], require_tags: [self_hosted]}\n  - {name: f, when_header: x-local, route_to: small}\n",
+    "  - {name: g, routes: [best], allow_backends: [big], max_cost_usd: 1}\n",
+])
+def test_rules_that_leave_a_backend_are_kept(rules):
+    parse_policy(TAGGED + "rules:\n" + rules)
