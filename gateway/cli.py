@@ -52,7 +52,14 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
     from gateway.commands import load_policy_or_exit
     from router.policy.models import pricing_notes
 
+    from router.policy.loader import PolicyError, check_replay_data
+
     loaded = load_policy_or_exit(file, exit_code=1)
+    try:
+        check_replay_data(loaded)
+    except PolicyError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
     for note in pricing_notes(p):

@@ -16,6 +16,7 @@ from router.data import DataFormatError
 from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
+from router.policy.loader import check_replay_data
 from router.predict import Predictor
 from router.policy.models import pricing_notes
 
@@ -107,6 +108,7 @@ class PolicyHolder:
         loaded = await asyncio.to_thread(load_policy, self.path)
         if self.current is not None and loaded.hash == self.current.loaded.hash:
             return self.current
+        await asyncio.to_thread(check_replay_data, loaded)  # at the policy's line, not the data file's
         runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared, previous=self.current)
         old, self.current = self.current, runtime
         self.live.keep_route_targets({r.name for r in loaded.policy.routes

@@ -17,24 +17,15 @@ _FLAGS = {"policy_path": "--policy", "host": "--host", "port": "--port", "databa
 
 def _load_replay_data_or_exit(loaded) -> None:
     """Load the data of every ``replay`` backend now (into the process-wide cache the
-    backends read at start), so that data the backend cannot use is one line and exit
-    status 1 here instead of a traceback from the server's lifespan."""
-    from router.data import DataFormatError
+    backends read at start), so that data the backend cannot use is ``FILE:LINE`` lines and
+    exit status 1 here instead of a traceback from the server's lifespan."""
+    from router.policy.loader import PolicyError, check_replay_data
 
-    for b in loaded.policy.backends:
-        if b.kind != "replay":
-            continue
-        from backends.replay.index import ModelNotInData, load_model_index
-
-        try:
-            load_model_index(b.data, b.name, b.model)
-        except ModelNotInData as exc:
-            print(f"mixroute: {loaded.source}: backend {b.name!r}: model {exc.model!r} is not in its data "
-                  f"(models: {', '.join(exc.models)})", file=sys.stderr)
-            raise SystemExit(1) from None
-        except DataFormatError as exc:
-            print(f"mixroute: {loaded.source}: backend {b.name!r}: {exc}", file=sys.stderr)
-            raise SystemExit(1) from None
+    try:
+        check_replay_data(loaded)
+    except PolicyError as exc:
+        print(str(exc), file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 def run(*, policy: Path | None, host: str | None, port: int | None, database_url: str | None) -> None:

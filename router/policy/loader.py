@@ -369,3 +369,37 @@ def _resolve_paths(policy: Policy, base_dir: Path) -> Policy:
         for b in policy.backends
     ]
     return policy.model_copy(update={"backends": backends})
+
+
+def check_replay_data(loaded: LoadedPolicy) -> None:
+    """Load the data of every ``replay`` backend and check that its ``model`` is one of the
+    data's models: the part of validation that reads whole data files, so it runs where a
+    policy is about to serve (``mixroute serve``, a reload, ``mixroute policy validate``),
+    not on every parse. The data lands in the per-process cache the backends read
+    (:func:`backends.replay.index.load_index`).
+
+    Raises:
+        PolicyError: at the backend's ``model`` line (a model not in its data, with the data's
+            models) or ``data`` line (content the loader refuses).
+    """
+    from backends.replay.index import ModelNotInData, load_model_index
+    from router.data import DataFormatError
+
+    root = None
+    problems: list[PolicyProblem] = []
+    for i, b in enumerate(loaded.policy.backends):
+        if b.kind != "replay":
+            continue
+        try:
+            load_model_index(b.data, b.name, b.model)
+            continue
+        except ModelNotInData as exc:
+            loc, message = ("backends", i, "model"), (f"model {exc.model!r} is not in the backend's data "
+                                                      f"(models: {', '.join(exc.models)})")
+        except DataFormatError as exc:
+            loc, message = ("backends", i, "data"), str(exc)
+        if root is None:
+            root = yaml.compose(loaded.text, Loader=yaml.SafeLoader)
+        problems.append(PolicyProblem(line_of(root, loc), loc_text(loc), message))
+    if problems:
+        raise PolicyError(loaded.source, problems)

@@ -100,9 +100,9 @@ def test_bad_options_or_missing_data_in_a_reload_are_one_line_and_keep_the_polic
                                                   "boolean, unable to interpret input"),
             ("  - {name: rp, kind: replay, model: m, data: [gone.csv]}\n",
              f"{path}:4 backends[1].data[0]: file not found: {tmp_path}/gone.csv"),
-            # readable data without the backend's model: found only when the backend loads it
+            # readable data without the backend's model: found when the data is loaded, at the policy's line
             ("  - {name: rp, kind: replay, model: m, data: [other.csv]}\n",
-             f"{tmp_path}/other.csv: backend 'rp': model 'm' is not in the data (models: other-model)"),
+             f"{path}:4 backends[1].model: model 'm' is not in the backend's data (models: other-model)"),
         ]
         (tmp_path / "other.csv").write_text('prompt,other-model\n"hi",True\n')
         for backend, problem in edits:

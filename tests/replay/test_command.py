@@ -117,7 +117,7 @@ async def test_send_all_and_report_against_a_stub_gateway(tmp_path):
     answered = await send_all("http://stub", plan, rows, concurrency=2, transport=transport)
     assert [(a.backend, a.model) for a in answered] == [("big/model-1", "big/model-1"), (None, None),
                                                         ("small-model", "small model")]
-    assert answered[1].error == "HTTP 503: no candidate"
+    assert answered[1].error == "HTTP 422: no candidate"
     report = build_report(plan, answered)
     assert report["n"] == 2 and report["errors"] == 1
     assert report["quality"] == 1.0 and report["cost_usd"] == pytest.approx(0.004 + 0.0003)

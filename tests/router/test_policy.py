@@ -188,6 +188,22 @@ def test_cli_validate(tmp_path):
     assert f"{bad}:13 routes[0].backends[1]: unknown backend 'nope'" in result.output
 
 
+def test_cli_validate_loads_replay_data_and_names_the_model_line(tmp_path):
+    """From a break-it pass: a replay backend whose model is not in its data validated ok,
+    and `serve` then refused it without a line."""
+    (tmp_path / "data.csv").write_text('prompt,model-a,model-b\n"hi",True,False\n')
+    policy = tmp_path / "p.yaml"
+    replay = "  - name: rp\n    kind: replay\n    model: {model}\n    data: [data.csv]\nroutes:"
+    policy.write_text(GOOD.replace("routes:", replay.format(model="gpt-99")).replace("[big, small]", "[big, rp]"))
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
+    assert result.exit_code == 1
+    assert result.output == (f"{policy}:13 backends[2].model: model 'gpt-99' is not in the backend's data "
+                             "(models: model-a, model-b)\n")
+    policy.write_text(GOOD.replace("routes:", replay.format(model="model-b")).replace("[big, small]", "[big, rp]"))
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
+    assert result.exit_code == 0 and "ok" in result.output
+
+
 @pytest.mark.parametrize("text, problem", [
     (GOOD.replace("model: big-model", "model: !env FOO"), "policy.yaml:5 backends[0].model: unsupported YAML tag '!env'"),
     ("version: 1\na: &a [*a]\n", "recursive alias"),
