@@ -62,7 +62,10 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
         raise typer.Exit(1) from None
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
-    for note in pricing_notes(p):
+    from router.classify.predictor import quality_notes, shipped_quality_labels
+
+    labels = shipped_quality_labels()
+    for note in pricing_notes(p) + (quality_notes(p, labels) if labels else []):
         typer.echo(f"{file}: note: {note}", err=True)
 
 

@@ -56,6 +56,43 @@ def match_label(lookup: dict[str, str], name: str) -> str | None:
     return None
 
 
+def quality_notes(policy: Any, labels: Sequence[str]) -> list[str]:
+    """Advice on the backends of ``policy``'s routes that the ``quality`` head (``labels``)
+    cannot predict for, so that every prompt gets one fixed quality for them: a
+    ``quality_model`` that matches none of the labels (a typo turns per-prompt prediction
+    off for that backend, silently), or a backend whose ``model`` matches none and that has
+    no ``quality`` prior (it is predicted :data:`~router.predict.UNKNOWN_QUALITY` on every
+    prompt)."""
+    lookup = label_lookup(labels)
+    routed = {n for r in policy.routes for n in r.backends}
+    notes = []
+    for b in policy.backends:
+        if b.name not in routed or match_label(lookup, b.quality_model or b.model) is not None:
+            continue
+        prior = f"its prior quality {b.quality}" if b.quality is not None else f"the unknown prior {UNKNOWN_QUALITY}"
+        if b.quality_model is not None:
+            notes.append(f"backend '{b.name}': quality_model '{b.quality_model}' is not a model the quality head knows, "
+                         f"so every prompt gets {prior} for it (known: {', '.join(labels)})")
+        elif b.quality is None:
+            notes.append(f"backend '{b.name}': the quality head does not know model '{b.model}' and it has no "
+                         f"'quality' prior, so every prompt gets {prior} for it; set 'quality' or 'quality_model' "
+                         "(one of the models in adapters/quality/config.json)")
+    return notes
+
+
+def shipped_quality_labels() -> list[str]:
+    """The labels of the shipped ``quality`` head (``adapters/quality/config.json``; no torch
+    needed), or ``[]`` when it is not there."""
+    import json
+
+    from router.classify import default_adapters_dir
+
+    try:
+        return list(json.loads((default_adapters_dir() / "quality" / "config.json").read_text())["labels"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
 class ClassifierPredictor:
     """Predictor over a :class:`router.classify.runtime.MultiHeadEncoder`.
 
@@ -86,6 +123,7 @@ class ClassifierPredictor:
             raise ValueError("the outcome memory needs the quality head it was built for (same labels) "
                              "and an encoder built with embed=True")
         self._models = {} if quality is None else label_lookup(quality.labels)
+        self.quality_labels: list[str] = [] if quality is None else list(quality.labels)
 
     def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         """Every head's post-processed outputs per text (runs the encoder; blocking)."""

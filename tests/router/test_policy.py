@@ -686,3 +686,30 @@ def test_rules_that_together_leave_no_backend_are_refused(rules, line, words):
 ])
 def test_rules_that_leave_a_backend_are_kept(rules):
     parse_policy(TAGGED + "rules:\n" + rules)
+
+
+def test_validate_notes_backends_the_quality_head_cannot_predict_for(tmp_path):
+    """From a break-it pass: `quality_model: gpt-17-turbo` (a typo) validated without a word,
+    and every prompt then got the unknown prior 0.5 for that backend, so it lost every route."""
+    from router.classify.predictor import shipped_quality_labels
+
+    if not shipped_quality_labels():
+        pytest.skip("no shipped quality head (adapters/quality/config.json)")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("""version: 1
+backends:
+  - {name: typo, kind: fake, model: gpt-4o, quality_model: gpt-17-turbo}
+  - {name: unknown, kind: fake, model: mystery-8b}
+  - {name: known, kind: fake, model: openai/gpt-4-1106-preview}
+  - {name: prior, kind: fake, model: other-model, quality: 0.7}
+  - {name: unrouted, kind: fake, model: nobody-knows}
+routes:
+  - {name: auto, backends: [typo, unknown, known, prior]}
+""")
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
+    assert result.exit_code == 0
+    notes = [line for line in result.output.splitlines() if ": note: " in line]
+    assert len(notes) == 2, notes
+    assert "backend 'typo': quality_model 'gpt-17-turbo' is not a model the quality head knows" in notes[0]
+    assert "gpt-4-1106-preview" in notes[0]  # the known labels are listed
+    assert "backend 'unknown': the quality head does not know model 'mystery-8b'" in notes[1]
