@@ -220,6 +220,11 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
         if not rows:
             return []
         first = await send_one(client, plan, rows[0], route)
+        if first.model is None and first.backend and first.error.endswith(NOT_IN_BACKEND_DATA):
+            raise ReplayFailed(f"the first prompt was answered by backend {first.backend!r}, whose replay data does "
+                               "not hold it; no other prompt was sent. Replay through a gateway whose replay "
+                               "backends read --data's files (serve the policy `mixroute replay --write-policy FILE` "
+                               "writes)")
         if first.model is None and first.backend:
             raise ReplayFailed(f"the first prompt was answered by backend {first.backend!r}, which is not a model "
                                f"of the data ({', '.join(plan.dataset.models)}); no other prompt was sent. Replay "
@@ -228,10 +233,15 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
         return [first, *await asyncio.gather(*(one(r) for r in rows[1:]))]
 
 
+#: How an answer from a replay backend whose own data lacks the prompt is reported.
+NOT_IN_BACKEND_DATA = "has no recorded answer for this prompt (its data is not --data's)"
+
+
 async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "OutcomeRow", route: str) -> "Answered":
     """Send one prompt; map the answering backend to a data model."""
     import httpx
 
+    from backends.replay.backend import placeholder_unknown_prompt
     from backends.replay.score import Answered
 
     body = {"model": route, "messages": [{"role": "user", "content": row.prompt}]}
@@ -250,8 +260,20 @@ async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "Outcom
     if model is None:
         return Answered(row, None, backend=backend,
                         error=f"backend {backend!r} is not a model of the data (models: {', '.join(plan.dataset.models)})")
+    if _answer_text(resp) == placeholder_unknown_prompt(model):
+        # The backend's own data does not hold this prompt (a --policy whose replay backends
+        # read other files): scoring the --data row would credit an answer never given.
+        return Answered(row, None, backend=backend,
+                        error=f"backend {backend!r} {NOT_IN_BACKEND_DATA}")
     cost = resp.headers.get("x-mixroute-cost-usd")
     return Answered(row, model, backend=backend, gateway_cost_usd=float(cost) if cost else None)
+
+
+def _answer_text(resp: "httpx.Response") -> str | None:
+    try:
+        return resp.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def _error_message(resp: "httpx.Response") -> str:

@@ -105,8 +105,9 @@ def _stub_gateway(plan: ReplayPlan) -> FastAPI:
                                            "code": "no_candidate"}}, status_code=422)
         model = "small model" if prompt == "Hard one" else "big/model-1"
         out = await backends[model].send("chat", body)
-        cost = out.pop(COST_KEY)
-        return JSONResponse(out, headers={"x-mixroute-backend": names[model], "x-mixroute-cost-usd": f"{cost:.10f}"})
+        cost = out.pop(COST_KEY, None)  # None: a prompt the backend's data does not hold
+        return JSONResponse(out, headers={"x-mixroute-backend": names[model],
+                                          **({"x-mixroute-cost-usd": f"{cost:.10f}"} if cost is not None else {})})
 
     return app
 
@@ -284,3 +285,24 @@ def test_write_policy_dash_prints_the_policy(tmp_path):
     assert res.exit_code == 0, res.output
     assert parse_policy(res.stdout).policy.route("auto").quality_bar.route_target == 0.95
     assert not (tmp_path / "-").exists() and not (tmp_path / "o.json").exists()
+
+
+async def test_an_answer_from_a_backend_without_the_prompt_is_an_error_not_a_score(tmp_path):
+    """From a break-it pass: `--policy` whose replay backends read other data answered every
+    prompt "[replay: prompt not in the recorded data ...]", and the report scored those
+    answers from --data (errors 0, quality 1.0)."""
+    plan, rows = prepare([write_bench(tmp_path)])
+    other = tmp_path / "other"
+    other.mkdir()
+    other_plan, _ = prepare([write_bench(other)])
+    other_plan.data = [other / "bench.csv"]
+    (other / "bench.csv").write_text((other / "bench.csv").read_text().replace("Hard one", "Harder one"))
+    transport = httpx.ASGITransport(app=_stub_gateway(other_plan))
+    answered = await send_all("http://stub", plan, rows, concurrency=1, transport=transport)
+    missing = [a for a in answered if a.error and "has no recorded answer for this prompt" in a.error]
+    assert [a.row.prompt for a in missing] == ["Hard one"] and missing[0].model is None
+    report = build_report(plan, answered)
+    assert report["errors"] == 2 and report["n"] == 1  # "Capital..." failed too; only "What is 2+2?" is scored
+    # When the very first prompt is one of them, nothing else is sent.
+    with pytest.raises(ReplayFailed, match="whose replay data does not hold it; no other prompt was sent"):
+        await send_all("http://stub", plan, rows[2:], concurrency=1, transport=transport)
