@@ -7,18 +7,22 @@ import yaml
 
 
 def line_of(root: yaml.Node, loc: tuple) -> int:
-    """1-based line of the deepest node of ``loc`` present in the YAML tree."""
-    node = root
+    """1-based line of the deepest node of ``loc`` present in the YAML tree; for a mapping
+    value that is an alias (``extra: *base``), the line of its key: the node itself is the
+    anchor's, lines earlier."""
+    node, line = root, root.start_mark.line
     for part in loc:
-        child = None
+        child, key = None, None
         if isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if _is_key(k, part)), None)
+            key, child = next(((k, v) for k, v in node.value if _is_key(k, part)), (None, None))
         elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             child = node.value[part]
         if child is None:
             break
         node = child
-    return node.start_mark.line + 1
+        line = key.start_mark.line if key is not None and child.start_mark.line < key.start_mark.line \
+            else child.start_mark.line
+    return line + 1
 
 
 def _is_key(key: yaml.Node, part: object) -> bool:

@@ -713,3 +713,10 @@ routes:
     assert "backend 'typo': quality_model 'gpt-17-turbo' is not a model the quality head knows" in notes[0]
     assert "gpt-4-1106-preview" in notes[0]  # the known labels are listed
     assert "backend 'unknown': the quality head does not know model 'mystery-8b'" in notes[1]
+
+
+def test_an_unknown_key_whose_value_is_an_alias_is_reported_at_the_key():
+    """From a break-it pass: `extra: *b` on line 16 was reported at line 2, where `&b` is."""
+    text = "base: &b {kind: fake, model: m}\n" + GOOD + "extra: *b\n"
+    problem = _problem(text)
+    assert "policy.yaml:1 base: unknown key 'base'" in problem and "policy.yaml:15 extra: unknown key 'extra'" in problem, problem
