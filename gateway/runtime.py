@@ -16,7 +16,6 @@ from router.data import DataFormatError
 from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
-from router.classify.predictor import quality_notes
 from router.policy.loader import check_replay_data
 from router.predict import Predictor
 from router.policy.models import pricing_notes
@@ -122,6 +121,8 @@ class PolicyHolder:
             task.add_done_callback(self._closing.discard)
         log.info("policy %s applied (hash %s)", self.path, loaded.hash)
         labels = getattr(self.predictor, "quality_labels", None)
+        if labels:  # a classifier is loaded (numpy with it: a plain install never gets here)
+            from router.classify.predictor import quality_notes
         for note in pricing_notes(loaded.policy) + (quality_notes(loaded.policy, labels) if labels else []):
             log.warning("policy %s: %s", self.path, note)
         return runtime

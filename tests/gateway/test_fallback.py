@@ -141,7 +141,7 @@ routes:
   - {name: auto, backends: [weak, other]}
 rules:
   - {name: acme-weak, tenants: [acme], allow_backends: [weak]}
-  - {name: acme-other, tenants: [acme], allow_backends: [other]}
+  - {name: only-other, when_header: x-only-other, allow_backends: [other]}
 """
     engine = make_engine(f"sqlite:///{tmp_path}/mixroute.db")
     upgrade(engine)
@@ -149,14 +149,17 @@ rules:
     engine.dispose()
     gw = start_gateway(tmp_path, policy)
     try:
+        # Each rule alone leaves a backend; acme's request with the header matches both.
         resp = httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG},
-                          headers={"authorization": f"Bearer {key}"})
+                          headers={"authorization": f"Bearer {key}", "x-only-other": "1"})
         error = resp.json()["error"]
         assert resp.status_code == 403 and error["code"] == "no_candidate" and error["type"] == "permission_error"
-        assert "acme-weak" in error["message"] and "acme-other" in error["message"]
+        assert "acme-weak" in error["message"] and "only-other" in error["message"]
         decision = _rows(gw, "decisions", resp.headers["x-mixroute-request-id"])
         assert decision["route"] == "auto" and decision["tenant"] == "acme"
-        assert "acme-other" in json.loads(decision["signals"])["refused"]
+        assert "only-other" in json.loads(decision["signals"])["refused"]
+        assert httpx.post(gw.v1 + "/chat/completions", json={"messages": MSG},
+                          headers={"authorization": f"Bearer {key}"}).status_code == 200
     finally:
         gw.stop()
 

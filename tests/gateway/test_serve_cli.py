@@ -40,8 +40,8 @@ def test_replay_data_without_the_backends_model_is_one_line(tmp_path):
                       "routes:\n  - {name: auto, backends: [rp]}\n")
     res = _serve("--policy", str(policy), "--database-url", f"sqlite:///{tmp_path}/s.db")
     assert res.returncode == 1 and "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines()[-1] == (f"mixroute: {policy}: backend 'rp': model 'big-model' is not in its "
-                                                   "data (models: other-model)")
+    assert res.stderr.strip().splitlines()[-1] == (f"{policy}:3 backends[0].model: model 'big-model' is not in the "
+                                                   "backend's data (models: other-model)")
 
 
 def test_version_prints_the_installed_version():

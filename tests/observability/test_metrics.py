@@ -100,7 +100,7 @@ def test_grafana_dashboard_uses_only_exposed_metrics(gw):
 
 
 def test_refusals_are_counted_as_rejected_outcomes(tmp_path):
-    """A rule's block is an outcome row with status 'rejected': the counter, which promises
+    """A rule's block is an outcome row with status 'rejected' (labelled with its route): the counter, which promises
     one sample per outcome row, counts it too."""
     policy = """version: 1
 backends:
@@ -117,6 +117,6 @@ rules:
         assert r.status_code == 400 and r.json()["error"]["code"] == "prompt_blocked"
         wait_row(gw.settings.database_url, "outcomes", r.headers["x-mixroute-request-id"])
         text = httpx.get(gw.url + "/metrics").text
-        assert sample(text, "mixroute_requests_total", route="-", backend="-", status="rejected") == 1
+        assert sample(text, "mixroute_requests_total", route="auto", backend="-", status="rejected") == 1
     finally:
         gw.stop()
