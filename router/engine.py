@@ -47,6 +47,10 @@ from router.records import DecisionRecord
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
 
+#: What the engine refuses a read request with (after the model is resolved): each carries
+#: ``record``, the refusal's :class:`DecisionRecord`, for the store.
+REFUSALS = (NoCandidate, RequestRejected, PromptBlocked, BackendNotAllowed, ContextTooLong)
+
 _EPS = BAR_TOLERANCE  # 1e-9: a candidate clears the bar when quality + _EPS >= bar
 #: Header an admin may send to force a backend on a routed request.
 OVERRIDE_HEADER = "x-mixroute-backend-override"
@@ -122,19 +126,25 @@ class Router:
             if pinned is None:
                 raise UnknownModel(f"{OVERRIDE_HEADER}: unknown backend '{override}'", param=OVERRIDE_HEADER)
         if pinned is not None:
-            ruled = None
-            if not req.admin:  # an admin's pin (model or override header) is trusted; anyone else's obeys the rules
-                signals = {}
-                if needs_signals(self.policy, pinned):
-                    signals = (await self.predictor.predict(original, [pinned])).signals
-                ruled = pinned_rules(self.policy, pinned, req.tenant, req.headers, signals)
-            decision = await self._pinned(req, body, phash, text, pinned)
-            if ruled is not None:
-                cost = decision.candidates[0].expected_cost_usd
-                if ruled.max_cost_usd is not None and cost > ruled.max_cost_usd:
-                    raise BackendNotAllowed(f"Backend '{pinned.name}' would cost about {cost:.6f} USD for this request, "
-                                            f"over the policy's limit of {ruled.max_cost_usd} USD", param="model")
-                decision.record.signals["rules"] = ruled.notes
+            signals = {}
+            try:
+                ruled = None
+                if not req.admin:  # an admin's pin (model or override header) is trusted; anyone else's obeys the rules
+                    if needs_signals(self.policy, pinned):
+                        signals = (await self.predictor.predict(original, [pinned])).signals
+                    ruled = pinned_rules(self.policy, pinned, req.tenant, req.headers, signals)
+                decision = await self._pinned(req, body, phash, text, pinned)
+                if ruled is not None:
+                    cost = decision.candidates[0].expected_cost_usd
+                    if ruled.max_cost_usd is not None and cost > ruled.max_cost_usd:
+                        raise BackendNotAllowed(f"Backend '{pinned.name}' would cost about {cost:.6f} USD for this "
+                                                f"request, over the policy's limit of {ruled.max_cost_usd} USD",
+                                                param="model")
+                    decision.record.signals["rules"] = ruled.notes
+            except REFUSALS as exc:
+                exc.record = self._refusal(req, route.name if route else pinned.name, exc, signals, rewritten, phash,
+                                           pinned=True)
+                raise
             if route is not None:
                 decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
@@ -143,19 +153,24 @@ class Router:
         prediction = await self.predictor.predict(original, backends)
         try:
             return self._route(req, route, backends, prediction, body, phash, text, rewritten)
-        except (NoCandidate, RequestRejected, PromptBlocked) as exc:
-            # The refusal is logged like a decision: its route, signals and scored candidates
-            # say which route refuses what and why (the message names the rule or the bar).
-            cands = getattr(exc, "candidates", [])
-            exc.record = DecisionRecord(
-                request_id=req.request_id, route=route.name, policy_hash=self.loaded.hash, chosen="",
-                reason=exc.code, candidates=[vars(c).copy() for c in cands],
-                signals={**prediction.signals, "predictor": prediction.source, "refused": exc.message,
-                         **({"bar": exc.bar} if getattr(exc, "bar", None) is not None else {}),
-                         "rewrite": rewritten.signals()},
-                tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
-            )
+        except REFUSALS as exc:
+            exc.record = self._refusal(req, route.name, exc, {**prediction.signals, "predictor": prediction.source},
+                                       rewritten, phash)
             raise
+
+    def _refusal(self, req: RoutingRequest, route: str, exc, signals: dict, rewritten, phash: str,
+                 pinned: bool = False) -> DecisionRecord:
+        """The decision record of a refused request: its route (or pinned backend), signals and
+        scored candidates say which route refuses what and why (``signals.refused``: the
+        client's message, which names the rule, the bar or the context window)."""
+        bar = getattr(exc, "bar", None)
+        return DecisionRecord(
+            request_id=req.request_id, route=route, policy_hash=self.loaded.hash, chosen="", reason=exc.code,
+            candidates=[vars(c).copy() for c in getattr(exc, "candidates", [])],
+            signals={**signals, "refused": exc.message, **({"bar": bar} if bar is not None else {}),
+                     "rewrite": rewritten.signals()},
+            tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash, pinned=pinned,
+        )
 
     def _route(self, req: RoutingRequest, route: RouteConfig, backends: list[BackendConfig], prediction,
                body: dict, phash: str, text: str, rewritten) -> Decision:

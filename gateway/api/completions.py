@@ -24,10 +24,9 @@ from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from router.decision import Decision, RoutingRequest, candidate_dict, new_request_id
-from router.engine import OVERRIDE_HEADER
-from router.errors import InvalidRequest, MixrouteError, NoCandidate, RequestRejected
+from router.engine import OVERRIDE_HEADER, REFUSALS
+from router.errors import InvalidRequest, MixrouteError, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
-from router.rules import PromptBlocked
 from router.rewrite import CACHE_SCOPE_KEY
 
 router = APIRouter()
@@ -63,15 +62,10 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, p
     return await observability.decide(runtime.router, req), body
 
 
-#: Refusals by the router or the limits after parsing: recorded as a decision with no
-#: choice (or the decided one) and an outcome with status ``rejected``.
-_REFUSALS = (NoCandidate, RequestRejected, PromptBlocked)
-
-
 def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, principal: Principal,
                     exc: MixrouteError, decision: Decision | None = None) -> None:
-    # The engine's own record of a refusal (route, signals, scored candidates) when it has one;
-    # a refusal before a route is known (a pinned request's rule) keeps only the reason.
+    # The engine's own record of a refusal (route or pinned backend, signals, scored candidates);
+    # the minimal one is for a refusal raised elsewhere.
     rec = decision.record if decision is not None else getattr(exc, "record", None) or DecisionRecord(
         request_id=request_id, route="", policy_hash=runtime.loaded.hash, chosen="", reason=exc.code,
         candidates=[], tenant=principal.tenant, endpoint=endpoint)
@@ -203,7 +197,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     request_id = new_request_id()
     try:
         decision, body = await _decide(request, runtime, settings, endpoint, principal, request_id)
-    except _REFUSALS as exc:
+    except REFUSALS as exc:  # recorded: a decision with no choice and a 'rejected' outcome
         _record_refusal(state.store, runtime, request_id, endpoint, principal, exc)
         raise
     try:

@@ -234,3 +234,36 @@ def test_a_skipped_fallback_is_not_an_attempt(fallback_gateway):
     resp = httpx.post(fallback_gateway.v1 + "/chat/completions", json=body)
     assert resp.status_code == 200, resp.text
     assert resp.headers["x-mixroute-backend"] == "big-window" and resp.headers["x-mixroute-fallbacks"] == "short"
+
+
+def test_pinned_and_context_refusals_are_recorded_with_a_request_id(tmp_path):
+    """From a break-it pass: a pinned request a rule forbids (403 backend_not_allowed) and a
+    prompt no context window holds (400 context_length_exceeded) left no rows and no
+    x-mixroute-request-id."""
+    from tests.gateway.conftest import start_gateway
+
+    policy = """version: 1
+backends:
+  - {name: big, kind: fake, model: big-model, quality: 0.9, context_tokens: 4000}
+  - {name: small, kind: fake, model: small-model, quality: 0.5, context_tokens: 4000}
+routes:
+  - {name: auto, backends: [big, small]}
+rules:
+  - {name: cheap-only, when_header: x-cheap, route_to: small}
+"""
+    gw = start_gateway(tmp_path, policy)
+    try:
+        pinned = httpx.post(gw.v1 + "/chat/completions", json={"model": "big", "messages": MSG},
+                            headers={"x-cheap": "1"})
+        long = httpx.post(gw.v1 + "/chat/completions", json={"messages": [{"role": "user", "content": "word " * 30000}]})
+        for resp, code, route in ((pinned, "backend_not_allowed", "big"), (long, "context_length_exceeded", "auto")):
+            assert resp.json()["error"]["code"] == code
+            rid = resp.headers["x-mixroute-request-id"]
+            decision = _rows(gw, "decisions", rid)
+            assert decision["reason"] == code and decision["route"] == route and decision["chosen"] == ""
+            assert json.loads(decision["signals"])["refused"] == resp.json()["error"]["message"]
+            outcome = _rows(gw, "outcomes", rid)
+            assert outcome["status"] == "rejected" and outcome["http_status"] == resp.status_code
+        assert bool(_rows(gw, "decisions", pinned.headers["x-mixroute-request-id"])["pinned"])
+    finally:
+        gw.stop()
