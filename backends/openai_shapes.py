@@ -30,6 +30,23 @@ def prompt_text(endpoint: str, body: dict) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(map(str, prompt))
 
 
+def completions_asked(endpoint: str, body: dict) -> int:
+    """How many completions a request body asks the model to generate (and the provider
+    bills): ``n`` for chat; for legacy completions ``max(n, best_of)`` per prompt, one
+    prompt per entry of a ``prompt`` list of strings or of token lists (a string or one
+    list of token ids is one prompt). Invalid values count as 1 (the schema refuses them
+    before routing)."""
+    def count(name: str) -> int:
+        value = body.get(name)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+    if endpoint == "chat":
+        return count("n")
+    prompt = body.get("prompt")
+    prompts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
+    return max(prompts, 1) * max(count("n"), count("best_of"))
+
+
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
     return {
         "prompt_tokens": prompt_tokens,

@@ -36,6 +36,12 @@ class Candidate:
     #: ``predicted_quality - uncertainty_z x quality_sd`` (at least 0), under a
     #: ``route_target`` bar only: the value the bar and the route's share are held on.
     quality_bound: float | None = None
+    #: The most the request can cost here (USD): its ``max_tokens`` (or
+    #: ``max_completion_tokens``) for every completion it asks for; ``None`` without one.
+    #: Budgets and ``--tpm`` reserve it instead of the expected cost and tokens.
+    cost_ceiling_usd: float | None = None
+    #: Output tokens of that ceiling (``max_tokens`` x completions); ``None`` without one.
+    output_tokens_ceiling: int | None = None
 
 
 @dataclass

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
 
-from backends.openai_shapes import estimate_tokens, prompt_text
+from backends.openai_shapes import completions_asked, estimate_tokens, prompt_text
 from router.aggregate import BAR_TOLERANCE
 from router.cost import cost_usd, resolve_context, resolve_pricing
 from router.decision import Candidate, Decision, RoutingRequest
@@ -298,9 +298,11 @@ class Router:
         tokens_in = estimate_tokens(text)
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
         limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens")
-        if isinstance(limit, int) and limit > 0:
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            limit = None
+        if limit is not None:
             out = min(out, limit)
-        n = req.body.get("n") or 1
+        n = completions_asked(req.endpoint, req.body)  # n, or prompts x max(n, best_of) for legacy completions
         stable = min(tokens_in, estimate_tokens(stable_prefix_text(body or req.body)))
         cands = []
         for b in backends:
@@ -311,6 +313,8 @@ class Router:
                 backend=b.name, model=b.model, predicted_quality=float(quality.get(b.name, 0.5)),
                 expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n, cached),
                 expected_output_tokens=out * n, expected_cached_tokens=cached,
+                cost_ceiling_usd=None if limit is None else cost_usd(self.pricing[b.name], tokens_in, limit * n, cached),
+                output_tokens_ceiling=None if limit is None else limit * n,
             ))
         return cands
 

@@ -74,7 +74,9 @@ def limits_of(principal: Principal) -> list[Limits]:
 async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_unavailable: str) -> Admission:
     """Admit a decided request against its key's limits.
 
-    Expected tokens and cost are those of the chosen candidate.
+    Tokens and cost reserved are the chosen candidate's ceiling when the request sets
+    ``max_tokens`` (the most it can cost: :attr:`router.decision.Candidate.cost_ceiling_usd`),
+    else its expected ones; the answer settles them with the real ones.
 
     Raises:
         gateway.limits.base.RateLimitExceeded, gateway.limits.base.BudgetExceeded: over a limit.
@@ -84,11 +86,13 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
     if not all_limits:
         return Admission()
     chosen = next(c for c in decision.candidates if c.backend == decision.record.chosen)
-    tokens = chosen.expected_output_tokens + _input_tokens(decision)
+    ceiling = chosen.cost_ceiling_usd is not None
+    tokens = (chosen.output_tokens_ceiling if ceiling else chosen.expected_output_tokens) + _input_tokens(decision)
+    cost = chosen.cost_ceiling_usd if ceiling else chosen.expected_cost_usd
     reservations: list[Reservation] = []
     try:
         for limits in all_limits:
-            reservations.append(await limiter.admit(limits, tokens, chosen.expected_cost_usd))
+            reservations.append(await limiter.admit(limits, tokens, cost))
     except LimiterUnavailable as exc:
         await _release(limiter, reservations)
         if on_unavailable == "closed":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 
 import httpx
@@ -210,5 +211,37 @@ def test_tenant_budget_is_shared_by_its_keys(tmp_path):
         assert over.status_code == 429 and over.json()["error"]["code"] == "budget_exceeded"
         assert "tenant:acme" not in over.text  # internal subject names stay internal
         assert _post(gw, other, max_tokens=20).status_code == 200  # another tenant is unaffected
+    finally:
+        gw.stop()
+
+
+def test_max_tokens_reserves_the_most_a_request_can_cost(tmp_path):
+    """From a break-it pass: the budget reserved the expected cost (256 predicted tokens for
+    one completion), so concurrent long answers, or one legacy prompt list, went far over.
+    With max_tokens the reservation is its ceiling: while one request of a prompt list is in
+    flight, a second does not fit the budget."""
+    import concurrent.futures
+
+    slow = POLICY.replace("model: priced-model,", "model: priced-model-slow, options: {first_token_delay_s: 1.5},")
+    db = f"sqlite:///{tmp_path}/keys.db"
+    # 4 prompts x 1,000 tokens at $10/1M = $0.04 of output at most (expected: 4 x 256 tokens, $0.01).
+    key = _keys(db, tenant="acme", budget_usd=0.02, period="total")
+    gw = start_gateway(tmp_path, slow, database_url=db)
+    body = {"model": "auto", "prompt": ["x", "y", "z", "w"], "max_tokens": 1000}
+    route = httpx.post(gw.v1 + "/route", json=body, headers={"authorization": f"Bearer {key}"}).json()
+    try:
+        [cand] = route["candidates"]
+        assert cand["output_tokens_ceiling"] == 4000 and cand["cost_ceiling_usd"] == pytest.approx(0.04, rel=0.01)
+        assert cand["expected_cost_usd"] < 0.02  # reserving it would have admitted the second request
+
+        def post():
+            return httpx.post(gw.v1 + "/completions", json=body, headers={"authorization": f"Bearer {key}"}, timeout=30)
+
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            first = pool.submit(post)
+            time.sleep(0.5)  # the first is in flight, its ceiling reserved
+            second = pool.submit(post).result()
+            assert first.result().status_code == 200
+        assert second.status_code == 429 and second.json()["error"]["code"] == "budget_exceeded", second.text
     finally:
         gw.stop()

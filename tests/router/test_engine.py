@@ -76,6 +76,28 @@ async def test_max_tokens_caps_expected_output(router):
     assert all(c.expected_output_tokens == 10 for c in d.candidates)
 
 
+async def test_every_completion_asked_for_is_counted_and_max_tokens_sets_a_ceiling(router):
+    """From a break-it pass: a legacy `prompt` list of 2,000 prompts was estimated as one
+    completion, so a budget of 0.001 USD admitted a 0.205 USD request."""
+    from backends.openai_shapes import completions_asked
+
+    assert completions_asked("completions", {"prompt": ["a", "b", "c"], "n": 2}) == 6
+    assert completions_asked("completions", {"prompt": [[1, 2], [3]], "best_of": 3, "n": 2}) == 6
+    assert completions_asked("completions", {"prompt": [1, 2, 3]}) == 1  # one prompt of token ids
+    assert completions_asked("completions", {"prompt": "a"}) == completions_asked("chat", {}) == 1
+    assert completions_asked("chat", {"n": 3}) == 3
+    one = await router.decide(RoutingRequest("completions", {"model": "any", "prompt": "x", "max_tokens": 10}))
+    many = await router.decide(RoutingRequest("completions", {"model": "any", "prompt": ["x"] * 4, "max_tokens": 10}))
+    for a, b in zip(one.candidates, many.candidates):
+        assert (a.expected_output_tokens, b.expected_output_tokens) == (10, 40)
+        assert b.output_tokens_ceiling == 40 and b.cost_ceiling_usd == pytest.approx(b.expected_cost_usd)
+    # The ceiling is max_tokens, also where the expected length is shorter.
+    d = await router.decide(_req("auto", max_tokens=100_000))
+    assert all(c.expected_output_tokens < 100_000 == c.output_tokens_ceiling for c in d.candidates)
+    assert all(c.cost_ceiling_usd > c.expected_cost_usd for c in d.candidates)
+    assert all(c.cost_ceiling_usd is None for c in (await router.decide(_req("auto"))).candidates)
+
+
 async def test_pinned_and_unknown(router):
     d = await router.decide(_req("weak"))
     assert d.record.pinned and d.record.reason == "pinned" and d.record.chosen == "weak"
