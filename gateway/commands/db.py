@@ -100,6 +100,10 @@ def upgrade(
     from gateway.store import db
 
     url = _url(database_url)
+    if _in_memory_sqlite(url):
+        typer.echo(f"error: {url}: an in-memory SQLite database ends with this command, so migrating it keeps "
+                   "nothing; give a file (sqlite:///path/mixroute.db)", err=True)
+        raise typer.Exit(2)
     try:
         known = _check_revision(revision)
         at = db.current(url)
@@ -113,6 +117,20 @@ def upgrade(
     typer.echo(f"{db.safe_url(url)}: at revision {rev}")
 
 
+def _in_memory_sqlite(url: str) -> bool:
+    """``sqlite://``, ``sqlite:///:memory:`` or a ``mode=memory`` URI (a URL that does not
+    parse is left to the command's own error)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    return parsed.get_backend_name() == "sqlite" and (parsed.database in (None, "", ":memory:")
+                                                      or parsed.query.get("mode") == "memory")
+
+
 def _check_revision(revision: str) -> list[str]:
     """The known revisions, oldest first; raises ``alembic.util.CommandError`` naming them
     for an unknown one, before any connection is made."""
@@ -123,10 +141,10 @@ def _check_revision(revision: str) -> list[str]:
 
     script = ScriptDirectory.from_config(alembic_config())
     known = [r.revision for r in reversed(list(script.walk_revisions()))]
-    try:
-        script.get_revisions(revision)
-    except CommandError:
-        raise CommandError(f"unknown revision {revision!r} (known: {', '.join(known)}, head)") from None
+    # Only the revision ids and `head`: Alembic's other forms (`base`, `-1`, `0005@head`, an
+    # empty string) name downgrades or branches this command does not do, and some crashed it.
+    if revision != "head" and revision not in known:
+        raise CommandError(f"unknown revision {revision!r} (known: {', '.join(known)}, head)")
     return known
 
 

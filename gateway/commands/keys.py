@@ -137,14 +137,19 @@ def _interactive() -> bool:
 
 
 def _usd(value: float | None) -> str:
-    return "" if value is None else f"{value:.6f}"
+    """USD for tables: 6 decimals, or 3 significant digits for an amount below a millionth
+    (a budget of 1e-7 USD showed as 0.000000)."""
+    if value is None:
+        return ""
+    return f"{value:.6f}" if value == 0 or abs(value) >= 5e-7 else f"{value:.2e}"
 
 
 @app.command("create")
 def create(
     tenant: Annotated[str, typer.Option(help=f"Tenant name (at most {MAX_TENANT_CHARS} characters).")],
     budget_usd: Annotated[Optional[float], typer.Option(help="USD budget per --period.")] = None,
-    period: Annotated[str, typer.Option(help="Budget period: day, month or total.")] = "month",
+    period: Annotated[Optional[str], typer.Option(help="Budget period: day, month or total (default month; only with "
+                                                 "--budget-usd).")] = None,
     rpm: Annotated[Optional[int], typer.Option(help="Requests per minute.")] = None,
     tpm: Annotated[Optional[int], typer.Option(help="Tokens per minute.")] = None,
     routes: Annotated[Optional[list[str]], typer.Option("--routes", help="Allowed routes/backends (repeat).")] = None,
@@ -154,6 +159,9 @@ def create(
     """Create a key; the key itself is printed once, on the last line of stdout."""
     from gateway.auth.keys import KeyError_, create_key
 
+    if period is not None and budget_usd is None:
+        _error("--period needs --budget-usd (the period is the budget's)")
+    period = period or "month"
     if period not in ("day", "month", "total"):
         _error(f"--period must be day, month or total, got {period!r}")
     _check_tenant(tenant)

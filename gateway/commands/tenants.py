@@ -18,7 +18,7 @@ def set_(
 ) -> None:
     """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
     from gateway.auth.keys import KeyError_, set_tenant_budget
-    from gateway.commands.keys import _check_tenant, _engine, new_store_note
+    from gateway.commands.keys import _check_tenant, _engine, _usd, new_store_note
 
     _check_tenant(tenant)
 
@@ -40,7 +40,7 @@ def set_(
     if note:
         typer.echo(note, err=True)
     per = "in total" if period == "total" else f"per {period}"
-    what = f"{budget_usd:.6f} USD {per}" if budget_usd is not None else "no budget"
+    what = f"{_usd(budget_usd)} USD {per}" if budget_usd is not None else "no budget"
     typer.echo(f"tenant '{tenant}': {what}")
 
 
@@ -48,7 +48,7 @@ def set_(
 def list_(database_url: Annotated[Optional[str], typer.Option(help="Store URL.")] = None) -> None:
     """Tenants with a budget record."""
     from gateway.auth.keys import list_tenants
-    from gateway.commands.keys import _engine
+    from gateway.commands.keys import _engine, _usd
 
     for name, budget, period in list_tenants(_engine(database_url, create=False)):
-        typer.echo(f"{name}\t{'' if budget is None else f'{budget:.6f}'}\t{period}")
+        typer.echo(f"{name}\t{_usd(budget)}\t{period}")

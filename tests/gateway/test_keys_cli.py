@@ -230,3 +230,18 @@ def test_a_key_written_to_a_new_store_says_where(tmp_path):
     assert f"note: created a new store at {tmp_path}/new.db" in first.stderr
     second, _ = _create(url)
     assert second.stderr == ""
+
+
+def test_period_without_a_budget_and_budgets_below_a_millionth(db):
+    """From a break-it pass: `keys create --period day` without a budget made a key (tenants
+    set refused the same), and a budget of 1e-7 USD printed as 0.000000."""
+    res = _run("create", "--tenant", "acme", "--period", "day", "--database-url", db)
+    assert res.exit_code == 2 and "--period needs --budget-usd" in res.output
+    _no_keys(db)
+    res, _ = _create(db, "--budget-usd", "0.0000001", "--period", "day")
+    assert "budget 1.00e-07 USD per day" in res.stdout
+    assert "1.00e-07" in _run("list", "--database-url", db).stdout
+    tenants = CliRunner().invoke(app, ["tenants", "set", "acme", "--budget-usd", "0.0000001", "--database-url", db])
+    assert tenants.exit_code == 0 and "1.00e-07 USD per month" in tenants.stdout
+    assert "1.00e-07" in CliRunner().invoke(app, ["tenants", "list", "--database-url", db]).stdout
+    assert keys_cmd._usd(2.5) == "2.500000" and keys_cmd._usd(0) == "0.000000"

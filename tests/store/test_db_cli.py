@@ -58,12 +58,15 @@ def test_postgres_without_psycopg_exits_1(monkeypatch):
     assert "'psycopg' is not installed" in line and "mixroute[postgres]" in line and "hunter2" not in line
 
 
-def test_unknown_revision_exits_2_before_touching_the_database(tmp_path: Path):
+@pytest.mark.parametrize("revision", ["nope", "base", "-1", "0005@head", ""])
+def test_unknown_revision_exits_2_before_touching_the_database(tmp_path: Path, revision: str):
+    """Alembic's other forms (base, relative, branch@) crashed the command with a traceback
+    (break-it pass); only revision ids and head are taken."""
     url = f"sqlite:///{tmp_path / 'm.db'}"
-    res = _run("db", "upgrade", "--database-url", url, "--revision", "nope")
+    res = _run("db", "upgrade", "--database-url", url, "--revision", revision)
     assert res.exit_code == 2
     line = _one_clean_line(res)
-    assert "unknown revision 'nope'" in line and "0001" in line and "head" in line
+    assert f"unknown revision {revision!r}" in line and "0001" in line and "head" in line
     assert not (tmp_path / "m.db").exists()
 
 
@@ -101,3 +104,10 @@ def test_current_does_not_create_a_missing_sqlite_file(tmp_path: Path):
     assert res.exit_code == 0, res.output
     assert res.output.startswith("none") and "no database at" in res.output
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_an_in_memory_database_is_refused(url: str):
+    """It printed "at revision None" with exit 0 (break-it pass): nothing is kept."""
+    res = _run("db", "upgrade", "--database-url", url)
+    assert res.exit_code == 2 and "in-memory SQLite database" in _one_clean_line(res)
