@@ -94,6 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
+        from gateway.store.spend import tenant_spend
+
+        app.state.limiter.recorded_spend = lambda tenant, since: tenant_spend(store.engine, tenant, since)
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:

@@ -3,12 +3,13 @@
 Windows: fixed 60-second windows (``floor(unix_time / 60)``). A request is admitted while
 the window's count is below the limit, so a limit is exact to within one request.
 
-Budgets: spend is reserved before dispatch from the expected cost and settled with the
-real cost. A request is admitted while ``spent + reserved < budget``, so concurrent
-requests overspend by at most one request's expected cost (when expected costs are upper
-bounds, which the engine's estimate is unless ``max_tokens`` is absent and the answer is
-longer than the expected output length). Amounts are kept as integer nano-USD so Redis
-can add them atomically.
+Budgets: spend is reserved before dispatch (the chosen candidate's cost ceiling when the
+request sets ``max_tokens``, else its expected cost) and settled with the real cost. A
+request is admitted while ``spent + reserved < budget``, so concurrent requests overspend
+by at most one request's reservation when reservations are ceilings. A tenant budget's
+counter starts, once per process and period, from the spend the store recorded for the
+tenant in that period (:meth:`Limiter.seed_tenant`). Amounts are kept as integer nano-USD
+so Redis can add them atomically.
 
 Errors::
 
@@ -22,8 +23,11 @@ themselves before they are refused.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -31,6 +35,7 @@ from router.errors import RequestRejected
 
 WINDOW_S = 60
 NANO = 1_000_000_000
+log = logging.getLogger("mixroute.limits")
 
 
 class RateLimitExceeded(RequestRejected):
@@ -143,8 +148,59 @@ def period_retry_after(period: str, now: float | None = None) -> float:
     return 86400.0
 
 
+def period_start(period: str, now: float | None = None) -> datetime:
+    """UTC start of the budget period holding ``now`` (``total``: the epoch)."""
+    t = datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc)
+    if period == "day":
+        return t.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "month":
+        return t.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    return datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+#: Seconds before a failed read of a tenant's recorded spend is tried again.
+SEED_RETRY_S = 30.0
+
+
 class Limiter(ABC):
-    """Admit-then-settle limiter; see the module docstring for the rules."""
+    """Admit-then-settle limiter; see the module docstring for the rules.
+
+    Attributes:
+        recorded_spend: ``(tenant, since) -> USD`` the store recorded for the tenant's
+            answers since ``since`` (blocking; run in a thread), or ``None``: a tenant
+            budget's counter then starts at 0 (:meth:`seed_tenant`).
+    """
+
+    recorded_spend: Callable[[str, datetime], float] | None = None
+
+    async def seed_tenant(self, limits: Limits) -> None:
+        """Start a tenant budget's counter for this period from the store's record of the
+        tenant's spend in it, once per process and period, where the counter does not
+        exist yet (after a restart of an in-process limiter, or a budget set mid-period).
+        A store that cannot be read leaves the counter as it is, and is tried again after
+        :data:`SEED_RETRY_S`."""
+        if self.recorded_spend is None or limits.budget_usd is None or not limits.subject.startswith("tenant:"):
+            return
+        pid = period_id(limits.period)
+        if not hasattr(self, "_seeded"):
+            self._seeded: dict[tuple[str, str], float | bool] = {}
+        seeded = self._seeded
+        tried = seeded.get((limits.subject, pid))
+        if tried is True or (tried is not None and time.monotonic() - tried < SEED_RETRY_S):
+            return
+        try:
+            spent = await asyncio.to_thread(self.recorded_spend, limits.subject[len("tenant:"):],
+                                            period_start(limits.period))
+        except Exception as exc:  # the store is down: count from what this process sees
+            seeded[(limits.subject, pid)] = time.monotonic()
+            log.warning("tenant budget %s: recorded spend unreadable (%s); counting from 0 for now",
+                        limits.subject, type(exc).__name__)
+            return
+        await self._seed(limits, pid, spent)
+        seeded[(limits.subject, pid)] = True
+
+    async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
+        """Set the period's spent amount to ``spent_usd`` if nothing was counted yet."""
 
     @abstractmethod
     async def admit(self, limits: Limits, tokens: int, cost_usd: float) -> Reservation:

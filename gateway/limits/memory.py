@@ -42,6 +42,12 @@ class MemoryLimiter(Limiter):
             s[1] += cost
             return Reservation(limits, window, pid, tokens, cost, w[0], w[1], left)
 
+    async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
+        async with self._lock:
+            s = self._spend[(limits.subject, pid)]
+            if s == [0, 0]:  # nothing counted in this process yet
+                s[0] = to_nano(spent_usd)
+
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         async with self._lock:
             key = (reservation.limits.subject, reservation.window)

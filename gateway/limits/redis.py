@@ -97,6 +97,18 @@ class RedisLimiter(Limiter):
                 retry_after_s=period_retry_after(limits.period))
         return Reservation(limits, window, pid, tokens, cost, int(requests), int(window_tokens), left)
 
+    async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
+        """``HSETNX spent``: a counter another gateway (or this period's traffic) already
+        started is left as it is; a new one expires as the admit script's do."""
+        from redis.exceptions import RedisError
+
+        key = self._keys(limits.subject, 0, pid)[1]
+        try:
+            if await self._redis.hsetnx(key, "spent", to_nano(spent_usd)) and _PERIOD_TTL_S.get(limits.period, 0):
+                await self._redis.expire(key, _PERIOD_TTL_S[limits.period])
+        except (RedisError, OSError) as exc:
+            raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
+
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         keys = self._keys(reservation.limits.subject, reservation.window, reservation.period_id)
         await self._call(self._settle, keys, [tokens - reservation.tokens, -reservation.cost_nano, to_nano(cost_usd)])

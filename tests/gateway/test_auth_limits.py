@@ -245,3 +245,49 @@ def test_max_tokens_reserves_the_most_a_request_can_cost(tmp_path):
         assert second.status_code == 429 and second.json()["error"]["code"] == "budget_exceeded", second.text
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["in-process", "redis"])
+def test_a_tenant_budget_counts_the_spend_the_store_recorded(tmp_path, shared):
+    """From a break-it pass: an in-process budget restarted from zero with the gateway, and a
+    budget set mid-period ignored what the tenant had spent before. The counter now starts
+    from the store's record of the tenant's spend in the period."""
+    from gateway.auth.keys import set_tenant_budget
+
+    if shared and not REDIS_URL:
+        pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
+    db = f"sqlite:///{tmp_path}/tenant.db"
+    key = _keys(db, tenant="late")
+    extra = {"redis_url": REDIS_URL, "redis_prefix": f"mrtest-{uuid.uuid4().hex[:8]}"} if shared else {}
+    gw = start_gateway(tmp_path, POLICY, database_url=db, key_cache_ttl_s=0.2, **extra)
+    try:
+        spent = 0.0
+        for _ in range(3):  # no budget yet: nothing is counted by the limiter
+            r = _post(gw, key, max_tokens=20)
+            assert r.status_code == 200
+            wait_row(db, "outcomes", r.headers["x-mixroute-request-id"])
+            spent += float(r.headers["x-mixroute-cost-usd"])
+        engine = make_engine(db)
+        set_tenant_budget(engine, "late", spent * 0.9, "day")  # already spent this day
+        engine.dispose()
+        time.sleep(0.5)  # the key cache picks the budget up
+        over = _post(gw, key, max_tokens=20)
+        assert over.status_code == 429 and over.json()["error"]["code"] == "budget_exceeded", over.text
+        assert f"({spent:.6f} USD used)" in over.json()["error"]["message"]
+    finally:
+        gw.stop()
+    if shared:
+        return
+    # An in-process counter is gone with the process; the next one starts from the store.
+    engine = make_engine(db)
+    set_tenant_budget(engine, "late", spent * 1.2, "total")
+    engine.dispose()
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        first = _post(gw, key, max_tokens=20)  # 3 requests of 3.6 spent: admitted, then over
+        assert first.status_code == 200
+        wait_row(db, "outcomes", first.headers["x-mixroute-request-id"])
+        second = _post(gw, key, max_tokens=20)
+        assert second.status_code == 429 and second.json()["error"]["code"] == "budget_exceeded", second.text
+    finally:
+        gw.stop()

@@ -137,3 +137,38 @@ async def test_redis_timeout_setting_reaches_the_limiter():
         kw = lim._redis.connection_pool.connection_kwargs
         assert kw["socket_timeout"] == kw["socket_connect_timeout"] == expected
         await lim.aclose()
+
+
+async def test_a_tenant_budget_starts_from_the_recorded_spend_once_per_period(monkeypatch):
+    """The in-process counter of a tenant budget starts from what the store recorded; a store
+    that cannot be read leaves it at 0 and is asked again only after SEED_RETRY_S."""
+    import gateway.limits.base as base
+    from gateway.limits.memory import MemoryLimiter
+
+    limiter = MemoryLimiter()
+    calls = []
+
+    def recorded(tenant, since):
+        calls.append((tenant, since))
+        if len(calls) == 1:
+            raise OSError("database down")
+        return 0.004
+
+    limiter.recorded_spend = recorded
+    limits = Limits(subject="tenant:acme", budget_usd=0.005, period="month")
+    await limiter.seed_tenant(limits)  # unreadable: counts from 0 for now
+    assert await limiter.spent_usd(limits) == 0 and len(calls) == 1
+    await limiter.seed_tenant(limits)  # not asked again at once
+    assert len(calls) == 1
+    monkeypatch.setattr(base, "SEED_RETRY_S", 0.0)
+    await limiter.seed_tenant(limits)
+    assert calls[1][0] == "acme" and calls[1][1] == base.period_start("month")
+    assert await limiter.spent_usd(limits) == pytest.approx(0.004)
+    await limiter.seed_tenant(limits)  # seeded: once per period
+    assert len(calls) == 2
+    await limiter.admit(limits, 10, 0.0015)  # 0.004 spent < 0.005: admitted
+    with pytest.raises(BudgetExceeded):
+        await limiter.admit(limits, 10, 0.0015)  # 0.004 + 0.0015 reserved: full
+    key_limits = Limits(subject="key1", budget_usd=0.005, period="month")
+    await limiter.seed_tenant(key_limits)  # key budgets are not seeded (the store has no key id)
+    assert len(calls) == 2
