@@ -94,9 +94,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
-        from gateway.store.spend import tenant_spend
+        from gateway.store.spend import recorded_spend
 
-        app.state.limiter.recorded_spend = lambda tenant, since: tenant_spend(store.engine, tenant, since)
+        app.state.limiter.recorded_spend = lambda subject, since: recorded_spend(store.engine, subject, since)
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:

@@ -31,6 +31,8 @@ class DecisionRecord:
         probability: selection probability of ``chosen`` (1.0 for a deterministic policy).
         signals: classifier signals (domain, difficulty, pii, ...), JSON-serialisable.
         tenant: tenant name, ``None`` when auth is off.
+        key_id: id of the API key that sent the request (``mixroute keys list``), ``None``
+            when auth is off and for the admin key.
         endpoint: ``chat`` or ``completions``.
         pinned: the client named a backend directly.
         prefix_hash: hash of the rewritten request's stable prefix.
@@ -51,6 +53,7 @@ class DecisionRecord:
     pinned: bool = False
     prefix_hash: str | None = None
     created_at: datetime = field(default_factory=utcnow)
+    key_id: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

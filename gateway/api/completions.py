@@ -69,6 +69,7 @@ def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, pri
     rec = decision.record if decision is not None else getattr(exc, "record", None) or DecisionRecord(
         request_id=request_id, route="", policy_hash=runtime.loaded.hash, chosen="", reason=exc.code,
         candidates=[], tenant=principal.tenant, endpoint=endpoint)
+    rec.key_id = _key_id(principal)
     store.record_decision(rec)
     # Through the finisher, so the refusal is counted in mixroute_requests_total{status="rejected"}
     # like every other outcome row.
@@ -76,6 +77,11 @@ def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, pri
         request_id=request_id, backend=None, model=None, status="rejected", http_status=exc.status,
         error_code=exc.code))
     exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": request_id}
+
+
+def _key_id(principal: Principal) -> str | None:
+    """The id of the API key behind a request (``None``: auth off, or the admin key)."""
+    return principal.key.key_id if principal.key is not None else None
 
 
 CLIENT_CLOSED = 499
@@ -200,6 +206,7 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
     except REFUSALS as exc:  # recorded: a decision with no choice and a 'rejected' outcome
         _record_refusal(state.store, runtime, request_id, endpoint, principal, exc)
         raise
+    decision.record.key_id = _key_id(principal)
     try:
         admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
     except RequestRejected as exc:

@@ -92,7 +92,7 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
     reservations: list[Reservation] = []
     try:
         for limits in all_limits:
-            await limiter.seed_tenant(limits)  # once per process and period
+            await limiter.seed_budget(limits)  # once per process and period
             reservations.append(await limiter.admit(limits, tokens, cost))
     except LimiterUnavailable as exc:
         await _release(limiter, reservations)

@@ -6,9 +6,9 @@ the window's count is below the limit, so a limit is exact to within one request
 Budgets: spend is reserved before dispatch (the chosen candidate's cost ceiling when the
 request sets ``max_tokens``, else its expected cost) and settled with the real cost. A
 request is admitted while ``spent + reserved < budget``, so concurrent requests overspend
-by at most one request's reservation when reservations are ceilings. A tenant budget's
-counter starts, once per process and period, from the spend the store recorded for the
-tenant in that period (:meth:`Limiter.seed_tenant`). Amounts are kept as integer nano-USD
+by at most one request's reservation when reservations are ceilings. A budget's counter
+starts, once per process and period, from the spend the store recorded for the key or
+tenant in that period (:meth:`Limiter.seed_budget`). Amounts are kept as integer nano-USD
 so Redis can add them atomically.
 
 Errors::
@@ -166,20 +166,20 @@ class Limiter(ABC):
     """Admit-then-settle limiter; see the module docstring for the rules.
 
     Attributes:
-        recorded_spend: ``(tenant, since) -> USD`` the store recorded for the tenant's
-            answers since ``since`` (blocking; run in a thread), or ``None``: a tenant
-            budget's counter then starts at 0 (:meth:`seed_tenant`).
+        recorded_spend: ``(subject, since) -> USD`` the store recorded for a limits subject
+            (a key id, or ``tenant:<name>``) since ``since`` (blocking; run in a thread), or
+            ``None``: budget counters then start at 0 (:meth:`seed_budget`).
     """
 
     recorded_spend: Callable[[str, datetime], float] | None = None
 
-    async def seed_tenant(self, limits: Limits) -> None:
-        """Start a tenant budget's counter for this period from the store's record of the
+    async def seed_budget(self, limits: Limits) -> None:
+        """Start a budget's counter for this period from the store's record of the key's or
         tenant's spend in it, once per process and period, where the counter does not
         exist yet (after a restart of an in-process limiter, or a budget set mid-period).
         A store that cannot be read leaves the counter as it is, and is tried again after
         :data:`SEED_RETRY_S`."""
-        if self.recorded_spend is None or limits.budget_usd is None or not limits.subject.startswith("tenant:"):
+        if self.recorded_spend is None or limits.budget_usd is None:
             return
         pid = period_id(limits.period)
         if not hasattr(self, "_seeded"):
@@ -189,11 +189,10 @@ class Limiter(ABC):
         if tried is True or (tried is not None and time.monotonic() - tried < SEED_RETRY_S):
             return
         try:
-            spent = await asyncio.to_thread(self.recorded_spend, limits.subject[len("tenant:"):],
-                                            period_start(limits.period))
+            spent = await asyncio.to_thread(self.recorded_spend, limits.subject, period_start(limits.period))
         except Exception as exc:  # the store is down: count from what this process sees
             seeded[(limits.subject, pid)] = time.monotonic()
-            log.warning("tenant budget %s: recorded spend unreadable (%s); counting from 0 for now",
+            log.warning("budget of %s: recorded spend unreadable (%s); counting from 0 for now",
                         limits.subject, type(exc).__name__)
             return
         await self._seed(limits, pid, spent)

@@ -62,6 +62,7 @@ class Decision(Base):
     request_id: Mapped[str] = mapped_column(String, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     tenant: Mapped[str | None] = mapped_column(String)
+    key_id: Mapped[str | None] = mapped_column(String)
     route: Mapped[str] = mapped_column(String)
     endpoint: Mapped[str] = mapped_column(String)
     policy_hash: Mapped[str] = mapped_column(String)

@@ -1,5 +1,5 @@
-"""What the store recorded a tenant spending: the seed of its budget counter
-(:meth:`gateway.limits.base.Limiter.seed_tenant`)."""
+"""What the store recorded a key or a tenant spending: the seed of its budget counter
+(:meth:`gateway.limits.base.Limiter.seed_budget`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from sqlalchemy import Engine
 from gateway.store.models import Decision, Outcome
 
 
-def tenant_spend(engine: Engine | None, tenant: str, since: datetime) -> float:
-    """USD of the outcomes of ``tenant``'s requests decided at or after ``since`` (UTC),
-    as written so far (rows still queued in the writer are not counted).
+def recorded_spend(engine: Engine | None, subject: str, since: datetime) -> float:
+    """USD of the outcomes of the requests of ``subject`` (a limits subject: ``tenant:<name>``
+    for a tenant, else a key id) decided at or after ``since`` (UTC), as written so far (rows
+    still queued in the writer are not counted; decisions from before migration 0006 have no
+    key id).
 
     Raises:
         RuntimeError: the store has no engine (it never started).
@@ -23,6 +25,7 @@ def tenant_spend(engine: Engine | None, tenant: str, since: datetime) -> float:
         raise RuntimeError("the store has not started")
     query = (sa.select(sa.func.coalesce(sa.func.sum(Outcome.cost_usd), 0.0))
              .select_from(Outcome).join(Decision, Decision.request_id == Outcome.request_id)
-             .where(Decision.tenant == tenant, Decision.created_at >= since))
+             .where(Decision.tenant == subject[len("tenant:"):] if subject.startswith("tenant:")
+                    else Decision.key_id == subject, Decision.created_at >= since))
     with engine.connect() as conn:
         return float(conn.execute(query).scalar_one())

@@ -291,3 +291,28 @@ def test_a_tenant_budget_counts_the_spend_the_store_recorded(tmp_path, shared):
         assert second.status_code == 429 and second.json()["error"]["code"] == "budget_exceeded", second.text
     finally:
         gw.stop()
+
+
+def test_a_key_budget_survives_a_restart_of_an_in_process_limiter(tmp_path):
+    """The key's spend is recorded with its decisions (key_id), and the restarted gateway's
+    counter starts from it: a `total` budget no longer restarts from zero."""
+    db = f"sqlite:///{tmp_path}/keys.db"
+    key = _keys(db, tenant="acme", budget_usd=0.0004, period="total")
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        codes = []
+        for _ in range(20):
+            r = _post(gw, key, max_tokens=20)
+            codes.append(r.status_code)
+            if r.status_code != 200:
+                break
+            assert wait_row(db, "decisions", r.headers["x-mixroute-request-id"])["key_id"]
+        assert codes[-1] == 429 and 200 in codes
+    finally:
+        gw.stop()
+    gw = start_gateway(tmp_path, POLICY, database_url=db)
+    try:
+        again = _post(gw, key, max_tokens=20)
+        assert again.status_code == 429 and again.json()["error"]["code"] == "budget_exceeded", again.text
+    finally:
+        gw.stop()

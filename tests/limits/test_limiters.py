@@ -139,9 +139,9 @@ async def test_redis_timeout_setting_reaches_the_limiter():
         await lim.aclose()
 
 
-async def test_a_tenant_budget_starts_from_the_recorded_spend_once_per_period(monkeypatch):
-    """The in-process counter of a tenant budget starts from what the store recorded; a store
-    that cannot be read leaves it at 0 and is asked again only after SEED_RETRY_S."""
+async def test_a_budget_starts_from_the_recorded_spend_once_per_period(monkeypatch):
+    """The in-process counter of a budget starts from what the store recorded; a store that
+    cannot be read leaves it at 0 and is asked again only after SEED_RETRY_S."""
     import gateway.limits.base as base
     from gateway.limits.memory import MemoryLimiter
 
@@ -156,19 +156,20 @@ async def test_a_tenant_budget_starts_from_the_recorded_spend_once_per_period(mo
 
     limiter.recorded_spend = recorded
     limits = Limits(subject="tenant:acme", budget_usd=0.005, period="month")
-    await limiter.seed_tenant(limits)  # unreadable: counts from 0 for now
+    await limiter.seed_budget(limits)  # unreadable: counts from 0 for now
     assert await limiter.spent_usd(limits) == 0 and len(calls) == 1
-    await limiter.seed_tenant(limits)  # not asked again at once
+    await limiter.seed_budget(limits)  # not asked again at once
     assert len(calls) == 1
     monkeypatch.setattr(base, "SEED_RETRY_S", 0.0)
-    await limiter.seed_tenant(limits)
-    assert calls[1][0] == "acme" and calls[1][1] == base.period_start("month")
+    await limiter.seed_budget(limits)
+    assert calls[1][0] == "tenant:acme" and calls[1][1] == base.period_start("month")
     assert await limiter.spent_usd(limits) == pytest.approx(0.004)
-    await limiter.seed_tenant(limits)  # seeded: once per period
+    await limiter.seed_budget(limits)  # seeded: once per period
     assert len(calls) == 2
     await limiter.admit(limits, 10, 0.0015)  # 0.004 spent < 0.005: admitted
     with pytest.raises(BudgetExceeded):
         await limiter.admit(limits, 10, 0.0015)  # 0.004 + 0.0015 reserved: full
-    key_limits = Limits(subject="key1", budget_usd=0.005, period="month")
-    await limiter.seed_tenant(key_limits)  # key budgets are not seeded (the store has no key id)
+    await limiter.seed_budget(Limits(subject="key1", rpm=10))  # no budget: nothing to seed
     assert len(calls) == 2
+    await limiter.seed_budget(Limits(subject="key1", budget_usd=0.005, period="day"))
+    assert calls[2][0] == "key1" and calls[2][1] == base.period_start("day")

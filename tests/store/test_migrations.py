@@ -179,3 +179,42 @@ def test_0005_adds_the_cache_write_columns_and_downgrades(db_url: str) -> None:
         engine.dispose()
     upgrade(db_url)
     assert current(db_url) == head() and _WRITE_COLUMNS <= _outcome_columns(db_url)
+
+
+_OLD_DECISION = ("INSERT INTO decisions (request_id, created_at, tenant, route, endpoint, policy_hash, pinned, chosen, "
+                 "reason, probability, prefix_hash, candidates, fallbacks, signals) VALUES ('old', "
+                 "'2026-11-30 12:00:00', 'acme', 'auto', 'chat', 'h', false, 'b', 'pinned', 1.0, NULL, '[]', '[]', '{}')")
+
+
+def test_0006_adds_the_decision_key_id_and_downgrades(db_url: str) -> None:
+    from sqlalchemy import text
+
+    from tests.store.conftest import rows
+
+    def columns() -> set[str]:
+        engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+        try:
+            return {c["name"] for c in inspect(engine).get_columns("decisions")}
+        finally:
+            engine.dispose()
+
+    upgrade(db_url, "0005")
+    assert "key_id" not in columns()
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(_OLD_DECISION))  # a row written before the revision
+    finally:
+        engine.dispose()
+    upgrade(db_url, "0006")
+    assert rows(db_url, "SELECT request_id, tenant, key_id FROM decisions") == [("old", "acme", None)]
+    downgrade(db_url, "0005")
+    assert "key_id" not in columns()
+    assert rows(db_url, "SELECT request_id, tenant FROM decisions") == [("old", "acme")]  # rows kept
+    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
+    try:  # SQLite rebuilt the table in the downgrade: its index must have come back
+        assert {ix["name"] for ix in inspect(engine).get_indexes("decisions")} == {"ix_decisions_created_at"}
+    finally:
+        engine.dispose()
+    upgrade(db_url)
+    assert current(db_url) == head() and "key_id" in columns()

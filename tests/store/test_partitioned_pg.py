@@ -107,3 +107,24 @@ def test_migration_0005_on_time_partitioned_outcomes() -> None:
         downgrade(url, "0004")
         assert rows(url, cols, t="outcomes") == [(0,)] and rows(url, cols, t=month) == [(0,)]
         assert rows(url, f'SELECT request_id, tokens_in FROM "{month}"') == [("w", 50)]
+
+
+def test_migration_0006_on_time_partitioned_decisions() -> None:
+    # 0006 adds decisions.key_id and its downgrade drops it: both reach every partition.
+    pg_base_url()
+    with fresh_pg_schema() as url:
+        upgrade(url, "0005")
+        for sql in recipe_steps():
+            _run_sql(url, sql)
+        upgrade(url)
+        month = f"decisions_{NOW:%Y_%m}"
+        cols = ("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+                "AND table_name = :t AND column_name = 'key_id'")
+        assert rows(url, cols, t="decisions") == [(1,)] and rows(url, cols, t=month) == [(1,)]
+        _run_sql(url, "INSERT INTO decisions (request_id, created_at, tenant, key_id, route, endpoint, policy_hash, "
+                      "pinned, chosen, reason, probability, candidates, fallbacks, signals) VALUES ('k', now(), 'acme', "
+                      "'key1', 'auto', 'chat', 'h', false, 'b', 'pinned', 1.0, '[]', '[]', '{}')")
+        assert rows(url, f'SELECT key_id FROM "{month}"') == [("key1",)]
+        downgrade(url, "0005")
+        assert rows(url, cols, t="decisions") == [(0,)] and rows(url, cols, t=month) == [(0,)]
+        assert rows(url, f'SELECT request_id, tenant FROM "{month}"') == [("k", "acme")]
