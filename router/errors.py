@@ -42,8 +42,10 @@ class MixrouteError(Exception):
             self.code = code
 
     def to_envelope(self) -> dict:
-        """The OpenAI error envelope for this error."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+        """The OpenAI error envelope for this error, plus any top-level ``envelope_extra``
+        (the ``mixroute`` view of a refused dry run)."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code},
+                **getattr(self, "envelope_extra", {})}
 
 
 class InvalidRequest(MixrouteError):

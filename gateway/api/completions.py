@@ -174,7 +174,18 @@ async def route(request: Request):
         raise InvalidRequest("The body has both 'prompt' (legacy completions) and 'messages' (chat); send the "
                              "one of the endpoint you mean to call", param="prompt", code="ambiguous_body")
     endpoint = "completions" if "prompt" in raw else "chat"
-    decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw)
+    try:
+        decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw)
+    except REFUSALS as exc:
+        # The same error a real request gets, with what the engine saw: which candidates it
+        # scored against which bar, and the signals the rules read.
+        refused = getattr(exc, "record", None)
+        if refused is not None:
+            exc.envelope_extra = {"mixroute": {
+                "route": refused.route, "reason": refused.reason, "pinned": refused.pinned,
+                "quality_bar": refused.signals.get("bar"), "candidates": refused.candidates,
+                "signals": refused.signals}}
+        raise
     rec = decision.record
     replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)
     if principal.tenant is not None and not principal.admin:

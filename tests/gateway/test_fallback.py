@@ -117,6 +117,12 @@ routes:
         assert signals["bar"] == 0.9 and "min_quality: 0.9" in signals["refused"] and signals["predictor"]
         outcome = _rows(gw, "outcomes", rid)
         assert outcome["status"] == "rejected" and outcome["http_status"] == 422
+        # A dry run gets the same error, with the candidates and the bar it was refused against.
+        dry = httpx.post(gw.v1 + "/route", json={"messages": MSG})
+        assert dry.status_code == 422 and dry.json()["error"] == error
+        view = dry.json()["mixroute"]
+        assert view["route"] == "auto" and view["quality_bar"] == 0.9
+        assert [(c["backend"], c["predicted_quality"]) for c in view["candidates"]] == [("weak", 0.3), ("other", 0.2)]
         served = httpx.post(gw.v1 + "/chat/completions", json={"model": "open", "messages": MSG})
         assert served.status_code == 200
         _rows(gw, "outcomes", served.headers["x-mixroute-request-id"])
