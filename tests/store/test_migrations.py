@@ -137,10 +137,33 @@ def test_upgrade_waits_for_another_replica_on_postgresql() -> None:
             holder_engine.dispose()
 
 
-def _outcome_columns(url: str) -> set[str]:
+def _columns(url: str, table: str) -> set[str]:
     engine = create_engine(normalize_url(url), poolclass=NullPool)
     try:
-        return {c["name"] for c in inspect(engine).get_columns("outcomes")}
+        return {c["name"] for c in inspect(engine).get_columns(table)}
+    finally:
+        engine.dispose()
+
+
+def _outcome_columns(url: str) -> set[str]:
+    return _columns(url, "outcomes")
+
+
+def _indexes(url: str, table: str) -> set[str]:
+    engine = create_engine(normalize_url(url), poolclass=NullPool)
+    try:
+        return {ix["name"] for ix in inspect(engine).get_indexes(table)}
+    finally:
+        engine.dispose()
+
+
+def _execute(url: str, sql: str) -> None:
+    from sqlalchemy import text
+
+    engine = create_engine(normalize_url(url), poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
     finally:
         engine.dispose()
 
@@ -153,18 +176,11 @@ _OLD_OUTCOME = ("INSERT INTO outcomes (request_id, created_at, backend, model, s
 
 
 def test_0005_adds_the_cache_write_columns_and_downgrades(db_url: str) -> None:
-    from sqlalchemy import text
-
     from tests.store.conftest import rows
 
     upgrade(db_url, "0004")
     assert not _WRITE_COLUMNS & _outcome_columns(db_url)
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(_OLD_OUTCOME))  # a row written before the revision
-    finally:
-        engine.dispose()
+    _execute(db_url, _OLD_OUTCOME)  # a row written before the revision
     upgrade(db_url, "0005")
     assert _WRITE_COLUMNS <= _outcome_columns(db_url)
     assert rows(db_url, "SELECT tokens_cache_write, tokens_cache_write_1h FROM outcomes") == [(None, None)]
@@ -172,11 +188,8 @@ def test_0005_adds_the_cache_write_columns_and_downgrades(db_url: str) -> None:
     downgrade(db_url, "0004")
     assert not _WRITE_COLUMNS & _outcome_columns(db_url)
     assert rows(db_url, "SELECT request_id, tokens_in FROM outcomes") == [("old", 10)]  # rows kept
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:  # SQLite rebuilt the table in the downgrade: its index must have come back
-        assert {ix["name"] for ix in inspect(engine).get_indexes("outcomes")} == {"ix_outcomes_created_at"}
-    finally:
-        engine.dispose()
+    # SQLite rebuilt the table in the downgrade: its index must have come back
+    assert _indexes(db_url, "outcomes") == {"ix_outcomes_created_at"}
     upgrade(db_url)
     assert current(db_url) == head() and _WRITE_COLUMNS <= _outcome_columns(db_url)
 
@@ -187,34 +200,16 @@ _OLD_DECISION = ("INSERT INTO decisions (request_id, created_at, tenant, route, 
 
 
 def test_0006_adds_the_decision_key_id_and_downgrades(db_url: str) -> None:
-    from sqlalchemy import text
-
     from tests.store.conftest import rows
 
-    def columns() -> set[str]:
-        engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-        try:
-            return {c["name"] for c in inspect(engine).get_columns("decisions")}
-        finally:
-            engine.dispose()
-
     upgrade(db_url, "0005")
-    assert "key_id" not in columns()
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(_OLD_DECISION))  # a row written before the revision
-    finally:
-        engine.dispose()
+    assert "key_id" not in _columns(db_url, "decisions")
+    _execute(db_url, _OLD_DECISION)  # a row written before the revision
     upgrade(db_url, "0006")
     assert rows(db_url, "SELECT request_id, tenant, key_id FROM decisions") == [("old", "acme", None)]
     downgrade(db_url, "0005")
-    assert "key_id" not in columns()
+    assert "key_id" not in _columns(db_url, "decisions")
     assert rows(db_url, "SELECT request_id, tenant FROM decisions") == [("old", "acme")]  # rows kept
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:  # SQLite rebuilt the table in the downgrade: its index must have come back
-        assert {ix["name"] for ix in inspect(engine).get_indexes("decisions")} == {"ix_decisions_created_at"}
-    finally:
-        engine.dispose()
+    assert _indexes(db_url, "decisions") == {"ix_decisions_created_at"}  # back after SQLite's rebuild
     upgrade(db_url)
-    assert current(db_url) == head() and "key_id" in columns()
+    assert current(db_url) == head() and "key_id" in _columns(db_url, "decisions")

@@ -8,6 +8,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 from typer.testing import CliRunner
@@ -84,47 +85,41 @@ async def test_store_on_time_partitioned_tables(tmp_path: Path) -> None:
         assert rows(url, "SELECT request_id FROM decisions") == [("after",)]
 
 
-def test_migration_0005_on_time_partitioned_outcomes() -> None:
+#: A migration that alters a partitioned table, checked on one: (revision, the one before,
+#: table, its new columns, a row using them, what the row reads back in them and, after
+#: the downgrade, in the columns that stay).
+_PARTITIONED_MIGRATIONS = [
+    ("0005", "0004", "outcomes", ("tokens_cache_write", "tokens_cache_write_1h"),
+     "INSERT INTO outcomes (request_id, created_at, backend, model, status, http_status, fallbacks_taken, tokens_in, "
+     "tokens_out, tokens_cached, tokens_cache_write, tokens_cache_write_1h, cost_usd, streamed) VALUES ('w', now(), "
+     "'b', 'm', 'ok', 200, '[]', 50, 2, 0, 40, 10, 0.01, false)", (40, 10), ("tokens_in", 50)),
+    ("0006", "0005", "decisions", ("key_id",),
+     "INSERT INTO decisions (request_id, created_at, tenant, key_id, route, endpoint, policy_hash, pinned, chosen, "
+     "reason, probability, candidates, fallbacks, signals) VALUES ('w', now(), 'acme', 'key1', 'auto', 'chat', 'h', "
+     "false, 'b', 'pinned', 1.0, '[]', '[]', '{}')", ("key1",), ("tenant", "acme")),
+]
+
+
+@pytest.mark.parametrize(("revision", "before", "table", "columns", "insert", "new", "kept"), _PARTITIONED_MIGRATIONS,
+                         ids=[m[0] for m in _PARTITIONED_MIGRATIONS])
+def test_migration_on_time_partitioned_tables(revision, before, table, columns, insert, new, kept) -> None:
     # docs/STORE.md: a migration that alters a partitioned table must be checked on one.
-    # 0005 adds two columns to outcomes and its downgrade drops them: both reach every
-    # partition, and a row in a month's partition keeps its data.
+    # Its columns reach every partition, its downgrade drops them from every partition, and a
+    # row in a month's partition keeps its data.
     pg_base_url()
     with fresh_pg_schema() as url:
-        upgrade(url, "0004")
+        upgrade(url, before)
         for sql in recipe_steps():
             _run_sql(url, sql)
-        upgrade(url)
-        month = f"outcomes_{NOW:%Y_%m}"
+        upgrade(url, revision)
+        month = f"{table}_{NOW:%Y_%m}"
+        names = ", ".join(f"'{c}'" for c in columns)
         cols = ("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = :t AND column_name LIKE 'tokens_cache_write%'")
-        assert rows(url, cols, t="outcomes") == [(2,)] and rows(url, cols, t=month) == [(2,)]
-        assert rows(url, cols, t="outcomes_default") == [(2,)]
-        _run_sql(url, "INSERT INTO outcomes (request_id, created_at, backend, model, status, http_status, "
-                      "fallbacks_taken, tokens_in, tokens_out, tokens_cached, tokens_cache_write, "
-                      "tokens_cache_write_1h, cost_usd, streamed) VALUES ('w', now(), 'b', 'm', 'ok', 200, "
-                      "'[]', 50, 2, 0, 40, 10, 0.01, false)")
-        assert rows(url, f'SELECT tokens_cache_write, tokens_cache_write_1h FROM "{month}"') == [(40, 10)]
-        downgrade(url, "0004")
-        assert rows(url, cols, t="outcomes") == [(0,)] and rows(url, cols, t=month) == [(0,)]
-        assert rows(url, f'SELECT request_id, tokens_in FROM "{month}"') == [("w", 50)]
-
-
-def test_migration_0006_on_time_partitioned_decisions() -> None:
-    # 0006 adds decisions.key_id and its downgrade drops it: both reach every partition.
-    pg_base_url()
-    with fresh_pg_schema() as url:
-        upgrade(url, "0005")
-        for sql in recipe_steps():
-            _run_sql(url, sql)
-        upgrade(url)
-        month = f"decisions_{NOW:%Y_%m}"
-        cols = ("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-                "AND table_name = :t AND column_name = 'key_id'")
-        assert rows(url, cols, t="decisions") == [(1,)] and rows(url, cols, t=month) == [(1,)]
-        _run_sql(url, "INSERT INTO decisions (request_id, created_at, tenant, key_id, route, endpoint, policy_hash, "
-                      "pinned, chosen, reason, probability, candidates, fallbacks, signals) VALUES ('k', now(), 'acme', "
-                      "'key1', 'auto', 'chat', 'h', false, 'b', 'pinned', 1.0, '[]', '[]', '{}')")
-        assert rows(url, f'SELECT key_id FROM "{month}"') == [("key1",)]
-        downgrade(url, "0005")
-        assert rows(url, cols, t="decisions") == [(0,)] and rows(url, cols, t=month) == [(0,)]
-        assert rows(url, f'SELECT request_id, tenant FROM "{month}"') == [("k", "acme")]
+                f"AND table_name = :t AND column_name IN ({names})")
+        for t in (table, month, f"{table}_default"):
+            assert rows(url, cols, t=t) == [(len(columns),)], t
+        _run_sql(url, insert)
+        assert rows(url, f'SELECT {", ".join(columns)} FROM "{month}"') == [new]
+        downgrade(url, before)
+        assert rows(url, cols, t=table) == [(0,)] and rows(url, cols, t=month) == [(0,)]
+        assert rows(url, f'SELECT request_id, {kept[0]} FROM "{month}"') == [("w", kept[1])]
