@@ -98,7 +98,12 @@ class Router:
 
         Raises:
             router.errors.UnknownModel: ``model`` names neither a route nor a backend.
-            router.errors.NoCandidate: rules left no candidate, or ``on_no_candidate: reject``.
+            router.errors.NoCandidate: ``on_no_candidate: reject`` and no candidate clears the
+                bar (422); :class:`~router.errors.NoAllowedCandidate` (403): rules or cost
+                limits left none.
+            router.rules.PromptBlocked, router.errors.BackendNotAllowed,
+            router.errors.ContextTooLong, router.errors.RequestRejected: see
+                :data:`REFUSALS`; each carries ``record``, its :class:`DecisionRecord`.
         """
         model = req.body.get("model") or self.policy.default_route
         route, pinned = self.target(model)
@@ -177,8 +182,9 @@ class Router:
         """The decision for a request to ``route`` (steps 2-6 of the module docstring).
 
         Raises:
-            router.rules.PromptBlocked, router.errors.NoCandidate, router.errors.RequestRejected:
-                as :meth:`decide`; a quality-bar refusal carries ``candidates`` and ``bar``.
+            router.rules.PromptBlocked, router.errors.NoCandidate, router.errors.RequestRejected,
+            router.errors.ContextTooLong: as :meth:`decide`; a refusal by :func:`choose`
+                carries ``candidates`` and ``bar``.
         """
         ruled = apply_rules(self.policy, route, backends, req.tenant, req.headers, prediction.signals)
         if not ruled.backends:

@@ -158,7 +158,7 @@ def period_start(period: str, now: float | None = None) -> datetime:
     return datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-#: Seconds before a failed read of a tenant's recorded spend is tried again.
+#: Seconds before a failed read of a budget's recorded spend is tried again.
 SEED_RETRY_S = 30.0
 
 
