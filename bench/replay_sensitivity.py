@@ -118,7 +118,7 @@ def heads_and_embeddings(prompts: list[str]):
 
 def model_columns(labels: list[str], models: list[str]) -> list[int]:
     """The head's label column of each data model (as the gateway matches them)."""
-    from router.classify.predictor import label_lookup, match_label
+    from router.classify.labels import label_lookup, match_label
 
     lookup = label_lookup(labels)
     return [labels.index(match_label(lookup, m)) for m in models]

@@ -62,7 +62,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
         raise typer.Exit(1) from None
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
-    from router.classify.predictor import quality_notes, shipped_quality_labels
+    from router.classify.labels import quality_notes, shipped_quality_labels
 
     labels = shipped_quality_labels()
     for note in pricing_notes(p) + (quality_notes(p, labels) if labels else []):

@@ -122,7 +122,7 @@ class PolicyHolder:
         log.info("policy %s applied (hash %s)", self.path, loaded.hash)
         labels = getattr(self.predictor, "quality_labels", None)
         if labels:  # a classifier is loaded (numpy with it: a plain install never gets here)
-            from router.classify.predictor import quality_notes
+            from router.classify.labels import quality_notes
         for note in pricing_notes(loaded.policy) + (quality_notes(loaded.policy, labels) if labels else []):
             log.warning("policy %s: %s", self.path, note)
         return runtime

@@ -212,7 +212,7 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAU
     """The memory of ``data``'s ``train`` split (:func:`router.classify.data.split_of`, the
     quality head's own training rows; ``calib`` and ``test`` stay out of it) for the quality
     head under ``adapters`` (its labels, matched to the data's model names as the gateway
-    matches backends, :func:`router.classify.predictor.match_label`).
+    matches backends, :func:`router.classify.labels.match_label`).
 
     Args:
         embedder: texts -> ``(N, D)`` L2-normalised embeddings; default the cached MiniLM
@@ -253,9 +253,9 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAU
 def score_matrix(rows: list[Any], labels: list[str], dtype: Any = np.float32) -> np.ndarray:
     """``(len(rows), len(labels))`` of ``dtype``: each :class:`router.classify.data.Row`'s recorded
     scores under the quality labels they match (as the gateway matches backends,
-    :func:`router.classify.predictor.match_label`); NaN where a model is not recorded or not
+    :func:`router.classify.labels.match_label`); NaN where a model is not recorded or not
     a label."""
-    from router.classify.predictor import label_lookup, match_label
+    from router.classify.labels import label_lookup, match_label
 
     lookup = label_lookup(labels)
     col = {lab: i for i, lab in enumerate(labels)}

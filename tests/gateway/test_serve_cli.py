@@ -314,3 +314,18 @@ def test_a_plain_install_warns_with_the_classifier_extra(tmp_path):
                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
     assert res.returncode == 0, res.stderr[-2000:]
     assert "classifier not loaded (numpy" in res.stderr and "pip install 'mixroute[classifier]'" in res.stderr
+
+
+def test_policy_validate_works_on_a_plain_install(tmp_path):
+    """From a fresh-user pass: on `pip install -e .` (no numpy) `policy validate` printed "ok",
+    then a traceback and exit 1, from the import of its quality-head notes."""
+    (tmp_path / "numpy.py").write_text("raise ImportError(\"No module named 'numpy'\", name='numpy')\n")
+    policy = tmp_path / "p.yaml"
+    policy.write_text("version: 1\nbackends:\n  - {name: a, kind: fake, model: mystery-model}\n"
+                      "routes:\n  - {name: auto, backends: [a]}\n")
+    res = subprocess.run([sys.executable, "-m", "gateway.cli", "policy", "validate", str(policy)],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert f"{policy}: ok" in res.stdout
+    assert "the quality head does not know model 'mystery-model'" in res.stderr  # the notes still come

@@ -691,7 +691,7 @@ def test_rules_that_leave_a_backend_are_kept(rules):
 def test_validate_notes_backends_the_quality_head_cannot_predict_for(tmp_path):
     """From a break-it pass: `quality_model: gpt-17-turbo` (a typo) validated without a word,
     and every prompt then got the unknown prior 0.5 for that backend, so it lost every route."""
-    from router.classify.predictor import shipped_quality_labels
+    from router.classify.labels import shipped_quality_labels
 
     if not shipped_quality_labels():
         pytest.skip("no shipped quality head (adapters/quality/config.json)")
