@@ -185,6 +185,7 @@ async def route(request: Request):
                 "route": refused.route, "reason": refused.reason, "pinned": refused.pinned,
                 "quality_bar": refused.signals.get("bar"), "candidates": refused.candidates,
                 "signals": refused.signals}}
+            exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": refused.request_id}
         raise
     rec = decision.record
     replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)

@@ -119,7 +119,7 @@ routes:
         assert outcome["status"] == "rejected" and outcome["http_status"] == 422
         # A dry run gets the same error, with the candidates and the bar it was refused against.
         dry = httpx.post(gw.v1 + "/route", json={"messages": MSG})
-        assert dry.status_code == 422 and dry.json()["error"] == error
+        assert dry.status_code == 422 and dry.json()["error"] == error and dry.headers["x-mixroute-request-id"]
         view = dry.json()["mixroute"]
         assert view["route"] == "auto" and view["quality_bar"] == 0.9
         assert [(c["backend"], c["predicted_quality"]) for c in view["candidates"]] == [("weak", 0.3), ("other", 0.2)]
