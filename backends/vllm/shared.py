@@ -58,21 +58,24 @@ class SharedPoolState:
         self.interval_s = interval_s
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue(maxsize=10_000)
         self._tasks: list[asyncio.Task] = []
+        self._key_of: dict[str, str] = {}  # replica base URL -> replica_key(), set by start()
         self.dropped = 0
 
     def start(self, pool, chooser) -> None:
         """Start syncing ``pool`` (a :class:`backends.vllm.pool.Pool`) and, when it is an
         affinity chooser, sharing its choices."""
         loop = asyncio.get_running_loop()
+        self._key_of = {r.base_url: replica_key(r.base_url) for r in pool.replicas}  # a pool's replicas are fixed
         self._tasks.append(loop.create_task(self._sync_in_flight(pool)))
         if hasattr(chooser, "learn"):
             chooser.on_choice = self._share_choice
             self._tasks.append(loop.create_task(self._publish()))
-            self._tasks.append(loop.create_task(self._listen(chooser, pool)))
+            self._tasks.append(loop.create_task(self._listen(chooser)))
 
     def _share_choice(self, hashes, url: str) -> None:
         try:
-            self._outbox.put_nowait(orjson.dumps({"g": self.gateway_id, "r": replica_key(url), "h": list(hashes)}))
+            self._outbox.put_nowait(orjson.dumps({"g": self.gateway_id, "r": self._key_of.get(url) or replica_key(url),
+                                                "h": list(hashes)}))
         except asyncio.QueueFull:
             self.dropped += 1
 
@@ -86,7 +89,8 @@ class SharedPoolState:
                 self.dropped += 1
                 log.debug("affinity publish failed: %s", exc)
 
-    async def _listen(self, chooser, pool) -> None:
+    async def _listen(self, chooser) -> None:
+        url_of = {key: url for url, key in self._key_of.items()}
         while True:
             pubsub = self._redis.pubsub()
             try:
@@ -96,7 +100,7 @@ class SharedPoolState:
                         continue
                     data = orjson.loads(message["data"])
                     # A replica this gateway's pool does not list (another configuration) is not learned.
-                    url = {replica_key(r.base_url): r.base_url for r in pool.replicas}.get(data.get("r"))
+                    url = url_of.get(data.get("r"))
                     if data.get("g") != self.gateway_id and url is not None:
                         chooser.learn(data["h"], url)
             except asyncio.CancelledError:
@@ -115,7 +119,7 @@ class SharedPoolState:
             try:
                 now = time.time()
                 async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.hset(mine, mapping={replica_key(r.base_url): r.in_flight for r in pool.replicas})
+                    pipe.hset(mine, mapping={self._key_of[r.base_url]: r.in_flight for r in pool.replicas})
                     pipe.pexpire(mine, ttl_ms)
                     pipe.zadd(gateways, {self.gateway_id: now})
                     pipe.zremrangebyscore(gateways, 0, now - 5 * self.interval_s)
@@ -131,7 +135,7 @@ class SharedPoolState:
                             for key, n in counts.items():
                                 totals[key.decode()] = totals.get(key.decode(), 0) + int(n)
                 for r in pool.replicas:
-                    r.remote_in_flight = totals.get(replica_key(r.base_url), 0)
+                    r.remote_in_flight = totals.get(self._key_of[r.base_url], 0)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis down: fall back to this gateway's own counts
