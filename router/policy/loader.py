@@ -216,6 +216,7 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     rule_names: set[str] = set()
     tags = {t for b in policy.backends for t in b.tags}
     for i, rule in enumerate(policy.rules):
+        reported = len(problems)
         if rule.name in rule_names:
             add(("rules", i, "name"), f"duplicate rule name '{rule.name}'")
         rule_names.add(rule.name)
@@ -246,7 +247,7 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
         for j, name in enumerate(rule.allow_backends):
             if name not in seen:
                 add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
-        if not problems or problems[-1].path.split(".")[0] != f"rules[{i}]":
+        if len(problems) == reported:  # a rule with a problem of its own is not judged on its filters too
             _leaves_none(policy, i, add)
     return problems
 
