@@ -64,8 +64,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
     from router.classify.labels import quality_notes, shipped_quality_labels
 
-    labels = shipped_quality_labels()
-    for note in pricing_notes(p) + (quality_notes(p, labels) if labels else []):
+    for note in pricing_notes(p) + quality_notes(p, shipped_quality_labels()):
         typer.echo(f"{file}: note: {note}", err=True)
 
 

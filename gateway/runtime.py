@@ -13,6 +13,7 @@ from pathlib import Path
 from backends.base import Backend
 from backends.registry import build_backend
 from router.data import DataFormatError
+from router.classify.labels import quality_notes
 from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
@@ -120,10 +121,8 @@ class PolicyHolder:
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
         log.info("policy %s applied (hash %s)", self.path, loaded.hash)
-        labels = getattr(self.predictor, "quality_labels", None)
-        if labels:  # a classifier is loaded (numpy with it: a plain install never gets here)
-            from router.classify.labels import quality_notes
-        for note in pricing_notes(loaded.policy) + (quality_notes(loaded.policy, labels) if labels else []):
+        labels = getattr(self.predictor, "quality_labels", [])  # the classifier's; none on priors
+        for note in pricing_notes(loaded.policy) + quality_notes(loaded.policy, labels):
             log.warning("policy %s: %s", self.path, note)
         return runtime
 

@@ -40,7 +40,9 @@ def quality_notes(policy: Any, labels: Sequence[str]) -> list[str]:
     ``quality_model`` that matches none of the labels (a typo turns per-prompt prediction
     off for that backend, silently), or a backend whose ``model`` matches none and that has
     no ``quality`` prior (it is predicted :data:`~router.predict.UNKNOWN_QUALITY` on every
-    prompt)."""
+    prompt). None without labels (no quality head to match)."""
+    if not labels:
+        return []
     lookup = label_lookup(labels)
     routed = {n for r in policy.routes for n in r.backends}
     notes = []
