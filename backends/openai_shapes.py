@@ -44,7 +44,7 @@ def completions_asked(endpoint: str, body: dict) -> int:
         return count("n")
     prompt = body.get("prompt")
     prompts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
-    return max(prompts, 1) * max(count("n"), count("best_of"))
+    return prompts * max(count("n"), count("best_of"))
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
