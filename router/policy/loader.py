@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from router.policy.locate import line_of, loc_text
 from router.policy.models import Policy
-from router.policy.yamltree import PolicyProblem, check_tree, substitute_env, with_env
+from router.policy.yamltree import PolicyProblem, check_tree, substitute_env, with_env, yaml_hint
 
 
 class PolicyError(Exception):
@@ -84,31 +84,6 @@ def load_policy(path: str | Path) -> LoadedPolicy:
 MAX_POLICY_BYTES = 8 << 20
 
 
-def _yaml_hint(exc: yaml.YAMLError) -> str | None:
-    """Plain words for the PyYAML errors a hand-edited policy runs into most ("expected
-    <block end>, but found '<block mapping start>'" is a mis-indented key), or ``None``."""
-    problem = str(getattr(exc, "problem", "") or "")
-    context = str(getattr(exc, "context", "") or "")
-    opened = getattr(exc, "context_mark", None)
-    at = f" at line {opened.line + 1}" if opened is not None else ""
-    if problem.startswith("found character '\\t'"):  # PyYAML writes the tab as \t
-        return "a tab: YAML indents with spaces only"
-    if "flow sequence" in context:
-        return f"the '[' opened{at} is not closed, or an item in it is not followed by ','"
-    if "flow mapping" in context:
-        return f"the '{{' opened{at} is not closed, or an item in it is not followed by ','"
-    if "quoted scalar" in context:
-        return f"the quote opened{at} is not closed"
-    if problem.startswith("expected <block end>"):
-        return "this line is indented differently from the keys before it: keys of one mapping start in the same column"
-    if problem == "mapping values are not allowed here":
-        return ("a 'key: value' where a plain value was expected: this line is indented deeper than the key "
-                "before it, or a value that holds ': ' needs quotes")
-    if problem == "sequence entries are not allowed here":
-        return "a '- item' on the line of its key: a list starts on the line below its key, or is written [a, b]"
-    return None
-
-
 def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None = None) -> LoadedPolicy:
     """Validate policy text. ``base_dir`` resolves relative replay ``data`` paths.
 
@@ -131,7 +106,7 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
             # In a flow collection `{`/`}` are YAML's own: `{name: a, api_key: ${KEY}}` reads as
             # a nested mapping, and YAML's message alone ("expected ',' or '}', but got '{'") hides why.
             message += ' (a ${VAR} inside {...} or [...] must be quoted: "${VAR}")'
-        elif hint := _yaml_hint(exc):
+        elif hint := yaml_hint(exc):
             message += f" ({hint})"
         raise PolicyError(source, [PolicyProblem(line, "", message)]) from None
     except RecursionError:  # a policy is a few levels deep; hundreds of levels are a broken file

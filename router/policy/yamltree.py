@@ -1,7 +1,8 @@
 """The YAML node tree of a policy before validation: structural checks no schema can see
 (custom tags, duplicate keys, recursive aliases, alias bombs) and ``${VAR}`` /
 ``${VAR:-default}`` substitution in scalar values, each problem a :class:`PolicyProblem` with
-its line (used by :func:`router.policy.loader.parse_policy`)."""
+its line, and plain words for PyYAML's own syntax errors (:func:`yaml_hint`) (used by
+:func:`router.policy.loader.parse_policy`)."""
 
 from __future__ import annotations
 
@@ -108,3 +109,28 @@ def substitute_env(node: yaml.Node, path: tuple, problems: list[PolicyProblem]) 
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             substitute_env(item, path + (i,), problems)
+
+
+def yaml_hint(exc: yaml.YAMLError) -> str | None:
+    """Plain words for the PyYAML errors a hand-edited policy runs into most ("expected
+    <block end>, but found '<block mapping start>'" is a mis-indented key), or ``None``."""
+    problem = str(getattr(exc, "problem", "") or "")
+    context = str(getattr(exc, "context", "") or "")
+    opened = getattr(exc, "context_mark", None)
+    at = f" at line {opened.line + 1}" if opened is not None else ""
+    if problem.startswith("found character '\\t'"):  # PyYAML writes the tab as \t
+        return "a tab: YAML indents with spaces only"
+    if "flow sequence" in context:
+        return f"the '[' opened{at} is not closed, or an item in it is not followed by ','"
+    if "flow mapping" in context:
+        return f"the '{{' opened{at} is not closed, or an item in it is not followed by ','"
+    if "quoted scalar" in context:
+        return f"the quote opened{at} is not closed"
+    if problem.startswith("expected <block end>"):
+        return "this line is indented differently from the keys before it: keys of one mapping start in the same column"
+    if problem == "mapping values are not allowed here":
+        return ("a 'key: value' where a plain value was expected: this line is indented deeper than the key "
+                "before it, or a value that holds ': ' needs quotes")
+    if problem == "sequence entries are not allowed here":
+        return "a '- item' on the line of its key: a list starts on the line below its key, or is written [a, b]"
+    return None
