@@ -171,7 +171,10 @@ class Limiter(ABC):
             ``None``: budget counters then start at 0 (:meth:`seed_budget`).
     """
 
-    recorded_spend: Callable[[str, datetime], float] | None = None
+    def __init__(self) -> None:
+        self.recorded_spend: Callable[[str, datetime], float] | None = None
+        # (subject, period id) -> True once seeded, or the monotonic time of a failed read
+        self._seeded: dict[tuple[str, str], float | bool] = {}
 
     async def seed_budget(self, limits: Limits) -> None:
         """Start a budget's counter for this period from the store's record of the key's or
@@ -182,8 +185,6 @@ class Limiter(ABC):
         if self.recorded_spend is None or limits.budget_usd is None:
             return
         pid = period_id(limits.period)
-        if not hasattr(self, "_seeded"):
-            self._seeded: dict[tuple[str, str], float | bool] = {}
         seeded = self._seeded
         tried = seeded.get((limits.subject, pid))
         if tried is True or (tried is not None and time.monotonic() - tried < SEED_RETRY_S):

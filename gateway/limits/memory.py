@@ -13,6 +13,7 @@ class MemoryLimiter(Limiter):
     """Counters in a dict under one asyncio lock (old windows are dropped as time moves)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._lock = asyncio.Lock()
         self._windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])  # (requests, tokens)
         self._spend: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])    # (spent, reserved) nano-USD

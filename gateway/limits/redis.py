@@ -58,6 +58,7 @@ class RedisLimiter(Limiter):
                  max_connections: int = 64):
         import redis.asyncio as aioredis
 
+        super().__init__()
         self.prefix = prefix
         # A blocking pool: a burst waits for a free connection instead of failing.
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=pool_wait_s,
