@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,29 +34,21 @@ def test_upgrade_head_and_current(db_url: str) -> None:
     upgrade(db_url)
     assert current(db_url) == head()
     upgrade(db_url)  # a second upgrade is a no-op
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        insp = inspect(engine)
-        assert {"decisions", "outcomes", "policies"} <= set(insp.get_table_names())
-        assert {ix["name"] for ix in insp.get_indexes("decisions")} == {"ix_decisions_created_at"}
-        assert {ix["name"] for ix in insp.get_indexes("outcomes")} == {"ix_outcomes_created_at"}
-    finally:
-        engine.dispose()
+    with _engine(db_url) as engine:
+        assert {"decisions", "outcomes", "policies"} <= set(inspect(engine).get_table_names())
+    assert _indexes(db_url, "decisions") == {"ix_decisions_created_at"}
+    assert _indexes(db_url, "outcomes") == {"ix_outcomes_created_at"}
 
 
 def test_store_models_match_the_migrations(db_url: str) -> None:
     upgrade(db_url)
-    engine = create_engine(normalize_url(db_url), poolclass=NullPool)
-    try:
-        with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={
-                # Only this package's tables; other packages' tables have their own tests.
-                "include_name": lambda name, kind, _p: kind != "table" or name in TABLES,
-                "include_object": lambda obj, name, kind, *_: kind != "table" or name in TABLES,
-            })
-            diff = compare_metadata(ctx, Base.metadata)
-    finally:
-        engine.dispose()
+    with _engine(db_url) as engine, engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={
+            # Only this package's tables; other packages' tables have their own tests.
+            "include_name": lambda name, kind, _p: kind != "table" or name in TABLES,
+            "include_object": lambda obj, name, kind, *_: kind != "table" or name in TABLES,
+        })
+        diff = compare_metadata(ctx, Base.metadata)
     assert diff == []
 
 
@@ -137,12 +130,19 @@ def test_upgrade_waits_for_another_replica_on_postgresql() -> None:
             holder_engine.dispose()
 
 
-def _columns(url: str, table: str) -> set[str]:
+@contextmanager
+def _engine(url: str):
+    """A pool-less engine for ``url``, disposed on exit."""
     engine = create_engine(normalize_url(url), poolclass=NullPool)
     try:
-        return {c["name"] for c in inspect(engine).get_columns(table)}
+        yield engine
     finally:
         engine.dispose()
+
+
+def _columns(url: str, table: str) -> set[str]:
+    with _engine(url) as engine:
+        return {c["name"] for c in inspect(engine).get_columns(table)}
 
 
 def _outcome_columns(url: str) -> set[str]:
@@ -150,22 +150,15 @@ def _outcome_columns(url: str) -> set[str]:
 
 
 def _indexes(url: str, table: str) -> set[str]:
-    engine = create_engine(normalize_url(url), poolclass=NullPool)
-    try:
+    with _engine(url) as engine:
         return {ix["name"] for ix in inspect(engine).get_indexes(table)}
-    finally:
-        engine.dispose()
 
 
 def _execute(url: str, sql: str) -> None:
     from sqlalchemy import text
 
-    engine = create_engine(normalize_url(url), poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql))
-    finally:
-        engine.dispose()
+    with _engine(url) as engine, engine.begin() as conn:
+        conn.execute(text(sql))
 
 
 _WRITE_COLUMNS = {"tokens_cache_write", "tokens_cache_write_1h"}
