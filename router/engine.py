@@ -225,6 +225,7 @@ class Router:
             c.eligible = held[c.backend] + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
+            c.note = _note(c, held[c.backend], bar, route.ttft_slo_s)
         try:
             chosen, reason = choose(route, cands)
         except (NoCandidate, RequestRejected) as exc:
@@ -344,6 +345,19 @@ class Router:
             return max(held[c.backend] for c in cands if c.utility_usd >= top)
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
 
+
+
+def _note(c: Candidate, held: float, bar: float, slo_s: float | None) -> str:
+    """One line on what counts against ``c`` (``''`` when nothing does): its quality
+    (``held``: the lower bound under ``route_target``, else the prediction) under the
+    ``bar``, its predicted TTFT (seconds) over the route's SLO ``slo_s``."""
+    parts = []
+    if not c.eligible:
+        what = "lower bound" if c.quality_bound is not None else "predicted quality"
+        parts.append(f"{what} {held:.3f} under the bar {bar:.3f}")
+    if not c.meets_slo and c.predicted_ttft_s is not None and slo_s is not None:
+        parts.append(f"predicted TTFT {c.predicted_ttft_s:.3f} s over the SLO {slo_s:g} s")
+    return "; ".join(parts)
 
 
 def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:

@@ -48,6 +48,9 @@ async def test_relative_bar_picks_cheapest_above(router):
     assert d.record.fallbacks == ["strong", "weak"]  # eligible by cost, then the rest by quality
     costs = {c.backend: c.expected_cost_usd for c in d.candidates}
     assert costs["weak"] < costs["mid"] < costs["strong"]
+    # Each candidate's note says what counts against it; the record keeps it.
+    notes = {c["backend"]: c["note"] for c in d.record.candidates}
+    assert notes == {"strong": "", "mid": "", "weak": "predicted quality 0.600 under the bar 0.855"}
 
 
 async def test_absolute_bar_reject_and_cheapest(router):
