@@ -230,7 +230,7 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
         n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
-        samples_in_data_order: bool = False) -> dict:
+        samples_order: str = "random") -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
@@ -245,20 +245,22 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
         ReplayFailed: unreadable data, an unknown split, or ``subset_size`` over the rows."""
     if cross_fit:
         split = None
-    from gateway.commands.replay import prepare
+    from gateway.commands.replay import interleave, prepare
     from gateway.commands.replay_gateway import ReplayFailed
     from router.calibration.simulate import bar_of, data_columns, decide_rows, with_bar
     from router.policy import parse_policy
     from router.policy.quality_bar import QualityBar
 
     plan, rows = prepare([data], split=split)
-    orders = {"data order": rows[:n] if n else rows}
+    orders = {"data order": rows[:n] if n else rows, "interleaved": interleave(rows)[:n] if n else interleave(rows)}
     orders |= {f"seed {s}": prepare([data], split=split, seed=s, n=n)[1] for s in range(1, seeds + 1)}
     if subsets and subset_size > len(rows):
         raise ReplayFailed(f"--sample-size {subset_size}: more than the {len(rows)} rows of the data")
     draw = np.random.default_rng(12345)
-    pick = (lambda idx: sorted(idx)) if samples_in_data_order else (lambda idx: idx)
-    orders |= {f"sample {s}": [rows[i] for i in pick(draw.choice(len(rows), subset_size, replace=False))]
+    pick = {"random": lambda idx: [rows[i] for i in idx],
+            "data": lambda idx: [rows[i] for i in sorted(idx)],
+            "interleaved": lambda idx: interleave([rows[i] for i in sorted(idx)])}[samples_order]
+    orders |= {f"sample {s}": pick(draw.choice(len(rows), subset_size, replace=False))
                for s in range(1, subsets + 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
@@ -342,9 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also replay N random samples of --sample-size rows, each as its own run (drawn from "
                              "all the rows picked; --n does not apply to them)")
     parser.add_argument("--sample-size", type=int, default=454, help="rows per sample (default 454, the heldout split's)")
-    parser.add_argument("--samples-in-data-order", action="store_true",
-                        help="replay each sample's rows in the data's order (file by file, as mixroute replay without "
-                             "--seed), not in a random one")
+    parser.add_argument("--samples-order", choices=("random", "data", "interleaved"), default="random",
+                        help="the order each sample's rows are replayed in: random (default), the data's (file by "
+                             "file, as mixroute replay --order data) or interleaved (the files spread evenly, as "
+                             "mixroute replay sends them by default)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -375,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
                      cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
-                     samples_in_data_order=args.samples_in_data_order)
+                     samples_order=args.samples_order)
     except ReplayFailed as exc:
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -11,10 +11,11 @@ the strongest over the route's requests, :mod:`router.aggregate`), starts
 ``python -m gateway.cli serve`` on a free loopback port with a throw-away SQLite store,
 waits for ``GET /readyz`` == 200, and stops it at the end (also on error or Ctrl-C).
 
-Each prompt (the data's rows in order, duplicates removed; ``--seed`` shuffles first;
-``--n`` keeps the first N; one at a time unless ``--concurrency``: the default replays
-deterministically) is sent as ``POST /v1/chat/completions`` with ``model: auto``
-and one user message. The answering backend (``x-mixroute-backend``) is scored with the
+Each prompt (the data's rows, duplicates removed; by default the files are interleaved,
+each file's rows spread evenly over the run in their order, :func:`interleave`; ``--order
+data`` sends them file by file and ``--seed`` shuffles them instead; ``--n`` keeps the first
+N; one at a time unless ``--concurrency``: the default replays deterministically) is sent
+as ``POST /v1/chat/completions`` with ``model: auto`` and one user message. The answering backend (``x-mixroute-backend``) is scored with the
 recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and the
 report is written as JSON::
 
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 #: The classifier's prompt-hash splits (``--split``), and ``heldout``: ``calib`` and ``test``
 #: together, every row outside the heads' training rows and the outcome memory.
 SPLITS = ("train", "calib", "test", "heldout")
+#: ``--order``: the data's files spread evenly over the run (:func:`interleave`), or file by file.
+ORDERS = ("interleaved", "data")
 _MEMBERS = {"heldout": ("calib", "test")}
 #: Largest --n / --seed: the JSON report records them as 64-bit integers.
 _INT64 = 2**63 - 1
@@ -65,7 +68,12 @@ def replay(
     gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
     n: Annotated[Optional[int], typer.Option("--n", min=1, max=_INT64, help="Send only the first N prompts.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=-_INT64, max=_INT64,
-                                                help="Shuffle the prompts with this seed before taking N.")] = None,
+                                                help="Shuffle the prompts with this seed before taking N "
+                                                     "(instead of --order).")] = None,
+    order: Annotated[Optional[str], typer.Option(help=(
+        "interleaved (default): the data's files spread evenly over the run, each file's rows in "
+        "their order, as a gateway serving them all at once sees them; data: file by file, in the "
+        "data's order."))] = None,
     route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
     concurrency: Annotated[int, typer.Option(min=1, max=64, help=(
         "Requests in flight. 1 decides the rows in order, so the same command gives the same report; "
@@ -87,7 +95,12 @@ def replay(
     try:
         if gateway is None and not startup_timeout > 0:  # also NaN: no wait could ever end well
             raise ReplayFailed(f"--startup-timeout must be a positive number of seconds, got {startup_timeout}")
-        plan, rows = prepare(data, n=n, seed=seed, split=split)
+        if order is not None and order not in ORDERS:
+            raise ReplayFailed(f"--order {order!r}: one of {', '.join(ORDERS)}")
+        if order is not None and seed is not None:
+            raise ReplayFailed("--seed shuffles the rows; give --order or --seed, not both")
+        order = None if seed is not None else order or "interleaved"
+        plan, rows = prepare(data, n=n, seed=seed, split=split, order=order or "data")
         if write_policy is not None:
             to_file = not is_stdout(write_policy)
             if to_file:
@@ -116,7 +129,8 @@ def replay(
     report["predictor"] = predictor
     # How the report was produced, so that two reports can be compared.
     report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
-                     "quality_bar": bar, "split": split, "seed": seed, "n": n, "concurrency": concurrency}
+                     "quality_bar": bar, "split": split, "order": order, "seed": seed, "n": n,
+                     "concurrency": concurrency}
     emit(json_out, "--json", _dumps(report))
     print_summary(report, "standard output" if to_stdout else json_out, stderr=to_stdout)
     if report["errors"]:
@@ -143,9 +157,11 @@ def _sigterm_as_interrupt() -> Iterator[None]:
 
 
 def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
-            split: str | None = None) -> tuple["ReplayPlan", list["OutcomeRow"]]:
+            split: str | None = None, order: str = "data") -> tuple["ReplayPlan", list["OutcomeRow"]]:
     """Load the data, build the plan and pick the prompts to send (only those of the
-    classifier's ``split`` when given: :func:`router.classify.data.split_of`).
+    classifier's ``split`` when given: :func:`router.classify.data.split_of`), in the data's
+    order (``order="data"``: file by file), :func:`interleave`-d (``"interleaved"``) or
+    shuffled with ``seed`` (which then wins), the first ``n`` of them.
 
     Raises:
         ReplayFailed: a path is unreadable or of no known format, the data records one
@@ -189,7 +205,25 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
         raise ReplayFailed(f"no row of the data is in the classifier's {split!r} split")
     if seed is not None:
         random.Random(seed).shuffle(rows)
+    elif order == "interleaved":
+        rows = interleave(rows)
     return ReplayPlan.build(combined, paths), rows[:n] if n else rows
+
+
+def interleave(rows: list["OutcomeRow"]) -> list["OutcomeRow"]:
+    """The rows with each source file's rows spread evenly over the run, each file's own
+    order kept: a file's ``k``-th of ``n`` rows goes at ``(k + 0.5) / n`` of the way through
+    (stride scheduling), ties in first-seen file order. So any stretch of the run, the first
+    ``--n`` rows included, mixes the files in proportion, as a gateway serving them all at
+    once would see them. One source: the rows unchanged."""
+    groups: dict[str, list["OutcomeRow"]] = {}
+    for r in rows:
+        groups.setdefault(r.source, []).append(r)
+    if len(groups) < 2:
+        return rows
+    keyed = sorted(((k + 0.5) / len(g), i, k) for i, g in enumerate(groups.values()) for k in range(len(g)))
+    members = list(groups.values())
+    return [members[i][k] for _, i, k in keyed]
 
 
 async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, route: str = "auto",

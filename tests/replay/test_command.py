@@ -19,7 +19,7 @@ from backends.base import COST_KEY
 from backends.registry import build_backend
 from backends.replay.plan import ReplayPlan
 from gateway.cli import app as cli_app
-from gateway.commands.replay import ReplayFailed, build_report, local_gateway, prepare, send_all
+from gateway.commands.replay import ReplayFailed, build_report, interleave, local_gateway, prepare, send_all
 from router.aggregate import DEFAULT_WINDOW
 from router.data import load
 from router.policy.models import BackendConfig
@@ -39,6 +39,57 @@ def test_prepare_dedupes_shuffles_and_takes_n(tmp_path):
     _, b = prepare([path], seed=1)
     assert [r.prompt for r in a] == [r.prompt for r in b] and sorted(r.prompt for r in a) == sorted(r.prompt for r in rows)
     assert plan.dataset.strongest() == "big/model-1"  # 0.5 each over all 4 rows: first column wins
+
+
+def _rows(source: str, n: int) -> list:
+    from router.data import OutcomeRow
+
+    return [OutcomeRow(prompt=f"{source} {k}", scores={}, costs={}, source=source) for k in range(n)]
+
+
+def test_interleave_spreads_each_file_evenly_and_keeps_its_order():
+    rows = _rows("arc", 6) + _rows("mbpp", 2) + _rows("wino", 4)
+    mixed = interleave(rows)
+    assert sorted(r.prompt for r in mixed) == sorted(r.prompt for r in rows)
+    for source in ("arc", "mbpp", "wino"):  # each file's own order kept
+        assert [r.prompt for r in mixed if r.source == source] == [r.prompt for r in rows if r.source == source]
+    # k-th of n at (k + 0.5) / n: arc 1/12, 3/12, 5/12..., mbpp 1/4, 3/4, wino 1/8, 3/8...; ties: first-seen file
+    assert [r.prompt for r in mixed] == ["arc 0", "wino 0", "arc 1", "mbpp 0", "wino 1", "arc 2", "arc 3", "wino 2",
+                                         "arc 4", "mbpp 1", "wino 3", "arc 5"]
+    # any first stretch mixes the files in proportion (within one row of each)
+    for n in range(1, len(rows) + 1):
+        for source, total in (("arc", 6), ("mbpp", 2), ("wino", 4)):
+            assert abs(sum(r.source == source for r in mixed[:n]) - n * total / len(rows)) <= 1
+    one = _rows("arc", 3)
+    assert interleave(one) == one
+
+
+def test_prepare_orders_file_by_file_interleaved_or_shuffled(tmp_path):
+    a = write_bench(tmp_path)
+    b = tmp_path / "other.csv"  # the same rows under other prompts, from another file
+    b.write_text(a.read_text(encoding="utf-8").replace("?", "? (again)").replace("Hard one", "Hard two"),
+                 encoding="utf-8")
+    _, by_file = prepare([a, b])
+    _, mixed = prepare([a, b], order="interleaved")
+    assert [r.source for r in by_file] == ["bench"] * 3 + ["other"] * 3
+    assert [r.source for r in mixed] == ["bench", "other"] * 3
+    assert sorted(r.prompt for r in mixed) == sorted(r.prompt for r in by_file)
+    _, first = prepare([a, b], order="interleaved", n=2)  # --n takes the first of the mix
+    assert [r.source for r in first] == ["bench", "other"]
+    _, shuffled = prepare([a, b], seed=3, order="interleaved")  # a seed wins
+    _, again = prepare([a, b], seed=3)
+    assert shuffled == again
+
+
+def test_replay_order_is_checked_before_the_run(tmp_path):
+    data = write_bench(tmp_path)
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(data), "--json", str(tmp_path / "o.json"),
+                                          "--order", "random"])
+    assert result.exit_code == 2 and "--order 'random': one of interleaved, data" in result.output
+    result = CliRunner().invoke(cli_app, ["replay", "--data", str(data), "--json", str(tmp_path / "o.json"),
+                                          "--order", "data", "--seed", "1"])
+    assert result.exit_code == 2 and "give --order or --seed, not both" in result.output
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_prepare_rejects_single_model_data(tmp_path):
@@ -182,7 +233,7 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
     assert report["run"] == {"policy": "generated", "quality_bar": {"route_target": 0.95, "window": DEFAULT_WINDOW,
                                                                     "uncertainty_z": DEFAULT_UNCERTAINTY_Z,
                                                                     "allocation": DEFAULT_ALLOCATION},
-                             "split": None, "seed": None, "n": 20, "concurrency": 1}
+                             "split": None, "order": "interleaved", "seed": None, "n": 20, "concurrency": 1}
     # The same command again gives the same report: rows one at a time, scan windows not timed
     # (8 in flight and a start-up-timed scan budget flipped a few near-tied choices per run).
     again = tmp_path / "again.json"

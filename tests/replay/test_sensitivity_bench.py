@@ -27,14 +27,18 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     pytest.importorskip("torch")
     data = data_dir / "routerbench"
     out = tmp_path / "replay.json"
-    proc = subprocess.run([*_mixroute(), "replay", "--data", str(data), "--split", "heldout", "--seed", "2",
+    # The default order: the three files interleaved, as the acceptance command sends them.
+    proc = subprocess.run([*_mixroute(), "replay", "--data", str(data), "--split", "heldout",
                            "--n", "40", "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(out.read_text())
+    assert report["run"]["order"] == "interleaved"
+    assert {r["model"] for r in report["requests"]} and len({r["row"] for r in report["requests"]}) == 40
     result = run(data, "heldout", 2, [DEFAULT_K, 30], [("route_target", 0.95, None, None)], n=40)
     shipped = next(line for line in result["lines"] if line["k"] == DEFAULT_K)
-    assert shipped["runs"]["seed 2"] == pytest.approx([report["quality_ratio"], report["cost_ratio"]], abs=1e-12)
-    assert result["rows"] == 40 and set(result["lines"][1]["runs"]) == {"data order", "seed 1", "seed 2"}
+    assert shipped["runs"]["interleaved"] == pytest.approx([report["quality_ratio"], report["cost_ratio"]], abs=1e-12)
+    assert result["rows"] == 40
+    assert set(result["lines"][1]["runs"]) == {"data order", "interleaved", "seed 1", "seed 2"}
     aucs = result["within_source_auc"]
     assert set(aucs) == {"arc_challenge_train", "mbpp_train", "winograde_train"}
 
