@@ -3,7 +3,8 @@ estimator: the replay's decisions, re-made offline for many orders and settings 
 
     python -m bench.replay_sensitivity ../shared/data/routerbench [--split heldout] [--seeds 8]
         [--k 40,100] [--bars route_target=0.95,route_target=0.95:z=1:share,...]
-        [--cross-fit 5 --samples 40 [--sample-size 454]] [--json OUT]
+        [--cross-fit 5 --samples 40 [--sample-size 454] [--samples-order random|data|interleaved]]
+        [--json OUT]
 
 ``mixroute replay`` sends each row through a real gateway, one order per run (about a
 minute for 454 rows). This bench makes the same decisions without HTTP: the shipped heads
@@ -12,13 +13,13 @@ run once per prompt, the outcome memory blends them with ``k`` neighbours
 row goes through :meth:`router.engine.Router.decide` (the gateway's one decision function,
 via :func:`router.calibration.simulate.decide_rows`) under the policy ``mixroute replay``
 generates, with the row's bar replaced. Rows are picked and ordered as ``mixroute replay
---split S [--seed N]`` picks and orders them (:func:`gateway.commands.replay.prepare`), so
+--split S [--order data|--seed N]`` picks and orders them (:func:`gateway.commands.replay.prepare`), so
 with the shipped ``k`` and bar each line reproduces the replay command's quality and cost
 ratios (against always-strongest: the model with the highest mean score over the data).
 
 It answers: is a replay figure a property of the router, or of one order of a few hundred
 rows and one value of ``k``? Each line prints the mean, min and max realised quality ratio
-and cost ratio over the data's order and ``--seeds`` shuffles, and how many of them meet
+and cost ratio over the data's order, the interleaved one and ``--seeds`` shuffles, and how many of them meet
 issue 4's target (quality >= 0.95 at cost <= 0.35). First it prints, per source file and
 model, how well the first ``k``'s estimate ranks that file's rows (AUC of the predicted
 quality for the recorded outcome), and the per-file ceiling (:func:`per_file_ceiling`):
@@ -29,7 +30,8 @@ these rows, in hindsight.
 memory of the rows in the other folds (:func:`crossfit_predictions`): 2,205 RouterBench
 rows as new ones rather than the 454 held out of the shipped memory. ``--samples N`` adds N
 random samples of ``--sample-size`` rows, each replayed as its own run (a fresh route
-window): how often a sample of that size from the same sources meets the target.
+window; ``--samples-order``: in a random order, the default, the data's or interleaved):
+how often a sample of that size from the same sources meets the target.
 
 No timing is measured; figures are counts over recorded scores and costs.
 """
@@ -236,10 +238,10 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
 
     ``cross_fit`` > 1: every row of the data (``split`` ignored) with
     :func:`crossfit_predictions` in place of the shipped memory; ``subsets``: also that many
-    random samples of ``subset_size`` rows (kept in the data's order with
-    ``samples_in_data_order``, as ``mixroute replay`` without ``--seed`` sends rows; else
-    in a random one), each replayed as its own run (a fresh route
-    window), as a new sample from the same sources would be.
+    random samples of ``subset_size`` rows, each replayed as its own run (a fresh route
+    window), as a new sample from the same sources would be, in the order
+    ``samples_order`` names: ``random``, ``data`` (file by file, as ``mixroute replay
+    --order data``) or ``interleaved`` (as ``mixroute replay`` sends rows by default).
 
     Raises:
         ReplayFailed: unreadable data, an unknown split, or ``subset_size`` over the rows."""
