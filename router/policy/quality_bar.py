@@ -40,10 +40,14 @@ class CalibrationEvidence(_Strict):
 #: deviations. With the ``lagrangian`` allocation and the shipped memory's 100 neighbours,
 #: in 5-fold cross-fitted replays of the 2,205 RouterBench rows (``python -m
 #: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5 --samples 40
-#: [--samples-in-data-order]``, docs/CALIBRATION.md, "Allocation, neighbours and prices"),
+#: [--samples-order data]``, docs/CALIBRATION.md, "Allocation, neighbours and prices"),
 #: z 2.5 realised at least 0.95 of always-GPT-4's quality at no more than 0.35 of its cost
 #: in all 9 orders of the rows, in 29 of 40 shuffled samples of 454 rows and in 21 of 40 sent
 #: file by file; z 2: 7 of 9, 23 and 15; z 3: 9 of 9, 31 and 12 (over cost file by file).
+#: On 200 such samples (``--samples 200 --samples-order interleaved|data``, docs/CALIBRATION.md,
+#: "The replay's order"): z 2.5 met it in 128 with the files interleaved (``mixroute
+#: replay``'s default order) and 96 file by file; z 3 in 150 and 56. Traffic that arrives
+#: task by task is as real as mixed traffic, so 2.5.
 DEFAULT_UNCERTAINTY_Z = 2.5
 #: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
 #: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent

@@ -198,7 +198,7 @@ def test_offline_outputs_under_a_folder_that_takes_no_files_are_refused_before_t
     assert info.value.exit_code == 2
 
 
-def test_the_start_banner_never_shows_the_database_password(tmp_path):
+def test_the_start_banner_never_shows_the_database_password(tmp_path, free_port):
     import time
 
     url = os.environ.get("MIXROUTE_TEST_DATABASE_URL")
@@ -209,8 +209,8 @@ def test_the_start_banner_never_shows_the_database_password(tmp_path):
     scheme, _, rest = url.partition("://")
     user, _, host = rest.partition("@")
     secret_url = f"{scheme}://{user.split(':')[0]}:s3cret-pw-123@{host}"  # trust auth ignores the password
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", "18997", "--database-url",
-                             secret_url], stderr=subprocess.PIPE, text=True, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"})
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", str(free_port),
+                             "--database-url", secret_url], stderr=subprocess.PIPE, text=True, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"})
     try:
         deadline, lines = time.monotonic() + 60, []
         while time.monotonic() < deadline:
@@ -253,7 +253,7 @@ def _children(pid: int) -> set[int]:
     return out
 
 
-def test_stopping_the_gateway_stops_the_dashboard_worker(tmp_path):
+def test_stopping_the_gateway_stops_the_dashboard_worker(tmp_path, free_port):
     """From a fresh-user pass: the dashboard's worker process (spawned on the first summary)
     outlived every gateway, holding ~84 MB and its database connections."""
     import signal
@@ -265,7 +265,7 @@ def test_stopping_the_gateway_stops_the_dashboard_worker(tmp_path):
         import pytest
 
         pytest.skip("needs /proc to find the worker process")
-    port = "18731"
+    port = str(free_port)  # not a fixed one: another gateway on it would answer in its place
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", port, "--database-url",
                              f"sqlite:///{tmp_path / 'd.db'}"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"})
