@@ -193,6 +193,8 @@ class Router:
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
         fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
+        too_long_for = ([b.name for b in ruled.backends if all(f is not b for f in fitting)]
+                        if len(fitting) < len(ruled.backends) else [])
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
         for c in cands:
             c.quality_sd = prediction.quality_sd.get(c.backend)
@@ -252,6 +254,8 @@ class Router:
             fallbacks=[c.backend for c in rest][: route.max_attempts - 1],
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
+                     # backends of the route left out because the request would not fit their context window
+                     **({"too_long_for": too_long_for} if too_long_for else {}),
                      **({"route_held": ctl.held, "uncertainty_z": qb.z, "allocation": ctl.allocation,
                          # an unbounded price (every request its best) is recorded as null: JSON has no inf
                          **({"route_share": share} if price is None else
@@ -347,16 +351,29 @@ class Router:
 
 
 
+def _apart(low: float, high: float) -> tuple[str, str]:
+    """``low`` and ``high`` (``low < high``) printed with 3 significant digits, or as many
+    more as it takes for the two to read differently (up to 17, where floats are exact)."""
+    for digits in range(3, 18):
+        a, b = f"{low:.{digits}g}", f"{high:.{digits}g}"
+        if a != b:
+            break
+    return a, b
+
+
 def _note(c: Candidate, held: float, bar: float, slo_s: float | None) -> str:
     """One line on what counts against ``c`` (``''`` when nothing does): its quality
     (``held``: the lower bound under ``route_target``, else the prediction) under the
-    ``bar``, its predicted TTFT (seconds) over the route's SLO ``slo_s``."""
+    ``bar``, its predicted TTFT (seconds) over the route's SLO ``slo_s``; each pair printed
+    with the digits that tell them apart."""
     parts = []
     if not c.eligible:
         what = "lower bound" if c.quality_bound is not None else "predicted quality"
-        parts.append(f"{what} {held:.3f} under the bar {bar:.3f}")
+        q, b = _apart(held, bar)
+        parts.append(f"{what} {q} under the bar {b}")
     if not c.meets_slo and c.predicted_ttft_s is not None and slo_s is not None:
-        parts.append(f"predicted TTFT {c.predicted_ttft_s:.3f} s over the SLO {slo_s:g} s")
+        slo, ttft = _apart(slo_s, c.predicted_ttft_s)
+        parts.append(f"predicted TTFT {ttft} s over the SLO {slo} s")
     return "; ".join(parts)
 
 

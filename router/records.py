@@ -26,10 +26,14 @@ class DecisionRecord:
         reason: stable reason code (``cheapest_above_bar``, ``pinned``, ...).
         candidates: one dict per candidate: ``backend``, ``model``, ``predicted_quality``
             (probability), ``expected_cost_usd`` (USD), ``expected_output_tokens``
-            (tokens), ``eligible`` (bool), ``note``.
+            (tokens), ``eligible`` (bool), ``meets_slo`` (bool), ``predicted_ttft_s``
+            (seconds), ``note`` (what counts against it: quality under the bar, predicted
+            TTFT over the SLO; empty when nothing does), and the bar's own fields.
         fallbacks: ranked backend names to try after ``chosen``.
         probability: selection probability of ``chosen`` (1.0 for a deterministic policy).
-        signals: classifier signals (domain, difficulty, pii, ...), JSON-serialisable.
+        signals: classifier signals (domain, difficulty, pii, ...) and the decision's own
+            (``bar``, ``rules`` applied, ``too_long_for``: the route's backends left out
+            because the request exceeds their context window), JSON-serialisable.
         tenant: tenant name, ``None`` when auth is off.
         key_id: id of the API key that sent the request (``mixroute keys list``), ``None``
             when auth is off and for the admin key.

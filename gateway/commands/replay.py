@@ -186,39 +186,43 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
             raise ReplayFailed(f"{p}: models {sorted(ds.models)} differ from {paths[0]}'s {sorted(models)}")
     combined = Dataset(name="+".join(ds.name for ds in datasets), format=datasets[0].format, models=list(models),
                        rows=[r for ds in datasets for r in ds.rows])
+    # Each row's file: its --data argument and source, so that two files of one name differ.
+    file_of = [(i, r.source) for i, ds in enumerate(datasets) for r in ds.rows]
     if not combined.rows:
         raise ReplayFailed("the data holds no rows")
     seen: set[str] = set()
-    rows = []
+    rows, files = [], []
     if split is not None:
         from router.classify.data import split_of
 
         members = _MEMBERS.get(split, (split,))
-    for r in combined.rows:
+    for r, f in zip(combined.rows, file_of):
         key = normalise_prompt(r.prompt)
         if split is not None and split_of(r.prompt) not in members:
             continue
         if key not in seen:
             seen.add(key)
             rows.append(r)
+            files.append(f)
     if not rows:
         raise ReplayFailed(f"no row of the data is in the classifier's {split!r} split")
     if seed is not None:
         random.Random(seed).shuffle(rows)
     elif order == "interleaved":
-        rows = interleave(rows)
+        rows = interleave(rows, files)
     return ReplayPlan.build(combined, paths), rows[:n] if n else rows
 
 
-def interleave(rows: list["OutcomeRow"]) -> list["OutcomeRow"]:
-    """The rows with each source file's rows spread evenly over the run, each file's own
-    order kept: a file's ``k``-th of ``n`` rows goes at ``(k + 0.5) / n`` of the way through
+def interleave(rows: list["OutcomeRow"], files: list | None = None) -> list["OutcomeRow"]:
+    """The rows with each file's rows spread evenly over the run, each file's own order
+    kept: a file's ``k``-th of ``n`` rows goes at ``(k + 0.5) / n`` of the way through
     (stride scheduling), ties in first-seen file order. So any stretch of the run, the first
     ``--n`` rows included, mixes the files in proportion, as a gateway serving them all at
-    once would see them. One source: the rows unchanged."""
-    groups: dict[str, list["OutcomeRow"]] = {}
-    for r in rows:
-        groups.setdefault(r.source, []).append(r)
+    once would see them. ``files``: each row's file (any hashable, parallel to ``rows``);
+    default its ``source`` (the file's stem). One file: the rows unchanged."""
+    groups: dict = {}
+    for r, f in zip(rows, files if files is not None else [r.source for r in rows], strict=True):
+        groups.setdefault(f, []).append(r)
     if len(groups) < 2:
         return rows
     keyed = sorted(((k + 0.5) / len(g), i, k) for i, g in enumerate(groups.values()) for k in range(len(g)))

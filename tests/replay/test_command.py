@@ -76,6 +76,12 @@ def test_prepare_orders_file_by_file_interleaved_or_shuffled(tmp_path):
     assert sorted(r.prompt for r in mixed) == sorted(r.prompt for r in by_file)
     _, first = prepare([a, b], order="interleaved", n=2)  # --n takes the first of the mix
     assert [r.source for r in first] == ["bench", "other"]
+    # From a break-it pass: two files of one name in different folders were one group.
+    (tmp_path / "x").mkdir()
+    same = tmp_path / "x" / "bench.csv"
+    same.write_text(b.read_text(encoding="utf-8"), encoding="utf-8")
+    _, mixed = prepare([a, same], order="interleaved")
+    assert [r.prompt for r in mixed] == [r.prompt for pair in zip(by_file[:3], by_file[3:]) for r in pair]
     _, shuffled = prepare([a, b], seed=3, order="interleaved")  # a seed wins
     _, again = prepare([a, b], seed=3)
     assert shuffled == again

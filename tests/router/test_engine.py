@@ -50,7 +50,7 @@ async def test_relative_bar_picks_cheapest_above(router):
     assert costs["weak"] < costs["mid"] < costs["strong"]
     # Each candidate's note says what counts against it; the record keeps it.
     notes = {c["backend"]: c["note"] for c in d.record.candidates}
-    assert notes == {"strong": "", "mid": "", "weak": "predicted quality 0.600 under the bar 0.855"}
+    assert notes == {"strong": "", "mid": "", "weak": "predicted quality 0.6 under the bar 0.855"}
 
 
 async def test_absolute_bar_reject_and_cheapest(router):
@@ -189,6 +189,31 @@ async def test_huge_max_tokens_blames_max_tokens():
     assert err.value.param == "messages"
 
 
+async def test_backends_too_small_for_the_request_are_named():
+    """From a break-it pass: a request too long for some of the route's backends left them
+    out of the decision without a word."""
+    r = Router(parse_policy(POLICY.replace("model: mid, quality", "model: mid, context_tokens: 8000, quality")
+                            .replace("model: weak, quality", "model: weak, context_tokens: 8000, quality")))
+    d = await r.decide(_req("auto", max_tokens=10_000))
+    assert d.record.chosen == "strong" and [c.backend for c in d.candidates] == ["strong"]
+    assert d.record.signals["too_long_for"] == ["mid", "weak"]
+    d = await r.decide(_req("auto", max_tokens=100))
+    assert "too_long_for" not in d.record.signals
+
+
+async def test_notes_print_the_digits_that_tell_quality_and_bar_apart():
+    """From a break-it pass: a prior of 0.8496 under a 0.85 bar read "0.850 under the bar 0.850"."""
+    text = POLICY.replace("model: mid, quality: 0.86", "model: mid, quality: 0.8496")
+    d = await Router(parse_policy(text)).decide(_req("cheap-fallback"))  # min_quality 0.95: none clears it
+    notes = {c.backend: c.note for c in d.candidates}
+    assert notes == {"strong": "predicted quality 0.9 under the bar 0.95",
+                     "mid": "predicted quality 0.85 under the bar 0.95",
+                     "weak": "predicted quality 0.6 under the bar 0.95"}
+    d = await Router(parse_policy(text.replace("{min_quality: 0.95}, on_no_candidate: cheapest",
+                                               "{min_quality: 0.85}, on_no_candidate: cheapest"))).decide(_req("cheap-fallback"))
+    assert {c.backend: c.note for c in d.candidates}["mid"] == "predicted quality 0.8496 under the bar 0.85"
+
+
 async def test_reject_route_never_falls_back_below_its_bar():
     """``on_no_candidate: reject`` refuses rather than answer below the bar, so when the choice
     fails, only other bar-clearing candidates may answer; other routes fall back to the rest."""
@@ -201,3 +226,16 @@ async def test_reject_route_never_falls_back_below_its_bar():
     assert d.record.chosen == "mid" and d.record.fallbacks == ["strong"]  # weak (0.60) is below 0.85
     d = await r.decide(_req("auto"))
     assert d.record.fallbacks == ["strong", "weak"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=0, max_value=1e6, allow_nan=False), st.floats(min_value=0, max_value=1e6, allow_nan=False))
+def test_apart_reads_low_under_high(a, b):
+    """A note's pair of numbers always reads in the right order (rounding is monotone)."""
+    from router.engine import _apart
+
+    if a == b:
+        return
+    low, high = min(a, b), max(a, b)
+    x, y = _apart(low, high)
+    assert x != y and float(x) < float(y)

@@ -103,7 +103,7 @@ async def test_slo_skips_saturated_candidate():
     d = await Router(parse_policy(POLICY), live=live).decide(_req("fast"))
     mid = next(c for c in d.candidates if c.backend == "mid")
     assert mid.predicted_ttft_s == pytest.approx(2.5) and not mid.meets_slo
-    assert mid.note == "predicted TTFT 2.500 s over the SLO 1 s"
+    assert mid.note == "predicted TTFT 2.5 s over the SLO 1 s"
     assert d.record.chosen == "strong" and d.record.reason == "cheapest_above_bar"
     d = await Router(parse_policy(POLICY), live=live).decide(_req("auto"))  # no SLO on this route
     assert d.record.chosen == "mid"
