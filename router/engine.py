@@ -350,7 +350,6 @@ class Router:
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
 
 
-
 def _apart(low: float, high: float) -> tuple[str, str]:
     """``low`` and ``high`` (``low < high``) printed with 3 significant digits, or as many
     more as it takes for the two to read differently (up to 17, where floats are exact)."""

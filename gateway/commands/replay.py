@@ -15,9 +15,9 @@ Each prompt (the data's rows, duplicates removed; by default the files are inter
 each file's rows spread evenly over the run in their order, :func:`interleave`; ``--order
 data`` sends them file by file and ``--seed`` shuffles them instead; ``--n`` keeps the first
 N; one at a time unless ``--concurrency``: the default replays deterministically) is sent
-as ``POST /v1/chat/completions`` with ``model: auto`` and one user message. The answering backend (``x-mixroute-backend``) is scored with the
-recorded outcome of its model on that prompt (:mod:`backends.replay.score`), and the
-report is written as JSON::
+as ``POST /v1/chat/completions`` with ``model: auto`` and one user message. The answering
+backend (``x-mixroute-backend``) is scored with the recorded outcome of its model on that
+prompt (:mod:`backends.replay.score`), and the report is written as JSON::
 
     {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
      "quality_ratio", "cost_ratio",
