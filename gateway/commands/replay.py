@@ -63,8 +63,9 @@ _INT64 = 2**63 - 1
 
 def replay(
     data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeat for more.")],
-    json_out: Annotated[Path, typer.Option("--json", help="Write the JSON report here (- for standard output; "
-                                                          "the tables then go to standard error).")],
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here (- for standard "
+                                                                    "output; the tables then go to standard error). "
+                                                                    "Required unless --write-policy.")] = None,
     gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
     n: Annotated[Optional[int], typer.Option("--n", min=1, max=_INT64, help="Send only the first N prompts.")] = None,
     seed: Annotated[Optional[int], typer.Option(min=-_INT64, max=_INT64,
@@ -100,6 +101,8 @@ def replay(
         if order is not None and seed is not None:
             raise ReplayFailed("--seed shuffles the rows; give --order or --seed, not both")
         order = None if seed is not None else order or "interleaved"
+        if json_out is None and write_policy is None:
+            raise ReplayFailed("--json OUT is required: where to write the report (- for standard output)")
         plan, rows = prepare(data, n=n, seed=seed, split=split, order=order or "data")
         if write_policy is not None:
             to_file = not is_stdout(write_policy)

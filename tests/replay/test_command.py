@@ -342,6 +342,11 @@ def test_write_policy_dash_prints_the_policy(tmp_path):
     assert res.exit_code == 0, res.output
     assert parse_policy(res.stdout).policy.route("auto").quality_bar.route_target == 0.95
     assert not (tmp_path / "-").exists() and not (tmp_path / "o.json").exists()
+    # From a break-it pass: --write-policy needed a --json it never wrote.
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path)), "--write-policy", "-"])
+    assert res.exit_code == 0 and parse_policy(res.stdout).policy.route("auto") is not None, res.output
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(write_bench(tmp_path))])  # a replay does need it
+    assert res.exit_code == 2 and "--json OUT is required" in res.output and "Traceback" not in res.output
 
 
 async def test_an_answer_from_a_backend_without_the_prompt_is_an_error_not_a_score(tmp_path):
