@@ -240,8 +240,12 @@ class WhatIf:
         dq, dc = self.new["quality"] - self.old["quality"], self.new["cost"] - self.old["cost"]
         rel = f" ({dc / self.old['cost']:+.0%})" if self.old["cost"] > 0 else ""
         lines = [f"Under the new policy {self.changed:.0%} of {self.n} logged requests would go to another backend."]
-        for (a, b), k in sorted(self.moves.items(), key=lambda kv: -kv[1])[:5]:
+        moves = sorted(self.moves.items(), key=lambda kv: -kv[1])
+        for (a, b), k in moves[:5]:
             lines.append(f"  {k} request(s): {a} -> {b}")
+        if len(moves) > 5:
+            lines.append(f"  ... and {sum(k for _, k in moves[5:])} more request(s) in {len(moves) - 5} other "
+                         "move(s) (all in --json's moves)")
         lines.append(f"Expected cost per request: ${self.old['cost']:.3g} -> ${self.new['cost']:.3g}{rel}, "
                      f"95% CI of the change [{self.delta_ci['cost'][0]:+.3g}, {self.delta_ci['cost'][1]:+.3g}] USD.")
         lines.append(f"Predicted quality: {self.old['quality']:.3f} -> {self.new['quality']:.3f} ({dq:+.3f}), "
@@ -273,7 +277,12 @@ async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedP
         if row.refused:
             skipped["refused when logged"] += 1
             continue
-        route = row.route if policy.policy.route(row.route) else policy.policy.default_route
+        if not policy.policy.route(row.route):
+            # A client that named the route gets 404 model_not_found under the new policy
+            # (one that named no model would reach its default route: the log cannot tell).
+            skipped["route not in the new policy (404 for clients that name it)"] += 1
+            continue
+        route = row.route
         body = {"model": route, "messages": [{"role": "user", "content": "x" * (4 * max(row.tokens_in, 1))}]}
         predictor.row = row
         try:

@@ -214,3 +214,25 @@ def test_nothing_re_decided_says_why():
     rows = [Logged.from_row({**r, "pinned": True}) for r in _log(4)]
     result = what_if(parse_policy(_policy(0.6)), rows, bootstrap=0)
     assert result.n == 0 and "4 pinned" in result.summary()
+
+
+def test_a_renamed_route_is_counted_as_refused_not_sent_to_the_default_route():
+    """From a break-it pass: renaming route `auto` (and the default route with it) reported
+    the same moves and savings, while every client naming `auto` would get a 404."""
+    rows = [Logged.from_row(r) for r in _log(6)]
+    renamed = _policy(0.6).replace("default_route: auto", "default_route: other").replace("name: auto", "name: other")
+    result = what_if(parse_policy(renamed), rows, bootstrap=0)
+    assert result.n == 0 and result.skipped == {"route not in the new policy (404 for clients that name it)": 6}
+    assert "6 route not in the new policy" in result.summary()
+
+
+def test_the_summary_says_how_many_moves_it_leaves_out():
+    """From a break-it pass: the summary listed the 5 largest moves and dropped the rest silently."""
+    from router.eval.whatif import WhatIf
+
+    moves = {(f"b{i}", "x"): 1 for i in range(7)}
+    w = WhatIf(n=10, skipped={}, old={"quality": 0.5, "cost": 1.0}, new={"quality": 0.5, "cost": 1.0},
+               delta_ci={"quality": [0.0, 0.0], "cost": [0.0, 0.0]}, logged_cost=None, ipw=None, ipw_ci=None,
+               ipw_note="", changed=0.7, moves=moves)
+    text = w.summary()
+    assert text.count(" -> x") == 5 and "... and 2 more request(s) in 2 other move(s)" in text
