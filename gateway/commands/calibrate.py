@@ -8,7 +8,8 @@ only the snippet can be printed. With ``--policy``, ``--write`` replaces the rou
 ``quality_bar`` in the file (other lines kept); without it the YAML snippet is printed.
 
 Exit status: 0; 1 when no threshold meets the target; 2 for bad input (data, policy,
-route, heads).
+route, heads, a policy file that cannot be written) and for ``--write`` on fewer than
+:data:`MIN_ROWS` calibration rows (nothing is written; the snippet is printed).
 """
 
 from __future__ import annotations
@@ -137,6 +138,11 @@ def calibrate(
                    f"than {MIN_ROWS} rows says little (add rows, or lower --holdout)", err=True)
     _report(result, rows.name, target)
     bar = evidence_bar(result, target, [str(p) + (f" (classifier split {split})" if split else "") for p in data])
+    if write and result.chosen.n < MIN_ROWS:
+        typer.echo(f"\n# routes[{route}] of the policy:\n{bar_block(bar)}")
+        typer.echo(f"mixroute calibrate: not written: {result.chosen.n} calibration rows cannot certify a bar (at "
+                   f"least {MIN_ROWS}); {policy} is unchanged (the snippet above is the bar they give)", err=True)
+        raise typer.Exit(2)
     if write:
         try:
             write_policy(policy, route, bar)

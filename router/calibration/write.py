@@ -78,8 +78,8 @@ def write_policy(path: Path, route: str, bar: dict[str, Any]) -> None:
     """Replace route ``route``'s bar in the policy file ``path`` (validated, then atomic).
 
     Raises:
-        CalibrationError: unreadable file, no such route, or the edited policy is invalid
-            (the file is then left unchanged).
+        CalibrationError: unreadable or unwritable file, no such route, or the edited policy
+            is invalid (the file is then left unchanged).
     """
     from router.policy import PolicyError, parse_policy
 
@@ -98,6 +98,9 @@ def write_policy(path: Path, route: str, bar: dict[str, Any]) -> None:
             fh.write(new)
         os.chmod(tmp, path.stat().st_mode & 0o777)
         os.replace(tmp, path)
+    except OSError as exc:  # e.g. an immutable or read-only file: the policy is unchanged
+        Path(tmp).unlink(missing_ok=True)
+        raise CalibrationError(f"{path}: cannot write: {exc.strerror or exc}; the policy is unchanged") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -114,3 +114,34 @@ def test_route_target_keeps_its_window():
     assert bar["route_target"] == 0.97 and bar["window"] == 16 and bar["calibrated"]["ratio_lower_bound"] == 0.95
     cal.window = None
     assert "window" not in evidence_bar(cal, 0.95, ["d"])
+
+
+def test_write_on_too_few_rows_writes_nothing(policy_file, fake_heads, tmp_path):
+    """From a break-it pass: one calibration row was written into the policy as a bar
+    "certified" at 90% confidence."""
+    from tests.calibrate.conftest import write_nested
+
+    before = policy_file.read_text()
+    small = write_nested(tmp_path / "small.csv", n=20, noise=0.0)
+    res = runner.invoke(app, ["calibrate", "--data", str(small), "--policy", str(policy_file),
+                              "--resamples", "200", "--target", "0.8", "--write"])
+    assert res.exit_code == 2, res.output
+    assert "not written: 20 calibration rows cannot certify a bar (at least 30)" in res.output
+    assert "# routes[auto] of the policy:" in res.output and policy_file.read_text() == before
+
+
+def test_a_policy_that_cannot_be_written_is_one_line(policy_file, nested_csv, fake_heads, monkeypatch):
+    """From a break-it pass: an immutable policy file gave a PermissionError traceback and exit
+    1 (the code of an unreachable target). The failure is simulated at os.replace: this
+    machine's tests run as root, which no file mode stops."""
+    def refuse(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    before = policy_file.read_text()
+    monkeypatch.setattr("router.calibration.write.os.replace", refuse)
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(policy_file),
+                              "--resamples", "200", "--write"])
+    assert res.exit_code == 2 and "cannot write: Operation not permitted; the policy is unchanged" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+    assert policy_file.read_text() == before
+    assert [p.name for p in policy_file.parent.iterdir() if p.name.startswith(".policy.yaml.")] == []
