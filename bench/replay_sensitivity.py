@@ -13,14 +13,15 @@ run once per prompt, the outcome memory blends them with ``k`` neighbours
 row goes through :meth:`router.engine.Router.decide` (the gateway's one decision function,
 via :func:`router.calibration.simulate.decide_rows`) under the policy ``mixroute replay``
 generates, with the row's bar replaced. Rows are picked and ordered as ``mixroute replay
---split S [--order data|--seed N]`` picks and orders them (:func:`gateway.commands.replay.prepare`), so
-with the shipped ``k`` and bar each line reproduces the replay command's quality and cost
-ratios (against always-strongest: the model with the highest mean score over the data).
+--split S [--order data|--seed N]`` picks and orders them
+(:func:`gateway.commands.replay.prepare`), so with the shipped ``k`` and bar each line
+reproduces the replay command's quality and cost ratios (against always-strongest: the
+model with the highest mean score over the data).
 
 It answers: is a replay figure a property of the router, or of one order of a few hundred
 rows and one value of ``k``? Each line prints the mean, min and max realised quality ratio
-and cost ratio over the data's order, the interleaved one and ``--seeds`` shuffles, and how many of them meet
-issue 4's target (quality >= 0.95 at cost <= 0.35). First it prints, per source file and
+and cost ratio over the data's order, the interleaved one and ``--seeds`` shuffles, and how
+many of them meet issue 4's target (quality >= 0.95 at cost <= 0.35). First it prints, per source file and
 model, how well the first ``k``'s estimate ranks that file's rows (AUC of the predicted
 quality for the recorded outcome), and the per-file ceiling (:func:`per_file_ceiling`):
 what any router that knows each row's file but nothing else about the row could reach on
