@@ -22,7 +22,7 @@ prompt (:mod:`backends.replay.score`), and the report is written as JSON::
     {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
      "quality_ratio", "cost_ratio",
      "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
-     "requests": [{"row", "backend", "model", "score", "cost_usd", "error"}]}
+     "requests": [{"row", "source", "backend", "model", "score", "cost_usd", "error"}]}
 
 Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data or arguments
 or a gateway that does not start.
@@ -343,7 +343,8 @@ def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str =
         "price_per_call_usd": plan.prices,
         # One entry per request, so every figure above can be recomputed from the data:
         # ``row`` indexes the rows of router.data.load(data) (concatenated in --data order).
-        "requests": [{"row": position[id(a.row)], "backend": a.backend, "model": a.model,
+        # ``source``: the row's file (its stem), to follow the order rows were sent in.
+        "requests": [{"row": position[id(a.row)], "source": a.row.source, "backend": a.backend, "model": a.model,
                       "score": a.row.scores[a.model] if a.model else None,
                       "cost_usd": call_cost(a.row, a.model, plan.prices) if a.model else None,
                       "error": a.error} for a in answered],

@@ -225,6 +225,7 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
     rows = ds.rows[:20]
     reqs = report["requests"]
     assert report["n"] == 20 and report["errors"] == 0 and [r["row"] for r in reqs] == list(range(20))
+    assert {r["source"] for r in reqs} == {"winograde_train"}
     for r in reqs:
         row = ds.rows[r["row"]]
         assert r["score"] == row.scores[r["model"]] and r["cost_usd"] == row.costs[r["model"]]
