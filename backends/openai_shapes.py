@@ -47,6 +47,14 @@ def completions_asked(endpoint: str, body: dict) -> int:
     return prompts * max(count("n"), count("best_of"))
 
 
+def max_tokens_asked(body: dict) -> int | None:
+    """The output-token limit of one completion a request body sets (``max_completion_tokens``,
+    else ``max_tokens``), or ``None`` without a valid one (a positive whole number; the
+    schema refuses others before routing)."""
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> dict:
     return {
         "prompt_tokens": prompt_tokens,

@@ -19,7 +19,7 @@ candidates C and quality bar q:
    lagrangian``, the default; recorded as ``signals.route_wtp_usd``) or its own share for
    the relative rule (``allocation: share``; ``signals.route_share``), both on the
    candidates' lower bounds ``quality - uncertainty_z x sd``.
-5. The choice (:func:`choose`) is the cheapest candidate that clears the bar and meets the
+5. The choice (:func:`router.choice.choose`) is the cheapest candidate that clears the bar and meets the
    route's TTFT SLO (ties: higher quality, then policy order); ``on_saturated`` and
    ``on_no_candidate`` decide the other cases.
 6. Fallbacks: the other candidates, bar-clearing ones by cost first, then the rest by
@@ -33,9 +33,10 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
 
-from backends.openai_shapes import completions_asked, estimate_tokens, prompt_text
+from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text
 from router.aggregate import BAR_TOLERANCE
 from router.cost import cost_usd, resolve_context, resolve_pricing
+from router.choice import choose, note
 from router.decision import Candidate, Decision, RoutingRequest
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel)
@@ -183,7 +184,7 @@ class Router:
 
         Raises:
             router.rules.PromptBlocked, router.errors.NoCandidate, router.errors.RequestRejected,
-            router.errors.ContextTooLong: as :meth:`decide`; a refusal by :func:`choose`
+            router.errors.ContextTooLong: as :meth:`decide`; a refusal by :func:`~router.choice.choose`
                 carries ``candidates`` and ``bar``.
         """
         ruled = apply_rules(self.policy, route, backends, req.tenant, req.headers, prediction.signals)
@@ -193,8 +194,7 @@ class Router:
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
         fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
-        too_long_for = ([b.name for b in ruled.backends if all(f is not b for f in fitting)]
-                        if len(fitting) < len(ruled.backends) else [])
+        by_name = {b.name: b for b in fitting}
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
         for c in cands:
             c.quality_sd = prediction.quality_sd.get(c.backend)
@@ -222,12 +222,11 @@ class Router:
             for c in cands:
                 c.utility_usd = price * held[c.backend] - c.expected_cost_usd
         bar = self._bar(route, cands, share, held, price)
-        by_name = {b.name: b for b in fitting}
         for c in cands:
             c.eligible = held[c.backend] + _EPS >= bar
             c.predicted_ttft_s = self.live.predicted_ttft(by_name[c.backend])
             c.meets_slo = route.ttft_slo_s is None or c.predicted_ttft_s is None or c.predicted_ttft_s <= route.ttft_slo_s
-            c.note = _note(c, held[c.backend], bar, route.ttft_slo_s)
+            c.note = note(c, held[c.backend], bar, route.ttft_slo_s)
         try:
             chosen, reason = choose(route, cands)
         except (NoCandidate, RequestRejected) as exc:
@@ -255,7 +254,8 @@ class Router:
             signals={**prediction.signals, "predictor": prediction.source, "bar": bar,
                      "bar_kind": {bar_kind: getattr(qb, bar_kind)}, "rules": ruled.notes,
                      # backends of the route left out because the request would not fit their context window
-                     **({"too_long_for": too_long_for} if too_long_for else {}),
+                     **({"too_long_for": [b.name for b in ruled.backends if b.name not in by_name]}
+                        if len(fitting) < len(ruled.backends) else {}),
                      **({"route_held": ctl.held, "uncertainty_z": qb.z, "allocation": ctl.allocation,
                          # an unbounded price (every request its best) is recorded as null: JSON has no inf
                          **({"route_share": share} if price is None else
@@ -277,12 +277,12 @@ class Router:
             router.errors.ContextTooLong: none does (param ``max_tokens`` when the prompt
                 alone would fit somewhere, else ``messages``, or ``prompt`` for legacy completions).
         """
-        limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens") or 0
-        needed = estimate_tokens(text) + (limit if isinstance(limit, int) else 0)
+        limit = max_tokens_asked(req.body)
+        needed = estimate_tokens(text) + (limit or 0)
         fitting = [b for b in backends if (self.context.get(b.name) or needed) >= needed]
         if not fitting:
             prompt_only = any((self.context.get(b.name) or needed) >= estimate_tokens(text) for b in backends)
-            if prompt_only and isinstance(limit, int) and limit > 0:
+            if prompt_only and limit is not None:
                 raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
                                      f"exceeds the context window of {where}; lower max_tokens", param="max_tokens")
             raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
@@ -308,9 +308,7 @@ class Router:
 
         tokens_in = estimate_tokens(text)
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
-        limit = req.body.get("max_completion_tokens") or req.body.get("max_tokens")
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-            limit = None
+        limit = max_tokens_asked(req.body)
         if limit is not None:
             out = min(out, limit)
         n = completions_asked(req.endpoint, req.body)  # n, or prompts x max(n, best_of) for legacy completions
@@ -348,74 +346,3 @@ class Router:
             top = max(c.utility_usd for c in cands) - tolerance
             return max(held[c.backend] for c in cands if c.utility_usd >= top)
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
-
-
-def _apart(low: float, high: float) -> tuple[str, str]:
-    """``low`` and ``high`` (``low < high``) printed with 3 significant digits, or as many
-    more as it takes for the two to read differently (up to 17, where floats are exact)."""
-    for digits in range(3, 18):
-        a, b = f"{low:.{digits}g}", f"{high:.{digits}g}"
-        if a != b:
-            break
-    return a, b
-
-
-def _note(c: Candidate, held: float, bar: float, slo_s: float | None) -> str:
-    """One line on what counts against ``c`` (``''`` when nothing does): its quality
-    (``held``: the lower bound under ``route_target``, else the prediction) under the
-    ``bar``, its predicted TTFT (seconds) over the route's SLO ``slo_s``; each pair printed
-    with the digits that tell them apart."""
-    parts = []
-    if not c.eligible:
-        what = "lower bound" if c.quality_bound is not None else "predicted quality"
-        q, b = _apart(held, bar)
-        parts.append(f"{what} {q} under the bar {b}")
-    if not c.meets_slo and c.predicted_ttft_s is not None and slo_s is not None:
-        slo, ttft = _apart(slo_s, c.predicted_ttft_s)
-        parts.append(f"predicted TTFT {ttft} s over the SLO {slo} s")
-    return "; ".join(parts)
-
-
-def choose(route: RouteConfig, cands: list[Candidate]) -> tuple[Candidate, str]:
-    """Pick a candidate among scored ones (``eligible`` and ``meets_slo`` already set).
-
-    Returns:
-        ``(candidate, reason)``; reasons: ``cheapest_above_bar`` (recorded as ``max_utility``
-        under a ``willingness_to_pay`` bar, or a ``route_target`` bar with the ``lagrangian``
-        allocation), ``only_candidate``,
-        ``best_effort_slo`` / ``degraded_for_slo`` (every bar-clearing candidate breaks the
-        TTFT SLO), ``below_bar_cheapest``, ``below_bar_best_quality``.
-
-    Raises:
-        NoCandidate: nothing clears the bar and ``on_no_candidate: reject``.
-        RequestRejected: every bar-clearing candidate breaks the SLO and ``on_saturated: reject``.
-    """
-    order = {c.backend: i for i, c in enumerate(cands)}
-
-    def cheapest(cs: list[Candidate]) -> Candidate:
-        return min(cs, key=lambda c: (c.expected_cost_usd, -c.predicted_quality, order[c.backend]))
-
-    eligible = [c for c in cands if c.eligible]
-    fast = [c for c in eligible if c.meets_slo]
-    if fast:
-        return cheapest(fast), "cheapest_above_bar" if len(cands) > 1 else "only_candidate"
-    if eligible:
-        if route.on_saturated == "reject":
-            wait = min(c.predicted_ttft_s or 1.0 for c in eligible) - (route.ttft_slo_s or 0.0)
-            raise RequestRejected(f"Every backend of route '{route.name}' that clears its quality bar is "
-                                  f"predicted to break its TTFT SLO of {route.ttft_slo_s} s", retry_after_s=max(1.0, wait))
-        meeting = [c for c in cands if c.meets_slo]
-        if route.on_saturated == "degrade" and meeting:
-            return cheapest(meeting), "degraded_for_slo"
-        return cheapest(eligible), "best_effort_slo"
-    if route.on_no_candidate == "reject":
-        best = max(cands, key=lambda c: (c.quality_bound if c.quality_bound is not None else c.predicted_quality,
-                                         -order[c.backend]))
-        tested = best.quality_bound if best.quality_bound is not None else best.predicted_quality
-        kind = route.quality_bar.kind
-        raise NoCandidate(f"No backend of route '{route.name}' is predicted to clear its quality bar "
-                          f"({kind}: {getattr(route.quality_bar, kind)}; the best, '{best.backend}', is predicted "
-                          f"{tested:.3f}{' at its lower bound' if best.quality_bound is not None else ''})")
-    if route.on_no_candidate == "cheapest":
-        return min(cands, key=lambda c: (c.expected_cost_usd, order[c.backend])), "below_bar_cheapest"
-    return max(cands, key=lambda c: (c.predicted_quality, -order[c.backend])), "below_bar_best_quality"

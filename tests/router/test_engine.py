@@ -232,7 +232,7 @@ async def test_reject_route_never_falls_back_below_its_bar():
 @given(st.floats(min_value=0, max_value=1e6, allow_nan=False), st.floats(min_value=0, max_value=1e6, allow_nan=False))
 def test_apart_reads_low_under_high(a, b):
     """A note's pair of numbers always reads in the right order (rounding is monotone)."""
-    from router.engine import _apart
+    from router.choice import _apart
 
     if a == b:
         return
