@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass, field
 
 from gateway.auth.guard import Principal
-from gateway.limits.base import Limiter, LimiterUnavailable, Limits, Reservation
+from gateway.limits.base import TENANT_SUBJECT, Limiter, LimiterUnavailable, Limits, Reservation
 from router.decision import Decision
 from router.errors import MixrouteError
 from router.records import OutcomeRecord
@@ -67,7 +67,8 @@ def limits_of(principal: Principal) -> list[Limits]:
     if key.rpm is not None or key.tpm is not None or key.budget_usd is not None:
         out.append(Limits(subject=key.key_id, rpm=key.rpm, tpm=key.tpm, budget_usd=key.budget_usd, period=key.period))
     if key.tenant_budget_usd is not None:
-        out.append(Limits(subject=f"tenant:{key.tenant}", budget_usd=key.tenant_budget_usd, period=key.tenant_period))
+        out.append(Limits(subject=f"{TENANT_SUBJECT}{key.tenant}", budget_usd=key.tenant_budget_usd,
+                          period=key.tenant_period))
     return out
 
 

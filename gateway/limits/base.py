@@ -35,6 +35,9 @@ from router.errors import RequestRejected
 
 WINDOW_S = 60
 NANO = 1_000_000_000
+#: A tenant's budget is counted under the limits subject ``TENANT_SUBJECT + <tenant name>``
+#: (a key's under its key id).
+TENANT_SUBJECT = "tenant:"
 log = logging.getLogger("mixroute.limits")
 
 

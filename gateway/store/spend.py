@@ -8,6 +8,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from gateway.limits.base import TENANT_SUBJECT
 from gateway.store.models import Decision, Outcome
 
 
@@ -25,7 +26,7 @@ def recorded_spend(engine: Engine | None, subject: str, since: datetime) -> floa
         raise RuntimeError("the store has not started")
     query = (sa.select(sa.func.coalesce(sa.func.sum(Outcome.cost_usd), 0.0))
              .select_from(Outcome).join(Decision, Decision.request_id == Outcome.request_id)
-             .where(Decision.tenant == subject[len("tenant:"):] if subject.startswith("tenant:")
+             .where(Decision.tenant == subject.removeprefix(TENANT_SUBJECT) if subject.startswith(TENANT_SUBJECT)
                     else Decision.key_id == subject, Decision.created_at >= since))
     with engine.connect() as conn:
         return float(conn.execute(query).scalar_one())
