@@ -50,9 +50,9 @@ def serve(
 def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.")]) -> None:
     """Validate FILE; print `FILE:LINE path: problem` per problem and exit 1 on error."""
     from gateway.commands import load_policy_or_exit
-    from router.policy.models import pricing_notes
-
+    from router.classify.labels import quality_notes, shipped_quality_labels
     from router.policy.loader import PolicyError, check_replay_data
+    from router.policy.models import pricing_notes
 
     loaded = load_policy_or_exit(file, exit_code=1)
     try:
@@ -62,8 +62,6 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy YAML file.
         raise typer.Exit(1) from None
     p = loaded.policy
     typer.echo(f"{file}: ok (hash {loaded.hash}, {len(p.backends)} backends, {len(p.routes)} routes)")
-    from router.classify.labels import quality_notes, shipped_quality_labels
-
     for note in pricing_notes(p) + quality_notes(p, shipped_quality_labels()):
         typer.echo(f"{file}: note: {note}", err=True)
 

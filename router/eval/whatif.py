@@ -282,8 +282,7 @@ async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedP
             # (one that named no model would reach its default route: the log cannot tell).
             skipped["route not in the new policy (404 for clients that name it)"] += 1
             continue
-        route = row.route
-        body = {"model": route, "messages": [{"role": "user", "content": "x" * (4 * max(row.tokens_in, 1))}]}
+        body = {"model": row.route, "messages": [{"role": "user", "content": "x" * (4 * max(row.tokens_in, 1))}]}
         predictor.row = row
         try:
             d = await router.decide(RoutingRequest(endpoint="chat", body=body, tenant=row.tenant))
