@@ -7,9 +7,16 @@ priced at the model's mean recorded USD per call (the policy ``mixroute eval`` u
 only the snippet can be printed. With ``--policy``, ``--write`` replaces the route's
 ``quality_bar`` in the file (other lines kept); without it the YAML snippet is printed.
 
+Rows the data loading drops (a missing or NaN score or cost, a contaminated prompt) are
+counted per ``--data`` path on stderr, as ``mixroute eval`` counts them. A file given both
+on its own and inside a ``--data`` folder is refused, as is a path given twice: its rows
+would count twice.
+
 Exit status: 0; 1 when no threshold meets the target; 2 for bad input (data, policy,
-route, heads, a policy file that cannot be written) and for ``--write`` on fewer than
-:data:`MIN_ROWS` calibration rows (nothing is written; the snippet is printed).
+route, heads, a policy file that cannot be written; a route whose backends all stand for
+one data model, such as a route with one backend, which has nothing to calibrate) and for
+``--write`` on fewer than :data:`MIN_ROWS` calibration rows (nothing is written; the
+snippet is printed).
 """
 
 from __future__ import annotations
@@ -92,9 +99,11 @@ def calibrate(
 ) -> None:
     """Calibrate a route's quality bar so the realised quality ratio meets --target."""
     require_modules("mixroute calibrate", "eval", "numpy")
-    from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, load_rows
+    from router.calibration import CalibrationError, TargetUnreachable, calibrate as run, evidence_bar, route_columns
     from router.calibration.predictions import cache_path
+    from router.calibration.simulate import join_parts, load_parts
     from router.calibration.write import bar_block, write_policy
+    from router.eval.data import dropped_text
 
     check_output(json_out, "--json")
     from router.policy import PolicyError, load_policy
@@ -103,10 +112,16 @@ def calibrate(
         typer.echo("mixroute calibrate: --write needs --policy", err=True)
         raise typer.Exit(2)
     try:
-        rows = load_rows(data)
+        parts = load_parts(data)
+        for part in parts:  # as `mixroute eval` counts them in its dataset line
+            if any(part.dropped.values()):
+                typer.echo(f"mixroute calibrate: {part.path}: {part.n} rows, dropped: {dropped_text(part.dropped)}",
+                           err=True)
+        rows = join_parts(parts)
         if split is not None:
             rows = split_rows(rows, split)
         loaded = load_policy(policy) if policy else _default_policy(rows)
+        route_columns(loaded, route, rows.models)  # before the heads load: a route with nothing to calibrate
     except (CalibrationError, PolicyError) as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
         raise typer.Exit(2)

@@ -8,6 +8,10 @@ two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
 (:mod:`router.eval.heads`), are fit on those rows first. A ``rich`` table goes to the terminal; ``--json``, ``--report`` and
 ``--plot`` write the results.
 
+A router named twice with ``--router`` runs once (a note says so). A ``--prices`` entry
+that prices nothing (no model of the data has that name, or the data records that model's
+costs) gets a warning line on stderr naming the models it may have meant.
+
 Exit status: 0; 2 for bad input (the message names the file and the problem) or an
 unknown router; 1 when a router named with ``--router`` could not run (its row says why),
 or, without ``--router``, when none could.
@@ -68,6 +72,10 @@ def eval_cmd(
     if bootstrap < 0:
         err.print(f"[red]error:[/] --bootstrap must be 0 (none) or more, not {bootstrap}")
         raise typer.Exit(2)
+    repeated = [n for n in dict.fromkeys(router or []) if (router or []).count(n) > 1]
+    if repeated:
+        err.print(f"note: router {', '.join(repeated)} given more than once: run once", markup=False, highlight=False)
+        router = list(dict.fromkeys(router))
     names = router or registry.names()
     unknown = [n for n in names if n not in registry.names()]
     if unknown:
@@ -79,7 +87,9 @@ def eval_cmd(
     try:
         excluded = set().union(*(read_exclude(p) for p in exclude or []))
         config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
-                            options={"adapters": adapters}, prices_per_1m=read_prices(prices) if prices else {})
+                            options={"adapters": adapters}, prices_per_1m=read_prices(prices) if prices else {},
+                            warn=lambda line: err.print(f"warning: --prices {prices}: {line}", style="yellow",
+                                                        markup=False, highlight=False))
         with _Progress(err) as progress:
             if embedder == "hashing":
                 from router.eval.embed import make_embedder
@@ -165,20 +175,25 @@ def _table(reports) -> None:
 
 def whatif_cmd(
     new_policy: Annotated[Path, typer.Argument(help="The policy YAML to try.")],
-    logs: Annotated[Optional[str], typer.Option("--logs", help="Store URL, or a `mixroute logs export` file "
-                                                "(.jsonl, .csv, .parquet); default: the configured store.")] = None,
+    logs: Annotated[Optional[str], typer.Option("--logs", help="Store URL, a SQLite store file, or a `mixroute "
+                                                "logs export` file (.jsonl, .csv, .parquet); default: the "
+                                                "configured store.")] = None,
     since: Annotated[Optional[str], typer.Option(help="First decision time (ISO 8601, `now`, or an age like 7d).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the estimate as JSON.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals (0: none, the interval "
                                            "is the point estimate).")] = 200,
 ) -> None:
-    """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes."""
+    """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes.
+
+    The store is only read: a SQLite file is opened read-only. Figures that have no data
+    (no request re-decided) are ``null`` in --json.
+    """
     require_modules("mixroute policy what-if", "eval", "numpy")
     import json
     from datetime import datetime, timezone
 
-    from gateway.commands.logs import parse_time
+    from gateway.commands.logs import check_window, parse_time
     from router.eval.whatif import Logged, what_if
     from gateway.commands import load_policy_or_exit
 
@@ -191,9 +206,8 @@ def whatif_cmd(
         end = parse_time(until) if until else None
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if start is not None and start >= (end or datetime.now(timezone.utc)):
-        # As `logs export`: a window that holds no time is a typo, not "0 logged requests".
-        raise typer.BadParameter(f"--since {since} is not before --until {until or 'now'}")
+    if start is not None:  # as `logs export`: a window that holds no time is a typo, not "0 logged requests"
+        check_window(start, end or datetime.now(timezone.utc), since, until)
     try:
         raw = _logged_rows(logs, start, end)
         rows = [Logged.from_row(r) for r in raw]
@@ -212,13 +226,21 @@ def whatif_cmd(
 
 
 def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
-    """Export rows from a file, or from the store (``iter_rows``) filtered by decision time."""
+    """Export rows from a file, or from the store (``iter_rows``) filtered by decision time.
+
+    ``logs`` is an export file, a SQLite store file (by its header: read as the store), a
+    database URL, or ``None`` (the configured store). The store is opened read-only.
+
+    Raises:
+        OSError, ValueError: ``logs`` cannot be read (the message says why, in one line).
+    """
     import csv
     import json
-    from datetime import datetime, timezone
+
+    from gateway.commands.open_store import looks_like_sqlite
 
     path = Path(logs) if logs else None
-    if path is not None and path.is_file():
+    if path is not None and path.is_file() and not looks_like_sqlite(path):
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
@@ -241,32 +263,52 @@ def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
         return [r for r in rows if _in_window(r.get("created_at"), start, end)]
     if path is not None and path.is_dir():
         raise OSError("is a folder; give an export file (`mixroute logs export`) or a database URL")
+    if path is not None and path.is_file():  # a SQLite store given by its path, not its URL
+        from sqlalchemy.engine import URL
+
+        return _store_rows(URL.create("sqlite", database=str(path.resolve())), start, end)
     if path is not None and "://" not in str(logs):
         raise OSError("no such export file, and not a database URL")
+    from gateway.commands.db import _url
+
+    return _store_rows(_url(logs), start, end)
+
+
+def _store_rows(url, start, end) -> list[dict]:
+    """The export rows of the store at ``url`` (opened read-only) decided in ``[start, end)``.
+
+    Raises:
+        OSError, ValueError: not a database URL, not a usable store, or the query failed.
+    """
+    from datetime import datetime, timezone
+
     import sqlalchemy as sa
 
-    from gateway.commands.db import _url
-    from gateway.store.db import make_engine
+    from gateway.commands.open_store import StoreUnusable, open_store
     from gateway.store.export import iter_rows
 
-    url = _url(logs)
     try:
-        parsed = sa.engine.make_url(url)
+        sa.engine.make_url(url)
     except sa.exc.ArgumentError as exc:
         raise ValueError(f"not a database URL ({exc})") from None
-    if parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:") \
-            and not Path(parsed.database).is_file():
-        raise OSError(f"no such SQLite database file: {parsed.database}")  # never create an empty one
     try:
-        engine = make_engine(url)
-        try:
-            return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
-                                             end or datetime.now(timezone.utc)) for r in chunk]
-        finally:
-            engine.dispose()
+        engine = open_store(url, read_only=True)
+    except StoreUnusable as exc:
+        raise ValueError(str(exc)) from None
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise OSError(_cannot_read(exc)) from None
+    try:
+        return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
+                                         end or datetime.now(timezone.utc)) for r in chunk]
     except sa.exc.SQLAlchemyError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise OSError(f"cannot read the store ({type(exc).__name__}: {first})") from None
+        raise OSError(_cannot_read(exc)) from None
+    finally:
+        engine.dispose()
+
+
+def _cannot_read(exc: Exception) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"cannot read the store ({type(exc).__name__}: {first})"
 
 
 def _in_window(created: object, start, end) -> bool:

@@ -4,8 +4,12 @@ Times (``--since``, ``--until``): an ISO 8601 date or date-time (UTC when no off
 given), ``now``, or an age such as ``7d`` (that long before now). Ages (``--older-than``):
 a number and a unit, ``s``, ``m``, ``h``, ``d`` or ``w``: ``90d``, ``12h``, ``2w``.
 
-Both commands refuse (exit 1, one line) a database that was never migrated or is at an
-older revision, pointing at ``mixroute db upgrade``, rather than failing on a missing table.
+Both commands refuse (exit 2, one line) a SQLite file that does not exist (it is not
+created) or is not SQLite, and a database that was never migrated, is not a mixroute store or
+is at an older revision, pointing at ``mixroute db upgrade``, rather than failing on a
+missing table. ``export`` only reads: it opens a SQLite file read-only, so the file is left
+as it was (:mod:`gateway.commands.open_store`). An empty window (``--since`` not before
+``--until``) is refused with exit status 2, as ``policy what-if`` does.
 """
 
 from __future__ import annotations
@@ -93,36 +97,38 @@ def _error(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _engine(url: str):
-    """An engine on a store that is migrated to the head revision.
+def _engine(url: str, *, read_only: bool):
+    """An engine on a store that is migrated to the head revision (a SQLite file opened
+    read-only with ``read_only``: see :mod:`gateway.commands.open_store`).
 
     Raises:
-        typer.Exit: 1 when the database does not exist, was never migrated or is at an
-            older revision (the message says to run ``mixroute db upgrade``); 1/2 for a bad
-            URL or an unreachable database (see :func:`gateway.commands.db.fail`).
+        typer.Exit: 2 when the SQLite file does not exist or is not SQLite, or the database
+            was never migrated, is not a mixroute store or is at an older revision (the
+            message says what to do, e.g. run ``mixroute db upgrade``); 1/2 for a bad URL or
+            an unreachable database (see :func:`gateway.commands.db.fail`).
     """
-    from alembic.script import ScriptDirectory
     from sqlalchemy.exc import SQLAlchemyError
 
-    from gateway.store import db
+    from gateway.commands.open_store import StoreUnusable, open_store
 
-    upgrade_first = "run `mixroute db upgrade` first"
     try:
-        path = db.missing_sqlite_file(url)
-        if path is not None:
-            _error(f"{shown_url(url)}: no database at {path}: {upgrade_first}", 1)
-        engine = db.make_engine(url)
-        rev = db.current(engine)
+        return open_store(url, read_only=read_only)
+    except StoreUnusable as exc:
+        _error(f"{shown_url(url)}: {exc}", 2)
     except (SQLAlchemyError, ImportError) as err:
         fail(url, err)
-    if rev is None:
-        engine.dispose()
-        _error(f"{shown_url(url)}: the store was never migrated (no tables): {upgrade_first}", 1)
-    older = [r.revision for r in ScriptDirectory.from_config(db.alembic_config()).walk_revisions()][1:]
-    if rev in older:
-        engine.dispose()
-        _error(f"{shown_url(url)}: the store is at revision {rev}, head is {db.head()}: {upgrade_first}", 1)
-    return engine
+
+
+def check_window(start: datetime, end: datetime, since: Optional[str], until: Optional[str]) -> None:
+    """Exit 2 with one line when ``[start, end)`` holds no time (``--since`` not before
+    ``--until``); ``since`` and ``until`` are the options as given (``None``: the default).
+
+    Raises:
+        typer.Exit: the window is empty.
+    """
+    if start >= end:
+        _error(f"--until must be after --since (--since {since or 'default'} is {start.isoformat()}, --until "
+               f"{until or 'now'} is {end.isoformat()}): the window would be empty", 2)
 
 
 @app.command()
@@ -144,14 +150,12 @@ def export(
         raise typer.BadParameter(f"unknown format {format!r} (known: {', '.join(FORMATS)})", param_hint="--format")
     start = _time_option(since) or datetime(1970, 1, 1, tzinfo=timezone.utc)
     end = _time_option(until) or datetime.now(timezone.utc)
-    if start > end:
-        _error(f"--since ({start.isoformat()}) is later than --until ({end.isoformat()}): "
-               "the window would be empty", 2)
+    check_window(start, end, since, until)
     to_stdout = is_stdout(out)
     if not to_stdout:
         check_output(out, "OUT")
     url = _url(database_url)
-    engine = _engine(url)
+    engine = _engine(url, read_only=True)
     # Standard output gets the finished file, copied once it is complete, so a failed
     # export never leaves half a file in a pipe.
     with tempfile.TemporaryDirectory(prefix="mixroute-export-") if to_stdout else nullcontext() as tmp:
@@ -202,7 +206,7 @@ def prune(
         _error(f"--older-than {older_than.strip()} deletes requests of the last day too (everything decided "
                f"before {cutoff.isoformat(timespec='seconds')}); pass --yes to confirm, or --dry-run to count", 2)
     url = _url(database_url)
-    engine = _engine(url)
+    engine = _engine(url, read_only=False)
     try:
         counts = count_older(engine, cutoff) if dry_run else run_prune(engine, cutoff)
     except SQLAlchemyError as err:

@@ -81,24 +81,41 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def make_engine(url: str | URL, **kwargs: Any) -> Engine:
+def _read_only_sqlite(parsed: URL) -> URL:
+    """``parsed`` (a SQLite file URL) as SQLite's ``file:`` URI with ``mode=ro``: the file is
+    opened read-only, never created, and its journal mode is left as it is."""
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1"):  # already a file: URI
+        return parsed.update_query_dict({"mode": "ro"})
+    uri = Path(parsed.database).resolve().as_uri()  # percent-encodes ?, # and spaces in the path
+    return parsed.set(database=uri).update_query_dict({"mode": "ro", "uri": "true"})
+
+
+def make_engine(url: str | URL, *, read_only: bool = False, **kwargs: Any) -> Engine:
     """Create an engine for the store (no connection is opened here).
 
     Args:
         url: database URL (normalised with :func:`normalize_url`).
+        read_only: for a SQLite file, open it read-only (``mode=ro``) and leave its journal
+            mode alone, for commands that only read (``logs export``, ``policy what-if``):
+            a missing file raises on connect instead of being created. A file in WAL mode
+            (every mixroute store) still gets its ``-wal``/``-shm`` files, as for any reader.
+            Other databases are opened as usual.
         **kwargs: passed to :func:`sqlalchemy.create_engine`.
 
     Raises:
         sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL or driver.
     """
     parsed = normalize_url(url)
+    file_db = parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is not None
+    if read_only and file_db and parsed.query.get("mode") != "memory":
+        parsed = _read_only_sqlite(parsed)
     connect_args: dict[str, Any] = dict(kwargs.pop("connect_args", {}))
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         # Bounded, so a down database turns into a journal spill, not a hung writer.
         connect_args.setdefault("connect_timeout", _PG_CONNECT_TIMEOUT_S)
     engine = create_engine(parsed, json_serializer=_json_dumps, connect_args=connect_args,
                            pool_pre_ping=True, **kwargs)
-    if parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is not None:
+    if file_db and not read_only:  # a reader must not switch the file to WAL
         event.listen(engine, "connect", _sqlite_pragmas)
     if parsed.get_backend_name() == "postgresql":
         # A batch upsert as multi-row VALUES statements instead of psycopg's one

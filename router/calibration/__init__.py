@@ -37,10 +37,10 @@ from router.calibration.simulate import (GRIDS, Progress, Sweep, bar_of, data_co
                                         load_rows, sweep, with_bar)
 from router.eval.data import EvalData
 from router.policy.loader import LoadedPolicy
-from router.policy.models import QualityBar
+from router.policy.models import QualityBar, RouteConfig
 
 __all__ = ["Calibration", "CalibrationError", "TargetUnreachable", "calibrate", "evidence_bar", "load_rows",
-           "split_holdout"]
+           "route_columns", "split_holdout"]
 
 
 @dataclass
@@ -89,6 +89,30 @@ def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalD
     return data.subset(np.flatnonzero(~held)), data.subset(np.flatnonzero(held))
 
 
+def route_columns(loaded: LoadedPolicy, route: str, models: list[str]) -> tuple[RouteConfig, dict[str, int]]:
+    """Route ``route`` and its backends' data columns (:func:`.simulate.data_columns`),
+    checked before any prediction is made.
+
+    Raises:
+        CalibrationError: an unknown route; a candidate with no model in the data; a route
+            whose candidates all stand for one data model (one backend: every request goes
+            to it, so no bar changes anything).
+    """
+    r = loaded.policy.route(route)
+    if r is None:
+        known = ", ".join(x.name for x in loaded.policy.routes)
+        raise CalibrationError(f"{loaded.source}: no route '{route}' (routes: {known})")
+    columns = data_columns(loaded, r, models)
+    if len(set(columns.values())) < 2:
+        if len(r.backends) == 1:
+            raise CalibrationError(f"route '{route}' has one backend ({r.backends[0]}): every request goes to it, "
+                                   "so there is nothing to calibrate (a quality bar chooses between backends)")
+        only = models[next(iter(columns.values()))]
+        raise CalibrationError(f"route '{route}': its backends ({', '.join(r.backends)}) all stand for the data "
+                               f"model {only!r}, so every choice scores the same and there is nothing to calibrate")
+    return r, columns
+
+
 def _one(loaded: LoadedPolicy, route: str, bar: QualityBar, data: EvalData, predictor: Any, columns: dict[str, int],
          strong: int, confidence: float, resamples: int, seed: int) -> Point:
     choices = asyncio.run(decide_rows(with_bar(loaded, route, bar), route, data.prompts, predictor, columns))
@@ -111,16 +135,12 @@ def calibrate(loaded: LoadedPolicy, route: str, data: EvalData, predictor: Any, 
         resamples: bootstrap resamples (>= 500 advised). holdout: share of rows held out.
 
     Raises:
-        CalibrationError: unknown route, candidates missing from the data, bad holdout.
+        CalibrationError: as :func:`route_columns`; a bad holdout.
         TargetUnreachable: no threshold meets the target with the confidence.
     """
     from router.calibration.predictions import Replayed, precompute
 
-    r = loaded.policy.route(route)
-    if r is None:
-        known = ", ".join(x.name for x in loaded.policy.routes)
-        raise CalibrationError(f"{loaded.source}: no route '{route}' (routes: {known})")
-    columns = data_columns(loaded, r, data.models)
+    r, columns = route_columns(loaded, route, data.models)
     calib, held = split_holdout(data, holdout, seed)
     if hasattr(predictor, "classify_batch"):
         tick = (lambda done, total: progress("heads", done, total)) if progress else None

@@ -44,13 +44,17 @@ REJECTED = -1
 Progress = Callable[[str, int, int], None]
 
 
-def load_rows(paths: Sequence[Path]) -> EvalData:
-    """The rows of every path (:func:`router.eval.data.load_eval_data`) as one dataset.
+def load_parts(paths: Sequence[Path]) -> list[EvalData]:
+    """The rows of each path (:func:`router.eval.data.load_eval_data`), each restricted to the
+    first path's models; each part's ``dropped`` counts the rows it lost (NaN or missing
+    scores, contaminated prompts).
 
     Raises:
-        CalibrationError: a path fails to load, or the paths hold different model sets.
+        CalibrationError: a path given twice, or a file also read as part of a folder given
+            (its rows would count twice); a path fails to load; the paths hold different
+            model sets.
     """
-    from router.eval.data import load_eval_data
+    from router.eval.data import data_files, load_eval_data
     from router.eval.errors import EvalDataError
 
     seen: dict[Path, Path] = {}
@@ -59,6 +63,14 @@ def load_rows(paths: Sequence[Path]) -> EvalData:
         if key in seen:
             raise CalibrationError(f"{p}: given twice (as {seen[key]}); each row would count twice")
         seen[key] = p
+    files = [data_files(Path(p)) for p in paths]
+    for i, p in enumerate(paths):
+        for q, earlier in zip(paths[:i], files[:i]):
+            shared = sorted(files[i] & earlier)
+            if shared:  # e.g. --data d --data d/x.csv
+                more = f" and {len(shared) - 1} more file(s)" if len(shared) > 1 else ""
+                raise CalibrationError(f"{q} and {p} both hold {shared[0]}{more}; each row would count twice: "
+                                       "give a folder or the files in it, not both")
     parts = []
     for p in paths:
         try:
@@ -69,10 +81,28 @@ def load_rows(paths: Sequence[Path]) -> EvalData:
     for p, d in zip(paths[1:], parts[1:]):
         if set(d.models) != set(first.models):
             raise CalibrationError(f"{p}: models {sorted(d.models)} differ from {paths[0]}'s {sorted(first.models)}")
-    parts = [d.restrict_models(first.models) for d in parts]
-    return EvalData("+".join(d.name for d in parts), ",".join(str(p) for p in paths), list(first.models),
+    return [d.restrict_models(first.models) for d in parts]
+
+
+def join_parts(parts: Sequence[EvalData]) -> EvalData:
+    """:func:`load_parts`' parts as one dataset (``dropped`` summed over the parts)."""
+    first = parts[0]
+    dropped: dict[str, int] = {}
+    for d in parts:
+        for k, v in d.dropped.items():
+            dropped[k] = dropped.get(k, 0) + v
+    return EvalData("+".join(d.name for d in parts), ",".join(d.path for d in parts), list(first.models),
                     [t for d in parts for t in d.prompts], np.concatenate([d.scores for d in parts]),
-                    np.concatenate([d.costs for d in parts]), first.price_source)
+                    np.concatenate([d.costs for d in parts]), first.price_source, dropped)
+
+
+def load_rows(paths: Sequence[Path]) -> EvalData:
+    """The rows of every path as one dataset (:func:`load_parts`, :func:`join_parts`).
+
+    Raises:
+        CalibrationError: as :func:`load_parts`.
+    """
+    return join_parts(load_parts(paths))
 
 
 def _norm(name: str) -> str:

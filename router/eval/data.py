@@ -226,6 +226,28 @@ def load_tree(path: Path) -> Dataset:
     return Dataset(path.name, fmt, list(first.models), [r for p in parts for r in p.rows], dropped)
 
 
+def data_files(path: Path) -> set[Path]:
+    """The files :func:`load_tree` reads for ``path``, resolved: the file itself; a folder's
+    data files (:func:`router.data.loader.is_data_file`), or, with none, its sub-folders'.
+    Empty where there is nothing to read (loading then says why)."""
+    from router.data.loader import is_data_file
+
+    path = Path(path)
+    if not path.is_dir():
+        return {path.resolve()} if path.is_file() else set()
+    files = {p.resolve() for p in path.iterdir() if is_data_file(p)}
+    if files:
+        return files
+    subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return set().union(*(data_files(sub) for sub in subs))
+
+
+def dropped_text(dropped: dict[str, int]) -> str:
+    """``"3 nan, 1 missing_score"``: rows dropped per reason, as the eval report words them
+    (``""`` for an empty mapping)."""
+    return ", ".join(f"{v} {k}" for k, v in dropped.items())
+
+
 def _reprice(model: str, per_call: float, per_1m: dict[str, float]) -> float:
     """The per-call price at ``per_1m[model]`` USD per 1M tokens instead of the price list's
     (same tokens per call: ``per_call`` is the list price times tokens / 1e6)."""
@@ -257,6 +279,35 @@ def read_prices(path: Path) -> dict[str, float]:
             raise EvalDataError(path, f"price of {model!r} is {price!r}, not a number >= 0 (USD per 1M tokens)")
         out[str(model)] = float(price)
     return out
+
+
+def unused_prices(prices_per_1m: dict[str, float], datasets: list[EvalData]) -> list[str]:
+    """One line per ``--prices`` entry that prices nothing in ``datasets``: a name that is no
+    model of the data (with the models it may have meant: those containing it or contained
+    in it, letters and digits compared, or close spellings; else every model), or a model
+    whose every dataset records its costs (recorded costs are kept)."""
+    import difflib
+
+    models = sorted({m for d in datasets for m in d.models})
+    repriced = {m for d in datasets if d.price_source != "recorded" for m in d.models}
+    out = []
+    for name in prices_per_1m:
+        if name in repriced:
+            continue
+        if name in models:
+            out.append(f"{name!r} is not used: the data with this model records its costs per call")
+            continue
+        key = _letters(name)
+        near = [m for m in models if key and (key in _letters(m) or _letters(m) in key)] \
+            or difflib.get_close_matches(name, models, n=3, cutoff=0.5)
+        hint = f"did you mean {' or '.join(map(repr, near))}?" if near else f"its models: {', '.join(models)}"
+        out.append(f"{name!r} matches no model in the data, so it is not used; {hint}")
+    return out
+
+
+def _letters(name: str) -> str:
+    """``"GPT-4o mini"`` -> ``"gpt4omini"``: a model name for loose comparison."""
+    return "".join(ch for ch in name.lower() if ch.isalnum())
 
 
 def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, int]) -> list[OutcomeRow]:

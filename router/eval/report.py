@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from router.eval.data import dropped_text
 from router.eval.metrics import ndch
 from router.eval.runner import DatasetReport
 
@@ -49,7 +50,7 @@ def fmt(key: str, value: float | None) -> str:
 def describe(rep: DatasetReport) -> str:
     """One line on what a dataset is: rows, models, price source, drops, train rows."""
     d = rep.data
-    dropped = ", ".join(f"{v} {k}" for k, v in d.dropped.items()) or "none"
+    dropped = dropped_text(d.dropped) or "none"
     line = (f"{d.n} rows, {len(d.models)} models, costs {d.price_source}, dropped: {dropped}")
     return line + (f"; {rep.train_note}" if rep.train_note else "")
 

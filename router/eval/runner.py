@@ -26,7 +26,7 @@ import numpy as np
 
 from router.data import normalise_prompt
 from router.eval import routers as registry
-from router.eval.data import EvalData, load_eval_data
+from router.eval.data import EvalData, load_eval_data, unused_prices
 from router.eval.errors import EvalDataError, RouterUnavailable
 from router.eval.routers.base import Context
 from router.eval.summary import BOOTSTRAP, Result, skipped, summarise
@@ -39,7 +39,7 @@ class EvalConfig:
     """Settings of one evaluation.
 
     Attributes:
-        routers: router names (default: all registered).
+        routers: router names (default: all registered); a repeated name runs once.
         exclude: normalised prompts to drop from every dataset.
         embed: texts -> embeddings for learned routers (``None``: the cached MiniLM).
         bootstrap: resamples for confidence intervals (0: none).
@@ -47,6 +47,8 @@ class EvalConfig:
         holdout: keep only the classifier's held-out split (see the module docstring).
         options: passed to routers (``adapters``, ``predictor``).
         prices_per_1m: ``--prices``: model -> USD per 1M tokens for data without recorded costs.
+        warn: called with one line per ``--prices`` entry that prices nothing
+            (:func:`router.eval.data.unused_prices`), once the data is loaded.
     """
 
     routers: list[str] = field(default_factory=list)
@@ -57,6 +59,7 @@ class EvalConfig:
     holdout: bool = False
     options: dict[str, Any] = field(default_factory=dict)
     prices_per_1m: dict[str, float] = field(default_factory=dict)
+    warn: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -125,12 +128,15 @@ def evaluate(tests: list[Path], train: list[Path] | None = None, config: EvalCon
         KeyError: an unknown router name.
     """
     config = config or EvalConfig()
-    names = config.routers or registry.names()
+    names = list(dict.fromkeys(config.routers or registry.names()))
     routers = [registry.get(n) for n in names]
     datasets = [load_eval_data(p, config.exclude, config.prices_per_1m) for p in tests]
     if config.holdout:
         datasets = [holdout_rows(d) for d in datasets]
     trains = [load_eval_data(p, config.exclude, config.prices_per_1m) for p in train or []]
+    if config.warn is not None:
+        for line in unused_prices(config.prices_per_1m, [*datasets, *trains]):
+            config.warn(line)
     embed = config.embed
     if embed is None and any(r.learned and r.name != "mixroute" for r in routers):
         embed = default_embed(progress)

@@ -209,6 +209,9 @@ class LoggedPredictor:
 class WhatIf:
     """The estimate. Qualities are predicted probabilities of a good answer; costs USD per request.
 
+    With no request re-decided (``n == 0``) every figure that needs one is ``None`` (``null``
+    in JSON), not 0.
+
     Attributes:
         n: requests re-decided; skipped: reason -> requests not re-decided.
         old, new: ``{"quality", "cost"}`` model-based means (logged choice, new choice).
@@ -222,19 +225,21 @@ class WhatIf:
 
     n: int
     skipped: dict[str, int]
-    old: dict[str, float]
-    new: dict[str, float]
-    delta_ci: dict[str, list[float]]
+    old: dict[str, float | None]
+    new: dict[str, float | None]
+    delta_ci: dict[str, list[float] | None]
     logged_cost: float | None
     ipw: float | None
     ipw_ci: list[float] | None
     ipw_note: str
-    changed: float
+    changed: float | None
     moves: dict[tuple[str, str], int] = field(default_factory=dict)
     unknown_backends: dict[str, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The change in plain language."""
+        if self.n == 0 and not self.skipped:
+            return "There were no logged requests to re-decide."
         if self.n == 0:
             return "\n".join(["No logged request could be re-decided under the new policy.", *self._skipped_line()])
         dq, dc = self.new["quality"] - self.old["quality"], self.new["cost"] - self.old["cost"]
@@ -321,10 +326,9 @@ def what_if(policy: LoadedPolicy, rows: list[Logged], *, bootstrap: int = BOOTST
         if d.record.chosen != row.chosen:
             moves[(row.chosen, d.record.chosen)] += 1
     n = len(decided)
-    if n == 0:
-        zero = {"quality": 0.0, "cost": 0.0}
-        return WhatIf(0, dict(skipped), zero, zero, {"quality": [0.0, 0.0], "cost": [0.0, 0.0]}, None, None, None,
-                      "no request re-decided", 0.0)
+    if n == 0:  # no data: no figure (None, null in JSON), rather than a 0 that reads as a measurement
+        return WhatIf(0, dict(skipped), {"quality": None, "cost": None}, {"quality": None, "cost": None},
+                      {"quality": None, "cost": None}, None, None, None, "no request re-decided", None)
     oq, oc, nq, nc = map(np.array, (oq, oc, nq, nc))
     same, fb, prob = np.array(same), np.array(fb), np.array(prob)
     rng = np.random.default_rng(seed)

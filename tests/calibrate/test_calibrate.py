@@ -104,6 +104,53 @@ def test_the_same_data_twice_is_refused(nested_csv):
         load_rows([nested_csv, nested_csv.parent / ".." / nested_csv.parent.name / nested_csv.name])
 
 
+@pytest.mark.parametrize("file_first", [False, True])
+def test_a_file_inside_a_folder_given_too_is_refused(tmp_path, file_first):
+    """From a break-it pass: --data d --data d/x.csv counted x.csv's rows twice."""
+    from router.calibration import CalibrationError
+    from tests.calibrate.conftest import write_nested
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    inner = write_nested(folder / "x.csv", n=40)
+    write_nested(folder / "y.csv", n=40, seed=1)
+    paths = [inner, folder] if file_first else [folder, inner]
+    with pytest.raises(CalibrationError, match="both hold .*x.csv; each row would count twice"):
+        load_rows(paths)
+    assert load_rows([folder]).n == 80 and load_rows([inner, folder / "y.csv"]).n == 80
+
+
+def test_dropped_rows_are_counted(tmp_path):
+    from tests.calibrate.conftest import write_nested
+
+    path = write_nested(tmp_path / "n.csv", n=20)
+    lines = path.read_text().splitlines()
+    for i, value in ((1, "nan"), (2, "")):  # a NaN score, a missing score
+        cells = lines[i].split(",")
+        cells[3] = value
+        lines[i] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    rows = load_rows([path])
+    assert rows.n == 18 and rows.dropped == {"missing_score": 1, "nan": 1}
+
+
+def test_a_route_with_one_model_has_nothing_to_calibrate(policy_file, nested_csv):
+    """From a break-it pass: a one-backend route was 'calibrated' to min_quality 1.0."""
+    from router.calibration import CalibrationError, route_columns
+    from router.policy import parse_policy
+    from tests.calibrate.conftest import POLICY
+
+    rows = load_rows([nested_csv])
+    one = parse_policy(POLICY.replace("backends: [small, large]", "backends: [large]"))
+    with pytest.raises(CalibrationError, match="route 'other' has one backend \\(large\\): every request goes to it"):
+        route_columns(one, "other", rows.models)
+    same = parse_policy(POLICY.replace("model: small", "model: large"))
+    with pytest.raises(CalibrationError, match="all stand for the data model 'large'"):
+        route_columns(same, "other", rows.models)
+    route, columns = route_columns(load_policy(policy_file), "auto", rows.models)
+    assert route.name == "auto" and len(set(columns.values())) == 3
+
+
 def test_a_single_evaluated_sweep_reports_shares_and_rejections():
     scores = np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 1.0], [0.0, 0.0]])
     costs = np.array([[1.0, 10.0]] * 4)

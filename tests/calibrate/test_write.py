@@ -145,3 +145,49 @@ def test_a_policy_that_cannot_be_written_is_one_line(policy_file, nested_csv, fa
     assert res.exception is None or isinstance(res.exception, SystemExit)
     assert policy_file.read_text() == before
     assert [p.name for p in policy_file.parent.iterdir() if p.name.startswith(".policy.yaml.")] == []
+
+
+def test_dropped_rows_and_a_one_backend_route_are_reported(policy_file, nested_csv, fake_heads, tmp_path,
+                                                            monkeypatch):
+    """From a break-it pass: rows with a missing or NaN score were dropped silently, and a
+    route with one backend was given a bar (min_quality 1.0)."""
+    from tests.calibrate.conftest import write_nested
+
+    damaged = write_nested(tmp_path / "damaged.csv", n=60, seed=3)
+    lines = damaged.read_text().splitlines()
+    for i, value in ((1, "nan"), (2, ""), (3, "")):
+        cells = lines[i].split(",")
+        cells[4] = value
+        lines[i] = ",".join(cells)
+    damaged.write_text("\n".join(lines) + "\n")
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--data", str(damaged),
+                              "--policy", str(policy_file), "--resamples", "200"])
+    assert res.exit_code == 0, res.output
+    assert f"{damaged}: 57 rows, dropped: 2 missing_score, 1 nan" in res.stderr
+    assert str(nested_csv) not in res.stderr  # nothing dropped there: no line
+    assert "357 calibration rows" in res.output
+
+    def no_heads(adapters):
+        raise AssertionError("the heads must not load for a route with nothing to calibrate")
+
+    monkeypatch.setattr("gateway.commands.calibrate._load_heads", no_heads)
+    one = tmp_path / "one.yaml"
+    one.write_text(POLICY.replace("backends: [small, large]", "backends: [large]"))
+    before = one.read_text()
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--policy", str(one), "--route", "other",
+                              "--write"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == ("mixroute calibrate: route 'other' has one backend (large): every request goes to it, so "
+                          "there is nothing to calibrate (a quality bar chooses between backends)\n")
+    assert one.read_text() == before
+
+
+def test_a_file_inside_a_folder_given_too_is_one_line(tmp_path, fake_heads):
+    from tests.calibrate.conftest import write_nested
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    inner = write_nested(folder / "x.csv", n=40)
+    res = runner.invoke(app, ["calibrate", "--data", str(folder), "--data", str(inner)])
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+    assert f"{folder} and {inner} both hold {inner}; each row would count twice" in res.stderr

@@ -152,6 +152,36 @@ def test_prices_file_reprices_data_without_costs(tmp_path):
     assert res.exit_code == 2 and "price of 'cheap'" in res.output and str(prices) in res.output
 
 
+def test_prices_that_price_nothing_are_warned_about(tmp_path, tiny_pair_csv):
+    """From a break-it pass: --prices entries matching no model of the data were ignored silently."""
+    data = tmp_path / "no_costs.csv"
+    data.write_text("prompt,cheap-model,dear\n" + "".join(f"q{i},{i % 2 == 0},True\n" for i in range(20)))
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("cheapmodel: 0.1\ndear: 10\nxyzzy: 1\n")
+    res = runner.invoke(app, ["eval", "--test", str(data), "--router", "zero", "--bootstrap", "0",
+                              "--prices", str(prices)])
+    assert res.exit_code == 0, res.output
+    warnings = [line for line in res.stderr.splitlines() if line.strip()]
+    assert warnings == [
+        f"warning: --prices {prices}: 'cheapmodel' matches no model in the data, so it is not used; did you mean "
+        "'cheap-model'?",
+        f"warning: --prices {prices}: 'xyzzy' matches no model in the data, so it is not used; its models: "
+        "cheap-model, dear"]
+    # data that records its costs keeps them: an entry for one of its models prices nothing either
+    prices.write_text("small: 1\n")
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--bootstrap", "0",
+                              "--prices", str(prices)])
+    assert res.exit_code == 0 and "'small' is not used: the data with this model records its costs" in res.stderr
+
+
+def test_a_router_named_twice_runs_once(tiny_pair_csv, tmp_path):
+    res = runner.invoke(app, ["eval", "--test", str(tiny_pair_csv), "--router", "zero", "--router", "oracle",
+                              "--router", "zero", "--bootstrap", "0", "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert [r["router"] for r in json.loads((tmp_path / "r.json").read_text())] == ["zero", "oracle"]
+    assert "note: router zero given more than once: run once" in res.stderr
+
+
 def test_unwritable_outputs_and_bad_bytes_are_one_line_errors(tiny_pair_csv, tmp_path):
     """Checked before the run (a long evaluation is not thrown away by a typo in --json);
     a small non-UTF-8 file is named, not a traceback."""

@@ -109,7 +109,8 @@ def test_cli_names_a_missing_log(tmp_path):
     res = runner.invoke(app, ["policy", "what-if", str(pol)], env={"MIXROUTE_DATABASE_URL": f"sqlite:///{tmp_path}/no.db"})
     assert res.exit_code == 2 and "None" not in res.output and "the store (MIXROUTE_DATABASE_URL)" in res.output
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(pol), "--since", "2999-01-01"])
-    assert res.exit_code == 2 and "is not before --until now" in res.output
+    assert res.exit_code == 2 and "--until must be after --since (--since 2999-01-01" in res.output
+    assert "--until now is" in res.output
 
 
 def test_cli_reads_the_store(tmp_path):
@@ -118,13 +119,13 @@ def test_cli_reads_the_store(tmp_path):
 
     from sqlalchemy import create_engine
 
-    from gateway.store.models import Base
+    from gateway.store import upgrade
     from gateway.store.upsert import write_items
     from router.records import DecisionRecord, OutcomeRecord
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(url)
     engine = create_engine(url)
-    Base.metadata.create_all(engine)
     items = []
     for r in _log(10):
         at = datetime.fromisoformat(r["created_at"]).astimezone(timezone.utc)
@@ -139,9 +140,14 @@ def test_cli_reads_the_store(tmp_path):
     engine.dispose()
     pol = tmp_path / "new.yaml"
     pol.write_text(_policy(0.6))
-    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", url, "--bootstrap", "20"])
-    assert res.exit_code == 0, res.output
-    assert "10 logged request(s)" in res.output and "50% of 10 logged requests" in res.output
+    store = tmp_path / "store.db"
+    before = store.read_bytes()
+    # The URL, and the file's plain path (it was read as JSON lines: "line 1: Expecting value").
+    for logs in (url, str(store)):
+        res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", logs, "--bootstrap", "20"])
+        assert res.exit_code == 0, (logs, res.output)
+        assert "10 logged request(s)" in res.output and "50% of 10 logged requests" in res.output
+    assert store.read_bytes() == before  # opened read-only
 
 
 def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
@@ -159,12 +165,15 @@ def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
         (["--logs", f"sqlite:///{tmp_path}/none.db"], "no such SQLite database file"),
         (["--logs", "bogus://x"], "cannot read the store"),
         (["--logs", str(log), "--bootstrap", "-3"], "--bootstrap"),
-        (["--logs", str(log), "--since", "2026-11-20", "--until", "2026-11-10"], "is not before"),
+        (["--logs", str(log), "--since", "2026-11-20", "--until", "2026-11-10"], "--until must be after --since"),
+        (["--logs", str(log), "--since", "2026-11-10", "--until", "2026-11-10"], "--until must be after --since"),
         (["--logs", str(log), "--json", str(tmp_path)], "is a folder"),
         (["--logs", str(log), "--json", str(log / "w.json")], "is not a folder"),
     ):
         res = runner.invoke(app, ["policy", "what-if", str(pol), *args])
         assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, (args, res.output)
+        if needle.startswith(("--until", "no such")):
+            assert res.output.count("\n") == 1, (args, res.output)
     assert not (tmp_path / "none.db").exists()  # a missing store is not created
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"a": 1}\n{"b": 2}\n{bad\n')
@@ -214,6 +223,51 @@ def test_nothing_re_decided_says_why():
     rows = [Logged.from_row({**r, "pinned": True}) for r in _log(4)]
     result = what_if(parse_policy(_policy(0.6)), rows, bootstrap=0)
     assert result.n == 0 and "4 pinned" in result.summary()
+    # From a break-it pass: the figures were 0.0, which reads as a measured zero.
+    assert result.old == result.new == {"quality": None, "cost": None} and result.changed is None
+    assert result.delta_ci == {"quality": None, "cost": None}
+
+
+def test_cli_with_no_request_writes_nulls(tmp_path):
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    log = tmp_path / "export.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in _log()))
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log), "--since", "2030-01-01",
+                              "--until", "2030-02-01", "--json", str(tmp_path / "w.json")])
+    assert res.exit_code == 0, res.output
+    assert "0 logged request(s)" in res.output and "There were no logged requests to re-decide." in res.output
+    doc = json.loads((tmp_path / "w.json").read_text())
+    assert doc["n"] == 0 and doc["changed"] is None and doc["moves"] == []
+    assert doc["old"] == doc["new"] == doc["delta_ci"] == {"quality": None, "cost": None}
+
+
+@pytest.mark.parametrize("content", ["tables", "empty"])
+@pytest.mark.parametrize("form", ["url", "path"])
+def test_cli_leaves_a_foreign_sqlite_file_as_it_was(tmp_path, content, form):
+    """From a break-it pass: --logs sqlite:///X opened X read-write (a non-mixroute or empty
+    file was left in WAL mode with -wal/-shm files), and a plain path to it was read as JSON
+    lines ("line 1: Expecting value")."""
+    import sqlite3
+
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    folder = tmp_path / "other"
+    folder.mkdir()
+    db = folder / "other.db"
+    if content == "tables":
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE notes (x)")
+        conn.commit()
+        conn.close()
+    else:
+        db.touch()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", f"sqlite:///{db}" if form == "url" else str(db)])
+    assert res.exit_code == 2, res.output
+    assert res.output.count("\n") == 1 and "Traceback" not in res.output and "Expecting value" not in res.output
+    assert ("not a mixroute store" if content == "tables" else "never migrated") in res.output
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
 
 
 def test_a_renamed_route_is_counted_as_refused_not_sent_to_the_default_route():

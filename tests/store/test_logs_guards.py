@@ -1,5 +1,6 @@
-"""``mixroute logs``: an empty --since/--until window, a store that was never migrated and a
-prune reaching into the last day are refused with one clear line."""
+"""``mixroute logs``: an empty --since/--until window, a store that was never migrated (or
+is not a mixroute store, or no SQLite file at all) and a prune reaching into the last day
+are refused with one clear line; ``export`` leaves the SQLite file it reads as it was."""
 
 from __future__ import annotations
 
@@ -32,29 +33,84 @@ async def filled(tmp_path: Path) -> str:
     return url
 
 
-def test_since_later_than_until_exits_2(tmp_path: Path):
+@pytest.mark.parametrize("since, until", [("2026-11-02", "2026-11-01"), ("2026-11-01", "2026-11-01")])
+def test_an_empty_window_exits_2(tmp_path: Path, since: str, until: str):
+    """From a break-it pass: --since equal to --until wrote an empty file (what-if refused it)."""
     out = tmp_path / "o.jsonl"
-    res = _run("export", str(out), "--since", "2026-11-02", "--until", "2026-11-01",
+    res = _run("export", str(out), "--since", since, "--until", until,
                "--database-url", f"sqlite:///{tmp_path / 'x.db'}")
-    assert res.exit_code == 2
-    assert "--since (2026-11-02T00:00:00+00:00) is later than --until (2026-11-01T00:00:00+00:00)" in res.stderr
+    assert res.exit_code == 2, res.output
+    assert res.stderr.count("\n") == 1 and "--until must be after --since" in res.stderr
+    assert f"--since {since} is {since}T00:00:00+00:00" in res.stderr
     assert not out.exists() and not (tmp_path / "x.db").exists()
 
 
 @pytest.mark.parametrize("command", ["export", "prune"])
 def test_never_migrated_database_says_run_db_upgrade(tmp_path: Path, command: str):
+    """Exit 2 like other bad input (it was 1, the code of an unreachable database)."""
     db = tmp_path / "empty.db"
     sqlite3.connect(db).close()  # an existing file without tables
     args = [str(tmp_path / "o.jsonl")] if command == "export" else ["--dry-run"]
     res = _run(command, *args, "--database-url", f"sqlite:///{db}")
-    assert res.exit_code == 1
+    assert res.exit_code == 2
     assert "never migrated" in res.stderr and "run `mixroute db upgrade` first" in res.stderr
+    assert res.stderr.count("\n") == 1
     assert "no such table" not in res.output and "Traceback" not in res.output
+
+
+def _sqlite_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.name.startswith("other.db")}
+
+
+@pytest.mark.parametrize("command", ["export", "prune"])
+@pytest.mark.parametrize("content", ["tables", "empty"])
+def test_a_foreign_sqlite_file_is_refused_as_it_was(tmp_path: Path, content: str, command: str):
+    """From a break-it pass: export opened SQLite read-write, so another program's database
+    (or an empty file) was switched to WAL mode and got -wal/-shm files. Prune writes, but
+    checks the database read-only before it does."""
+    folder = tmp_path / "other"
+    folder.mkdir()
+    db = folder / "other.db"
+    if content == "tables":
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE notes (x)")
+        conn.commit()
+        conn.close()
+    else:
+        db.touch()
+    before = _sqlite_files(folder)
+    args = [str(tmp_path / "o.jsonl")] if command == "export" else ["--older-than", "30d"]
+    res = _run(command, *args, "--database-url", f"sqlite:///{db}")
+    assert res.exit_code == 2, res.output
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.output
+    if content == "tables":
+        assert "not a mixroute store: it has tables (notes)" in res.stderr
+    else:
+        assert "never migrated" in res.stderr
+    assert _sqlite_files(folder) == before  # same bytes, journal mode included; no -wal/-shm
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_export_of_a_store_does_not_write_to_its_file(filled: str, tmp_path: Path):
+    path = Path(filled.removeprefix("sqlite:///"))
+    before = path.read_bytes()
+    out = tmp_path / "o.jsonl"
+    res = _run("export", str(out), "--database-url", filled)
+    assert res.exit_code == 0, res.output
+    assert len(out.read_text().splitlines()) == 2 and path.read_bytes() == before
+
+
+def test_a_file_that_is_not_sqlite_is_one_line(tmp_path: Path):
+    junk = tmp_path / "notes.db"
+    junk.write_text("not a database")
+    res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", f"sqlite:///{junk}")
+    assert res.exit_code == 2 and "is not a SQLite database" in res.stderr, res.output
+    assert junk.read_text() == "not a database"
 
 
 def test_missing_sqlite_file_is_not_created(tmp_path: Path):
     res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", f"sqlite:///{tmp_path / 'none.db'}")
-    assert res.exit_code == 1 and "run `mixroute db upgrade` first" in res.stderr
+    assert res.exit_code == 2 and "no such SQLite database file" in res.stderr, res.output
     assert not (tmp_path / "none.db").exists()
 
 
@@ -62,7 +118,7 @@ def test_older_revision_says_run_db_upgrade(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'old.db'}"
     upgrade(url, "0001")
     res = _run("export", str(tmp_path / "o.jsonl"), "--database-url", url)
-    assert res.exit_code == 1 and "at revision 0001" in res.stderr and "mixroute db upgrade" in res.stderr
+    assert res.exit_code == 2 and "at revision 0001" in res.stderr and "mixroute db upgrade" in res.stderr
 
 
 def test_bad_url_is_one_line(tmp_path: Path):
