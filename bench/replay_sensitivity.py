@@ -3,8 +3,8 @@ estimator: the replay's decisions, re-made offline for many orders and settings 
 
     python -m bench.replay_sensitivity ../shared/data/routerbench [--split heldout] [--seeds 8]
         [--k 40,100] [--bars route_target=0.95,route_target=0.95:z=1:share,...]
-        [--cross-fit 5 --samples 40 [--sample-size 454] [--samples-order random|data|interleaved]]
-        [--json OUT]
+        [--cross-fit 5 [--fold-seed 0] --samples 40 [--sample-size 454] [--samples-order random|data|interleaved]]
+        [--dtype auto|float32|bfloat16] [--linear auto|int8|onednn|default] [--json OUT]
 
 ``mixroute replay`` sends each row through a real gateway, one order per run (about a
 minute for 454 rows). This bench makes the same decisions without HTTP: the shipped heads
@@ -32,7 +32,16 @@ memory of the rows in the other folds (:func:`crossfit_predictions`): 2,205 Rout
 rows as new ones rather than the 454 held out of the shipped memory. ``--samples N`` adds N
 random samples of ``--sample-size`` rows, each replayed as its own run (a fresh route
 window; ``--samples-order``: in a random order, the default, the data's or interleaved):
-how often a sample of that size from the same sources meets the target.
+how often a sample of that size from the same sources meets the target. The samples are
+drawn from one cross-fitted estimate of every row, so their counts share its luck:
+``--fold-seed S`` assigns the rows to folds with another permutation, a fresh estimate of
+every row (the same estimator), and the spread over fold seeds is how much of a count is
+that luck (docs/CALIBRATION.md, "The replay's order").
+
+The encoder runs as the gateway's would on this machine (``dtype``/``linear`` ``auto``,
+:mod:`router.classify.precision`; the line ``encoder: ...`` says which ran); ``--dtype`` and
+``--linear`` force another path, as ``MIXROUTE_CLASSIFIER_DTYPE`` /
+``MIXROUTE_CLASSIFIER_LINEAR`` do for the gateway.
 
 No timing is measured; figures are counts over recorded scores and costs.
 """
@@ -98,14 +107,22 @@ class TablePredictor:
                           source="classifier", **extra)
 
 
+#: The encoder path ``heads_and_embeddings`` runs (``main``'s ``--dtype`` / ``--linear``), and
+#: the one it resolved to on this machine (set by the first call).
+ENCODER = {"dtype": "auto", "linear": "auto"}
+RESOLVED: dict[str, str] = {}
+
+
 def heads_and_embeddings(prompts: list[str]):
     """``(memory, head, emb, lengths)``: the shipped outcome memory, the quality head's
     outputs ``(n, labels)`` without it, the encoder's embeddings ``(n, 384)`` and the
     ``output_length`` head's estimates ``(n,)`` (tokens), from the gateway's own path
-    (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64)."""
+    (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64) with the encoder
+    precision :data:`ENCODER` asks for (resolved values recorded in :data:`RESOLVED`)."""
     from router.classify import load_predictor
 
-    pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64)
+    pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64, **ENCODER)
+    RESOLVED.update(dtype=str(pred.encoder.dtype).removeprefix("torch."), linear=str(pred.encoder.linear))
     mem, pred.memory = pred.memory, None  # head outputs unblended; callers blend per k
     try:
         heads, embs, lengths = [], [], []
@@ -233,7 +250,7 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
         n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
-        samples_order: str = "random") -> dict:
+        samples_order: str = "random", fold_seed: int = 0) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
@@ -263,8 +280,8 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     pick = {"random": lambda idx: [rows[i] for i in idx],
             "data": lambda idx: [rows[i] for i in sorted(idx)],
             "interleaved": lambda idx: interleave([rows[i] for i in sorted(idx)])}[samples_order]
-    orders |= {f"sample {s}": pick(draw.choice(len(rows), subset_size, replace=False))
-               for s in range(1, subsets + 1)}
+    sample_rows = [draw.choice(len(rows), subset_size, replace=False) for _ in range(subsets)]
+    orders |= {f"sample {s}": pick(idx) for s, idx in enumerate(sample_rows, 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
     index = {p: i for i, p in enumerate(prompts)}
@@ -277,17 +294,25 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     loaded = parse_policy(yaml.safe_dump(plan.policy()), source="<replay policy>")
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
     if cross_fit:
-        preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit)
+        preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit, seed=fold_seed)
     else:
         preds, lengths = predictions(prompts, models, ks)
     g = models.index(strong)
+    print(f"encoder: {RESOLVED.get('dtype')}, linear maps {RESOLVED.get('linear')}"
+          + (f"; cross-fit fold seed {fold_seed}" if cross_fit else ""))
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
         shown = [f"{m.rsplit('/', 1)[-1][:14]} {a:.2f}" for m, a in per.items() if a is not None]
         print(f"within-{src} AUC (k {ks[0]}): " + ", ".join(shown))
-    ceiling = per_file_ceiling(score, cost, np.array([r.source for r in rows]), g)
+    sources = np.array([r.source for r in rows])
+    ceiling = per_file_ceiling(score, cost, sources, g)
     print(f"per-file ceiling on these {len(rows)} rows (each file's best mix of models, known in hindsight): "
           f"quality {ceiling[0]:.3f} at cost {ceiling[1]:.3f}")
+    sample_ceilings = [per_file_ceiling(score[idx], cost[idx], sources[idx], g)[0] for idx in sample_rows]
+    if sample_ceilings:
+        print(f"per-file ceiling of each sample of {subset_size}: meets quality {TARGET_QUALITY} at cost {TARGET_COST} "
+              f"on {sum(c >= TARGET_QUALITY for c in sample_ceilings)} of {len(sample_ceilings)} "
+              f"(mean {np.mean(sample_ceilings):.3f})")
     lines = []
     for k in ks:
         table = TablePredictor(prompts, *preds[k], columns, lengths)
@@ -318,8 +343,10 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                          f"{sc.mean():.3f} met {sample_met}/{len(sampled)}")
             lines.append(line)
             print(text, flush=True)
-    return {"data": str(data), "split": split, "cross_fit": cross_fit, "rows": len(orders["data order"]),
+    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None,
+            "encoder": dict(RESOLVED), "rows": len(orders["data order"]),
             "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
+            "sample_ceilings_meeting": (sum(c >= TARGET_QUALITY for c in sample_ceilings) if sample_ceilings else None),
             "within_source_auc": aucs, "lines": lines}
 
 
@@ -351,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="the order each sample's rows are replayed in: random (default), the data's (file by "
                              "file, as mixroute replay --order data) or interleaved (the files spread evenly, as "
                              "mixroute replay sends them by default)")
+    parser.add_argument("--fold-seed", type=int, default=0, metavar="S",
+                        help="with --cross-fit: the seed of the permutation assigning rows to folds (default 0); "
+                             "another seed is another estimate of every row by the same estimator")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                        help="encoder precision (default auto, as the gateway on this machine)")
+    parser.add_argument("--linear", choices=("auto", "int8", "onednn", "default"), default="auto",
+                        help="how the encoder's frozen linear maps run (default auto, as the gateway here)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -369,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--samples {args.samples}: 0-1000")
     if args.sample_size < 1:
         parser.error(f"--sample-size {args.sample_size}: at least 1")
+    if args.fold_seed < 0:
+        parser.error(f"--fold-seed {args.fold_seed}: 0 or more")
+    if args.fold_seed and not args.cross_fit:
+        parser.error("--fold-seed needs --cross-fit (without it every row is estimated from the shipped memory)")
     from gateway.commands.output import check_output, write_output
     from gateway.commands.replay_gateway import ReplayFailed
 
@@ -378,11 +416,14 @@ def main(argv: list[str] | None = None) -> int:
         check_output(args.json, "--json")  # before the run, not after it; prints its own line
     except typer.Exit as exc:
         return exc.exit_code
+    from router.classify.errors import AdapterError
+
+    ENCODER.update(dtype=args.dtype, linear=args.linear)
     try:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
                      cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
-                     samples_order=args.samples_order)
-    except ReplayFailed as exc:
+                     samples_order=args.samples_order, fold_seed=args.fold_seed)
+    except (ReplayFailed, AdapterError) as exc:  # AdapterError: --dtype/--linear cannot run here
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -52,6 +52,9 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     (["{data}", "--cross-fit", "1"], "--cross-fit 1: 2-20 folds, or 0 for none"),
     (["{data}", "--samples", "-2"], "--samples -2: 0-1000"),
     (["{data}", "--sample-size", "0"], "--sample-size 0: at least 1"),
+    (["{data}", "--fold-seed", "3"], "--fold-seed needs --cross-fit"),
+    (["{data}", "--cross-fit", "5", "--fold-seed", "-1"], "--fold-seed -1: 0 or more"),
+    (["{data}", "--linear", "fast"], "argument --linear: invalid choice"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     """From a break-it pass: a missing folder, a bad split or an unwritable --json ended in a
@@ -98,6 +101,37 @@ def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
     after = crossfit_predictions(prompts, flipped, models, [5], folds=3)[0][5][0]
     assert np.array_equal(before[0], after[0])
     assert not np.array_equal(before[1:], after[1:])  # row 0 is someone's neighbour in the other folds
+
+
+def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):
+    """``--fold-seed`` assigns the rows to other folds: the same estimator, another draw of
+    every row's neighbours, so the estimates move (the docs quote counts over fold seeds)."""
+    pytest.importorskip("torch")
+    from bench.replay_sensitivity import crossfit_predictions
+    from gateway.commands.replay import prepare
+
+    plan, rows = prepare([data_dir / "routerbench"], split="heldout", n=60)
+    models = list(plan.dataset.models)
+    prompts = [r.prompt for r in rows]
+    score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    seed0 = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
+    again = crossfit_predictions(prompts, score, models, [5], folds=3, seed=0)[0][5][0]
+    seed1 = crossfit_predictions(prompts, score, models, [5], folds=3, seed=1)[0][5][0]
+    assert np.array_equal(seed0, again)
+    assert not np.array_equal(seed0, seed1)
+
+
+def test_the_report_names_the_encoder_path_and_fold_seed(data_dir, tmp_path, capsys):
+    pytest.importorskip("torch")
+    from bench.replay_sensitivity import main
+
+    out = tmp_path / "r.json"
+    assert main([str(data_dir / "routerbench" / "mbpp_train.csv"), "--n", "30", "--seeds", "0", "--k", "5",
+                 "--cross-fit", "3", "--fold-seed", "2", "--dtype", "float32", "--linear", "default",
+                 "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["fold_seed"] == 2 and report["encoder"] == {"dtype": "float32", "linear": "default"}
+    assert "encoder: float32, linear maps default; cross-fit fold seed 2" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text, parsed", [
