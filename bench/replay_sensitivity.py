@@ -193,6 +193,19 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
     return out, lengths
 
 
+def source_means(quality: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """``(n, M)`` each row's estimate replaced by the mean estimate over the rows of its
+    source file: what a router told each request's task would decide on if it kept the
+    estimator's per-task level and dropped its per-row variation (``--task-means``, a
+    diagnostic of how much that variation, mostly noise within a task, costs the route; no
+    gateway knows the task). Sd's are left as they are."""
+    out = np.array(quality, float, copy=True)
+    for src in set(sources.tolist()):
+        rows = sources == src
+        out[rows] = out[rows].mean(axis=0)
+    return np.round(out, 4)
+
+
 def per_file_ceiling(score: np.ndarray, cost: np.ndarray, sources: np.ndarray, strong: int,
                      budget: float = TARGET_COST) -> tuple[float, float]:
     """What a router that knows each row's source file but nothing else about the row can
@@ -250,7 +263,7 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
         n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
-        samples_order: str = "random", fold_seed: int = 0) -> dict:
+        samples_order: str = "random", fold_seed: int = 0, task_means: bool = False) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
@@ -284,6 +297,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     orders |= {f"sample {s}": pick(idx) for s, idx in enumerate(sample_rows, 1)}
     models = list(plan.dataset.models)
     prompts = [r.prompt for r in rows]
+    sources = np.array([r.source for r in rows])
     index = {p: i for i, p in enumerate(prompts)}
     strong = plan.dataset.strongest()
     recorded = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
@@ -299,12 +313,14 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
         preds, lengths = predictions(prompts, models, ks)
     g = models.index(strong)
     print(f"encoder: {RESOLVED.get('dtype')}, linear maps {RESOLVED.get('linear')}"
-          + (f"; cross-fit fold seed {fold_seed}" if cross_fit else ""))
+          + (f"; cross-fit fold seed {fold_seed}" if cross_fit else "")
+          + ("; deciding on each file's mean estimate (--task-means)" if task_means else ""))
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
         shown = [f"{m.rsplit('/', 1)[-1][:14]} {a:.2f}" for m, a in per.items() if a is not None]
         print(f"within-{src} AUC (k {ks[0]}): " + ", ".join(shown))
-    sources = np.array([r.source for r in rows])
+    if task_means:  # after the AUCs: those are of the row's own estimates
+        preds = {k: (source_means(q, sources), sd) for k, (q, sd) in preds.items()}
     ceiling = per_file_ceiling(score, cost, sources, g)
     print(f"per-file ceiling on these {len(rows)} rows (each file's best mix of models, known in hindsight): "
           f"quality {ceiling[0]:.3f} at cost {ceiling[1]:.3f}")
@@ -343,7 +359,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                          f"{sc.mean():.3f} met {sample_met}/{len(sampled)}")
             lines.append(line)
             print(text, flush=True)
-    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None,
+    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None, "task_means": task_means,
             "encoder": dict(RESOLVED), "rows": len(orders["data order"]),
             "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
             "sample_ceilings_meeting": (sum(c >= TARGET_QUALITY for c in sample_ceilings) if sample_ceilings else None),
@@ -385,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="encoder precision (default auto, as the gateway on this machine)")
     parser.add_argument("--linear", choices=("auto", "int8", "onednn", "default"), default="auto",
                         help="how the encoder's frozen linear maps run (default auto, as the gateway here)")
+    parser.add_argument("--task-means", action="store_true",
+                        help="diagnostic: decide on each source file's mean estimate instead of each row's own "
+                             "(a router told the task, without the per-row variation of the estimates)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -422,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
                      cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
-                     samples_order=args.samples_order, fold_seed=args.fold_seed)
+                     samples_order=args.samples_order, fold_seed=args.fold_seed, task_means=args.task_means)
     except (ReplayFailed, AdapterError) as exc:  # AdapterError: --dtype/--linear cannot run here
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -103,6 +103,17 @@ def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
     assert not np.array_equal(before[1:], after[1:])  # row 0 is someone's neighbour in the other folds
 
 
+def test_task_means_keep_each_files_level_and_drop_the_rows_variation():
+    from bench.replay_sensitivity import source_means
+
+    q = np.array([[0.2, 0.9], [0.4, 0.7], [0.6, 0.5], [0.1, 0.1]])
+    src = np.array(["a", "a", "b", "a"])
+    out = source_means(q, src)
+    assert out[[0, 1, 3]] == pytest.approx(np.tile([0.7 / 3, 1.7 / 3], (3, 1)), abs=1e-4)
+    assert out[2] == pytest.approx([0.6, 0.5])
+    assert q[0, 0] == 0.2  # the input is left as it was
+
+
 def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):
     """``--fold-seed`` assigns the rows to other folds: the same estimator, another draw of
     every row's neighbours, so the estimates move (the docs quote counts over fold seeds)."""
