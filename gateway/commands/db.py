@@ -2,9 +2,9 @@
 
 Imports of SQLAlchemy and Alembic happen inside the commands so ``mixroute --help``
 stays fast. Every failure is one line on stderr, never a traceback (:func:`fail`): exit 2
-for what the caller got wrong (a URL that does not parse or names no known database kind,
-an unknown ``--revision``), exit 1 for the environment (driver not installed, database
-unreachable).
+for what the caller got wrong (a URL that does not parse, names no known database kind or
+holds a port or query value that cannot be used, an unknown ``--revision``), exit 1 for the
+environment (driver not installed, database unreachable).
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ def fail(url: str, err: BaseException, action: str = "") -> NoReturn:
 
     Args:
         url: the store URL (its password is never printed).
-        err: a SQLAlchemy error, an ``ImportError`` of a database driver or an Alembic
-            ``CommandError``; anything else is re-raised.
+        err: a SQLAlchemy error (:class:`gateway.store.db.BadUrl` included), an
+            ``ImportError`` of a database driver or an Alembic ``CommandError``; anything
+            else is re-raised.
         action: prefix of the message, e.g. ``"upgrade failed: "``.
 
     Raises:
@@ -68,8 +69,12 @@ def fail(url: str, err: BaseException, action: str = "") -> NoReturn:
     from alembic.util import CommandError
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
+    from gateway.store.db import BadUrl
+
     shown, code = shown_url(url), 1
-    if isinstance(err, NoSuchModuleError):
+    if isinstance(err, BadUrl):
+        msg, code = f"--database-url: bad URL {shown!r}: {err}", 2
+    elif isinstance(err, NoSuchModuleError):
         kind = url.split("://", 1)[0]
         msg, code = f"unknown database kind {kind!r} in {shown!r} ({_EXAMPLES})", 2
     elif isinstance(err, ArgumentError):

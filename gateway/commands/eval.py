@@ -12,7 +12,8 @@ A router named twice with ``--router`` runs once (a note says so). A ``--prices`
 that prices nothing (no model of the data has that name, or the data records that model's
 costs) gets a warning line on stderr naming the models it may have meant.
 
-Exit status: 0; 2 for bad input (the message names the file and the problem) or an
+Exit status: 0; 2 for bad input (the message names the file and the problem), an
+output (``--json``, ``--report``, ``--plot``) that is one of the input files, or an
 unknown router; 1 when a router named with ``--router`` could not run (its row says why),
 or, without ``--router``, when none could.
 """
@@ -27,7 +28,7 @@ from typing import Annotated, Optional
 import typer
 
 from gateway.commands import require_modules
-from gateway.commands.output import check_output, write_output
+from gateway.commands.output import check_not_input, check_output, data_inputs, folder_inputs, write_output
 
 
 def eval_cmd(
@@ -63,8 +64,12 @@ def eval_cmd(
     from router.eval.runner import EvalConfig, evaluate
 
     err = Console(stderr=True, soft_wrap=True)
-    for path, flag in ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot")):
+    outputs = ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot"))
+    for path, flag in outputs:
         check_output(path, flag)
+    check_not_input(outputs, [*data_inputs(test, "--test"), *data_inputs(train or [], "--train"),
+                              *((p, "--exclude") for p in exclude or []),
+                              *([(prices, "--prices")] if prices else []), *folder_inputs(adapters, "--adapters")])
     if plot_out is not None and plot_out.suffix.lower() not in PLOT_SUFFIXES:
         # Checked before the evaluation: matplotlib refused the format only after it had run.
         typer.echo(f"error: --plot {plot_out}: name a {', '.join(PLOT_SUFFIXES)} file", err=True)
@@ -178,7 +183,8 @@ def whatif_cmd(
     logs: Annotated[Optional[str], typer.Option("--logs", help="Store URL, a SQLite store file, or a `mixroute "
                                                 "logs export` file (.jsonl, .csv, .parquet); default: the "
                                                 "configured store.")] = None,
-    since: Annotated[Optional[str], typer.Option(help="First decision time (ISO 8601, `now`, or an age like 7d).")] = None,
+    since: Annotated[Optional[str], typer.Option(help="First decision time (ISO 8601, `now`, or an age like 7d; "
+                                                 "default: the beginning).")] = None,
     until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the estimate as JSON.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals (0: none, the interval "
@@ -187,32 +193,35 @@ def whatif_cmd(
     """Re-decide logged requests under NEW_POLICY; estimate cost and quality changes.
 
     The store is only read: a SQLite file is opened read-only. Figures that have no data
-    (no request re-decided) are ``null`` in --json.
+    (no request re-decided) are ``null`` in --json. Refused with exit status 2 before any
+    work: a --json that is NEW_POLICY or the logs' own file, and an empty --since/--until
+    window (the same times and defaults as ``logs export``, read against one ``now``).
     """
     require_modules("mixroute policy what-if", "eval", "numpy")
     import json
     from datetime import datetime, timezone
 
-    from gateway.commands.logs import check_window, parse_time
-    from router.eval.whatif import Logged, what_if
     from gateway.commands import load_policy_or_exit
+    from gateway.commands.db import shown_url
+    from gateway.commands.logs import EPOCH, check_window, time_option
+    from router.eval.whatif import Logged, what_if
 
     loaded = load_policy_or_exit(new_policy, exit_code=2)
     check_output(json_out, "--json")
+    check_not_input([(json_out, "--json")], [(new_policy, "NEW_POLICY"), *_logs_files(logs)])
     if bootstrap < 0:
         raise typer.BadParameter(f"--bootstrap must be 0 (none) or more, not {bootstrap}")
+    now = datetime.now(timezone.utc)
+    start, end = time_option(since, "--since", now), time_option(until, "--until", now)
+    if start is not None or end is not None:  # as `logs export`: a window that holds no time is a typo
+        check_window(start or EPOCH, end or now, since, until)
+    shown = shown_url(logs) if logs else "the store (MIXROUTE_DATABASE_URL)"
     try:
-        start = parse_time(since) if since else None
-        end = parse_time(until) if until else None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    if start is not None:  # as `logs export`: a window that holds no time is a typo, not "0 logged requests"
-        check_window(start, end or datetime.now(timezone.utc), since, until)
-    try:
-        raw = _logged_rows(logs, start, end)
+        raw = _logged_rows(logs, start, end, now)
         rows = [Logged.from_row(r) for r in raw]
     except (OSError, ValueError) as exc:
-        typer.echo(f"error: {logs or 'the store (MIXROUTE_DATABASE_URL)'}: {exc}", err=True)
+        text = str(exc).replace(logs, shown) if logs else str(exc)  # a URL in the reason: password masked too
+        typer.echo(f"error: {shown}: {text}", err=True)
         raise typer.Exit(2)
     result = what_if(loaded, rows, bootstrap=bootstrap)
     typer.echo(f"{len(rows)} logged request(s); policy {new_policy} (hash {loaded.hash})")
@@ -225,22 +234,44 @@ def whatif_cmd(
         write_output(json_out, "--json", lambda p: p.write_text(text, encoding="utf-8"))
 
 
-def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
+def _logs_files(logs: Optional[str]) -> list[tuple[Path, str]]:
+    """``(file, label)`` of the files ``--logs`` names, for :func:`check_not_input`: an
+    export or SQLite file (with a SQLite file's ``-wal``/``-shm``/``-journal`` files), or a
+    SQLite store's files; none for another database."""
+    from gateway.commands.db import _url
+    from gateway.commands.open_store import sqlite_files, store_files
+
+    if logs and "://" not in logs:
+        return sqlite_files(Path(logs), "--logs")
+    try:
+        url = _url(logs)
+    except ValueError:  # settings that do not validate: reading the logs says so
+        return []
+    return store_files(url, "--logs" if logs else "the store")
+
+
+def _logged_rows(logs: Optional[str], start, end, now) -> list[dict]:
     """Export rows from a file, or from the store (``iter_rows``) filtered by decision time.
 
     ``logs`` is an export file, a SQLite store file (by its header: read as the store), a
-    database URL, or ``None`` (the configured store). The store is opened read-only.
+    database URL, or ``None`` (the configured store). The store is opened read-only and read
+    over ``[start or 1970, end or now)``; a file's rows are filtered only by the bounds given.
 
     Raises:
-        OSError, ValueError: ``logs`` cannot be read (the message says why, in one line).
+        OSError, ValueError: ``logs`` cannot be read (the message says why, in one line),
+            e.g. a file named ``.db``, ``.sqlite`` or ``.sqlite3`` that is not SQLite.
     """
     import csv
     import json
+    import os
 
-    from gateway.commands.open_store import looks_like_sqlite
+    from gateway.commands.open_store import looks_like_sqlite, named_like_sqlite
 
     path = Path(logs) if logs else None
     if path is not None and path.is_file() and not looks_like_sqlite(path):
+        if named_like_sqlite(path) and os.access(path, os.R_OK):  # not read as JSON lines: it says "line 1"
+            raise ValueError("is named like a SQLite database but is not one (it does not start with "
+                             "'SQLite format 3'); give a mixroute store, or an export file (.jsonl, .csv, .parquet)")
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
@@ -266,40 +297,44 @@ def _logged_rows(logs: Optional[str], start, end) -> list[dict]:
     if path is not None and path.is_file():  # a SQLite store given by its path, not its URL
         from sqlalchemy.engine import URL
 
-        return _store_rows(URL.create("sqlite", database=str(path.resolve())), start, end)
+        return _store_rows(URL.create("sqlite", database=str(path.resolve())), start, end, now)
     if path is not None and "://" not in str(logs):
         raise OSError("no such export file, and not a database URL")
     from gateway.commands.db import _url
 
-    return _store_rows(_url(logs), start, end)
+    return _store_rows(_url(logs), start, end, now)
 
 
-def _store_rows(url, start, end) -> list[dict]:
-    """The export rows of the store at ``url`` (opened read-only) decided in ``[start, end)``.
+def _store_rows(url, start, end, now) -> list[dict]:
+    """The export rows of the store at ``url`` (opened read-only) decided in
+    ``[start or 1970, end or now)``.
 
     Raises:
         OSError, ValueError: not a database URL, not a usable store, or the query failed.
     """
-    from datetime import datetime, timezone
-
     import sqlalchemy as sa
 
+    from gateway.commands.logs import EPOCH
     from gateway.commands.open_store import StoreUnusable, open_store
+    from gateway.store.db import BadUrl, normalize_url
     from gateway.store.export import iter_rows
 
     try:
-        sa.engine.make_url(url)
+        normalize_url(url)
+    except BadUrl as exc:
+        raise ValueError(f"bad URL: {exc}") from None
     except sa.exc.ArgumentError as exc:
         raise ValueError(f"not a database URL ({exc})") from None
     try:
         engine = open_store(url, read_only=True)
+    except BadUrl as exc:  # a query value the driver cannot take
+        raise ValueError(f"bad URL: {exc}") from None
     except StoreUnusable as exc:
         raise ValueError(str(exc)) from None
     except (sa.exc.SQLAlchemyError, ImportError) as exc:
         raise OSError(_cannot_read(exc)) from None
     try:
-        return [r for chunk in iter_rows(engine, start or datetime(1970, 1, 1, tzinfo=timezone.utc),
-                                         end or datetime.now(timezone.utc)) for r in chunk]
+        return [r for chunk in iter_rows(engine, start or EPOCH, end or now) for r in chunk]
     except sa.exc.SQLAlchemyError as exc:
         raise OSError(_cannot_read(exc)) from None
     finally:

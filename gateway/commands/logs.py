@@ -9,7 +9,9 @@ created) or is not SQLite, and a database that was never migrated, is not a mixr
 is at an older revision, pointing at ``mixroute db upgrade``, rather than failing on a
 missing table. ``export`` only reads: it opens a SQLite file read-only, so the file is left
 as it was (:mod:`gateway.commands.open_store`). An empty window (``--since`` not before
-``--until``) is refused with exit status 2, as ``policy what-if`` does.
+``--until``) is refused with exit status 2, as ``policy what-if`` does; every time option of
+one command is read against the same ``now``, so ``--since 1d --until 1d`` or ``--since 0d``
+is such a window. ``export`` refuses an OUT that is the store's own file (exit 2).
 """
 
 from __future__ import annotations
@@ -25,13 +27,15 @@ from typing import Annotated, NoReturn, Optional
 import typer
 
 from gateway.commands.db import DatabaseUrl, _url, fail, shown_url
-from gateway.commands.output import check_output, is_stdout
+from gateway.commands.output import check_not_input, check_output, is_stdout
 
 app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, feedback).", no_args_is_help=True)
 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _CONFIRM_UNDER = timedelta(days=1)  # a prune reaching into the last day needs --yes
+#: The default ``--since`` of ``logs export`` and ``policy what-if``: the beginning.
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def parse_age(text: str) -> timedelta:
@@ -76,20 +80,27 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
         raise ValueError(outside) from None
 
 
-def _time_option(value: Optional[str]) -> Optional[datetime]:
+def time_option(value: Optional[str], flag: str, now: datetime) -> Optional[datetime]:
+    """The option ``flag``'s time (:func:`parse_time` against ``now``: one ``now`` for all
+    the time options of a command, so that equal expressions give equal times); ``None``
+    when not given.
+
+    Raises:
+        typer.BadParameter: not a time; the message names ``flag``.
+    """
     if value is None:
         return None
     try:
-        return parse_time(value)
+        return parse_time(value, now)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(str(exc), param_hint=f"'{flag}'") from None
 
 
 def _age_option(value: str) -> timedelta:
     try:
         return parse_age(value)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(str(exc), param_hint="'--older-than'") from None
 
 
 def _error(message: str, code: int) -> NoReturn:
@@ -144,17 +155,21 @@ def export(
     """Write one row per request (decision + outcome + aggregated feedback) to OUT."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from gateway.commands.open_store import store_files
     from gateway.store.export import FORMATS, export as run_export
 
     if format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r} (known: {', '.join(FORMATS)})", param_hint="--format")
-    start = _time_option(since) or datetime(1970, 1, 1, tzinfo=timezone.utc)
-    end = _time_option(until) or datetime.now(timezone.utc)
+    now = datetime.now(timezone.utc)
+    start = time_option(since, "--since", now) or EPOCH
+    end = time_option(until, "--until", now) or now
     check_window(start, end, since, until)
     to_stdout = is_stdout(out)
     if not to_stdout:
         check_output(out, "OUT")
     url = _url(database_url)
+    store = "--database-url" if database_url else "the store"
+    check_not_input([(out, "OUT")], store_files(url, store))
     engine = _engine(url, read_only=True)
     # Standard output gets the finished file, copied once it is complete, so a failed
     # export never leaves half a file in a pipe.

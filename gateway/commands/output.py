@@ -1,7 +1,9 @@
 """Output files of the offline commands (``--json``, ``--report``, ``--plot``,
-``--write-policy``): checked before the work starts, so that a typo does not throw away a
-long run, and written with a one-line error instead of a traceback. Where a command takes
-``-`` for standard output (:func:`is_stdout`), it writes there instead (:func:`emit`).
+``--write-policy``, ``logs export``'s OUT): checked before the work starts, so that a typo
+does not throw away a long run (:func:`check_output`) and an output that is one of the
+command's own input files does not overwrite it (:func:`check_not_input`), and written with
+a one-line error instead of a traceback. Where a command takes ``-`` for standard output
+(:func:`is_stdout`), it writes there instead (:func:`emit`).
 
 Exit status 2 (bad input), as the commands use for other bad arguments.
 """
@@ -9,7 +11,7 @@ Exit status 2 (bad input), as the commands use for other bad arguments.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import typer
@@ -42,6 +44,72 @@ def check_output(path: Path | None, flag: str) -> None:
 
     if not os.access(ancestor, os.W_OK | os.X_OK) or not can_create_in(ancestor):
         _fail(flag, path, f"folder {ancestor} is not writable")
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: when both exist, :func:`os.path.samefile` (the
+    same device and inode, so also through a symbolic link or a hard link); otherwise the
+    same resolved path (e.g. a store's ``-wal`` file, which SQLite creates only once the
+    store is opened)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one is missing or unreadable, or a NUL in a name
+        pass
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symbolic link loop
+        return False
+
+
+def check_not_input(outputs: Iterable[tuple[Path | None, str]], inputs: Iterable[tuple[Path, str]]) -> None:
+    """Exit 2 with one line when an output is the same file as one of the command's inputs
+    (:func:`same_file`): writing it would destroy the input the command is reading, e.g.
+    ``mixroute eval --test g.csv --json g.csv``. Checked before the work starts.
+
+    Args:
+        outputs: ``(path, flag)`` of each output; ``None`` (not asked for) and ``-``
+            (standard output) are skipped.
+        inputs: ``(file, flag)`` of each file the command reads (the files inside a data
+            folder each on their own, with the folder's flag).
+
+    Raises:
+        typer.Exit: an output is an input file.
+    """
+    wanted = [(path, flag) for path, flag in outputs if path is not None and not is_stdout(path)]
+    if not wanted:
+        return
+    for file, in_flag in inputs:
+        for path, flag in wanted:
+            if same_file(path, file):
+                _fail(flag, path, f"is an input file of this command ({in_flag} {file}); writing it would "
+                                  "destroy that input: give another file name")
+
+
+def data_inputs(paths: Iterable[Path], flag: str) -> list[tuple[Path, str]]:
+    """``(file, flag)`` of every file outcome data ``paths`` are read from, for
+    :func:`check_not_input`: a file as given, a folder's data files
+    (:func:`router.eval.data.data_files`)."""
+    from router.eval.data import data_files
+
+    out = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            out.append((path, flag))
+            continue
+        root = path.resolve()
+        for f in sorted(data_files(path)):  # named under the folder as given, as the user wrote it
+            out.append((path / f.relative_to(root) if f.is_relative_to(root) else f, flag))
+    return out
+
+
+def folder_inputs(folder: Path | None, flag: str) -> list[tuple[Path, str]]:
+    """``(file, flag)`` of every file under ``folder`` (e.g. a heads folder), for
+    :func:`check_not_input`; ``folder`` itself when it is not a folder."""
+    if folder is None:
+        return []
+    if not folder.is_dir():
+        return [(folder, flag)]
+    return [(f, flag) for f in folder.rglob("*") if f.is_file()]
 
 
 def write_output(path: Path, flag: str, write: Callable[[Path], object]) -> None:

@@ -25,7 +25,7 @@ prompt (:mod:`backends.replay.score`), and the report is written as JSON::
      "requests": [{"row", "source", "backend", "model", "score", "cost_usd", "error"}]}
 
 Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data or arguments
-or a gateway that does not start.
+(an output that is one of the input files among them) or a gateway that does not start.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from gateway.commands.output import check_output, emit, is_stdout
+from gateway.commands.output import check_not_input, check_output, data_inputs, emit, is_stdout
 from gateway.commands.replay_gateway import ReplayFailed, check_route, gateway_predictor, local_gateway
 
 if TYPE_CHECKING:
@@ -103,6 +103,8 @@ def replay(
         order = None if seed is not None else order or "interleaved"
         if json_out is None and write_policy is None:
             raise ReplayFailed("--json OUT is required: where to write the report (- for standard output)")
+        written = (write_policy, "--write-policy") if write_policy is not None else (json_out, "--json")
+        check_not_input([written], [*data_inputs(data, "--data"), *([(policy, "--policy")] if policy else [])])
         plan, rows = prepare(data, n=n, seed=seed, split=split, order=order or "data")
         if write_policy is not None:
             to_file = not is_stdout(write_policy)

@@ -5,7 +5,9 @@ of the installed :mod:`migrations` package, so ``mixroute db upgrade`` and the a
 upgrade in :meth:`gateway.store.Store.start` work from a wheel as well as a checkout.
 
 URLs: ``postgresql://`` and ``postgres://`` are mapped to the psycopg 3 driver
-(``postgresql+psycopg://``); anything else is passed to SQLAlchemy unchanged.
+(``postgresql+psycopg://``); anything else is passed to SQLAlchemy unchanged. A URL whose
+port or query value its driver cannot take (``h:notaport``, ``?timeout=abc``) raises
+:class:`BadUrl`, not SQLAlchemy's ``ValueError``/``TypeError``.
 """
 
 from __future__ import annotations
@@ -18,11 +20,18 @@ from typing import Any
 import orjson
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 _PG_ALIASES = {"postgresql", "postgres"}
 _PG_CONNECT_TIMEOUT_S = 5
 _UPGRADE_LOCK = threading.Lock()
 _MIGRATION_LOCK_KEY = int.from_bytes(b"mixroute", "big") >> 1  # any fixed bigint
+
+
+class BadUrl(ArgumentError):
+    """A database URL that parses but holds a value that cannot be used: a port that is not
+    a number, a query value the driver rejects (``?timeout=abc``, ``?check_same_thread=maybe``,
+    a parameter given twice). The message is the reason, without the URL (so no password)."""
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -36,8 +45,12 @@ def normalize_url(url: str | URL) -> URL:
 
     Raises:
         sqlalchemy.exc.ArgumentError: ``url`` is not a URL.
+        BadUrl: its port is not a number.
     """
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ValueError as exc:  # SQLAlchemy's int() of the port
+        raise BadUrl(f"the port is not a number ({exc})") from None
     if parsed.drivername in _PG_ALIASES:
         parsed = parsed.set(drivername="postgresql+psycopg")
     return parsed
@@ -104,6 +117,7 @@ def make_engine(url: str | URL, *, read_only: bool = False, **kwargs: Any) -> En
 
     Raises:
         sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL or driver.
+        BadUrl: a port or query value the driver cannot take.
     """
     parsed = normalize_url(url)
     file_db = parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is not None
@@ -113,8 +127,11 @@ def make_engine(url: str | URL, *, read_only: bool = False, **kwargs: Any) -> En
     if parsed.get_backend_name() == "postgresql" and "connect_timeout" not in parsed.query:
         # Bounded, so a down database turns into a journal spill, not a hung writer.
         connect_args.setdefault("connect_timeout", _PG_CONNECT_TIMEOUT_S)
-    engine = create_engine(parsed, json_serializer=_json_dumps, connect_args=connect_args,
-                           pool_pre_ping=True, **kwargs)
+    try:
+        engine = create_engine(parsed, json_serializer=_json_dumps, connect_args=connect_args,
+                               pool_pre_ping=True, **kwargs)
+    except (ValueError, TypeError) as exc:  # the dialect converts the query's values here
+        raise BadUrl(f"a query value the {parsed.get_backend_name()} driver cannot take ({exc})") from None
     if file_db and not read_only:  # a reader must not switch the file to WAL
         event.listen(engine, "connect", _sqlite_pragmas)
     if parsed.get_backend_name() == "postgresql":

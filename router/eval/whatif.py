@@ -69,8 +69,10 @@ class Logged:
                 ``candidates``) that is missing, or a column of the wrong shape (``candidates``
                 not a list of objects with a ``backend`` name and numeric predictions,
                 ``signals`` not an object, a token count not a whole number in
-                0..:data:`MAX_LOGGED_TOKENS`, a probability not a number). A present but
-                empty ``chosen`` is a logged refusal (``refused``), not an error.
+                0..:data:`MAX_LOGGED_TOKENS`, a probability not a number in (0, 1]: the
+                chance the logged policy gave its choice, which IPW divides by). An empty
+                ``probability`` means 1 (a deterministic choice). A present but empty
+                ``chosen`` is a logged refusal (``refused``), not an error.
         """
         rid = row.get("request_id", "?")
         if "chosen" in row and row["chosen"] in (None, "") and row.get("request_id") not in (None, ""):
@@ -84,7 +86,7 @@ class Logged:
                 raise ValueError(f"request {rid}: no {key!r} column")
         try:
             return cls(request_id=str(row["request_id"]), route=str(row.get("route") or ""), chosen=str(row["chosen"]),
-                       probability=_number(row, "probability") or 1.0, candidates=_candidates(row),
+                       probability=_probability(row), candidates=_candidates(row),
                        signals=_json_column(row, "signals", dict, {}), tokens_in=_tokens(row, "tokens_in"),
                        tokens_out=_tokens(row, "tokens_out"), cost_usd=_number(row, "cost_usd"),
                        feedback=_number(row, "feedback_score_mean"), tenant=row.get("tenant") or None,
@@ -163,6 +165,22 @@ def _number(row: dict[str, Any], key: str) -> float | None:
         raise ValueError(f"column {key!r} is not a number: {str(value)[:60]!r}") from None
     if not np.isfinite(number):
         raise ValueError(f"column {key!r} is not a finite number: {value!r}")
+    return number
+
+
+def _probability(row: dict[str, Any]) -> float:
+    """The ``probability`` column (empty -> 1.0, a deterministic choice).
+
+    Raises:
+        ValueError: not a number in (0, 1]; 0 or less would be a choice the logged policy
+            could not have made, and IPW weights by its inverse.
+    """
+    number = _number(row, "probability")
+    if number is None:
+        return 1.0
+    if not 0.0 < number <= 1.0:
+        raise ValueError(f"column 'probability' must be in (0, 1] (the chance the logged policy gave its "
+                         f"choice), not {row.get('probability')!r}")
     return number
 
 
