@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from gateway.cli import app
 from router.eval.whatif import Logged, what_if
 from router.policy import parse_policy
+from tests.foreign_sqlite import foreign_sqlite
 
 runner = CliRunner()
 
@@ -248,20 +249,11 @@ def test_cli_leaves_a_foreign_sqlite_file_as_it_was(tmp_path, content, form):
     """From a break-it pass: --logs sqlite:///X opened X read-write (a non-mixroute or empty
     file was left in WAL mode with -wal/-shm files), and a plain path to it was read as JSON
     lines ("line 1: Expecting value")."""
-    import sqlite3
-
     pol = tmp_path / "new.yaml"
     pol.write_text(_policy(0.6))
     folder = tmp_path / "other"
     folder.mkdir()
-    db = folder / "other.db"
-    if content == "tables":
-        conn = sqlite3.connect(db)
-        conn.execute("CREATE TABLE notes (x)")
-        conn.commit()
-        conn.close()
-    else:
-        db.touch()
+    db = foreign_sqlite(folder / "other.db", content)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", f"sqlite:///{db}" if form == "url" else str(db)])
     assert res.exit_code == 2, res.output

@@ -84,17 +84,24 @@ def test_per_file_ceiling_buys_the_best_gain_per_dollar_first():
     assert per_file_ceiling(score, cost, src, 1, budget=1.0) == (pytest.approx(1.0), pytest.approx(22 / 40))
 
 
+def _heldout_rows(data_dir, n: int = 60):
+    """``(prompts, scores (n, M) with NaN where not recorded, models)`` of the first ``n``
+    held-out RouterBench rows."""
+    from gateway.commands.replay import prepare
+
+    plan, rows = prepare([data_dir / "routerbench"], split="heldout", n=n)
+    models = list(plan.dataset.models)
+    score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    return [r.prompt for r in rows], score, models
+
+
 def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
     """Each row is estimated from the other folds only: changing a row's recorded scores
     moves other rows' estimates but never its own."""
     pytest.importorskip("torch")
     from bench.replay_sensitivity import crossfit_predictions
-    from gateway.commands.replay import prepare
 
-    plan, rows = prepare([data_dir / "routerbench"], split="heldout", n=60)
-    models = list(plan.dataset.models)
-    prompts = [r.prompt for r in rows]
-    score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    prompts, score, models = _heldout_rows(data_dir)
     before = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
     flipped = score.copy()
     flipped[0] = 1.0 - flipped[0]
@@ -119,12 +126,8 @@ def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):
     every row's neighbours, so the estimates move (the docs quote counts over fold seeds)."""
     pytest.importorskip("torch")
     from bench.replay_sensitivity import crossfit_predictions
-    from gateway.commands.replay import prepare
 
-    plan, rows = prepare([data_dir / "routerbench"], split="heldout", n=60)
-    models = list(plan.dataset.models)
-    prompts = [r.prompt for r in rows]
-    score = np.array([[np.nan if r.scores.get(m) is None else r.scores[m] for m in models] for r in rows])
+    prompts, score, models = _heldout_rows(data_dir)
     seed0 = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
     again = crossfit_predictions(prompts, score, models, [5], folds=3, seed=0)[0][5][0]
     seed1 = crossfit_predictions(prompts, score, models, [5], folds=3, seed=1)[0][5][0]

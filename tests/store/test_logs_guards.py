@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from gateway.cli import app
 from gateway.store import Store, upgrade
+from tests.foreign_sqlite import foreign_sqlite
 from tests.store.conftest import rows, settings_for
 from tests.store.records import decision, outcome
 
@@ -70,14 +71,7 @@ def test_a_foreign_sqlite_file_is_refused_as_it_was(tmp_path: Path, content: str
     checks the database read-only before it does."""
     folder = tmp_path / "other"
     folder.mkdir()
-    db = folder / "other.db"
-    if content == "tables":
-        conn = sqlite3.connect(db)
-        conn.execute("CREATE TABLE notes (x)")
-        conn.commit()
-        conn.close()
-    else:
-        db.touch()
+    db = foreign_sqlite(folder / "other.db", content)
     before = _sqlite_files(folder)
     args = [str(tmp_path / "o.jsonl")] if command == "export" else ["--older-than", "30d"]
     res = _run(command, *args, "--database-url", f"sqlite:///{db}")
