@@ -111,6 +111,15 @@ class TablePredictor:
 #: the one it resolved to on this machine (set by the first call).
 ENCODER = {"dtype": "auto", "linear": "auto"}
 RESOLVED: dict[str, str] = {}
+#: The ``domain`` head's most probable domain of each prompt :func:`heads_and_embeddings` read.
+DOMAINS: dict[str, str | None] = {}
+
+
+def _top(domain) -> str | None:
+    """The most probable label of a ``domain`` head output (``{label: probability}`` or a label)."""
+    if isinstance(domain, dict):
+        return max(domain, key=domain.get) if domain else None
+    return domain
 
 
 def heads_and_embeddings(prompts: list[str]):
@@ -118,7 +127,9 @@ def heads_and_embeddings(prompts: list[str]):
     outputs ``(n, labels)`` without it, the encoder's embeddings ``(n, 384)`` and the
     ``output_length`` head's estimates ``(n,)`` (tokens), from the gateway's own path
     (:meth:`ClassifierPredictor.classify_batch_embed`, batches of 64) with the encoder
-    precision :data:`ENCODER` asks for (resolved values recorded in :data:`RESOLVED`)."""
+    precision :data:`ENCODER` asks for (resolved values recorded in :data:`RESOLVED`). The
+    ``domain`` head's most probable domain per prompt goes to :data:`DOMAINS` (prompt ->
+    domain)."""
     from router.classify import load_predictor
 
     pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64, **ENCODER)
@@ -130,6 +141,7 @@ def heads_and_embeddings(prompts: list[str]):
             out, emb = pred.classify_batch_embed(prompts[i:i + 64])
             heads += [[o["quality"][label] for label in mem.labels] for o in out]
             lengths += [o.get("output_length", np.nan) for o in out]
+            DOMAINS.update({p: _top(o.get("domain")) for p, o in zip(prompts[i:i + 64], out)})
             embs.append(emb.numpy())
     finally:
         pred.close()
@@ -162,7 +174,8 @@ def predictions(prompts: list[str], models: list[str], ks: list[int]
 
 
 def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str], ks: list[int], folds: int,
-                         seed: int = 0) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+                         seed: int = 0, domain_means: float = 0.0
+                         ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """``({k: (quality, sd)}, output_tokens)`` as :func:`predictions`, but with the outcome memory of each
     prompt made of the data's rows in the other ``folds`` - 1 folds (rows assigned to folds
     by a permutation seeded with ``seed``) instead of the shipped memory: every row is then
@@ -173,7 +186,12 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
     ``kappa`` as shipped).
 
     Args:
-        score: ``(n, M)`` recorded scores over ``models`` (NaN: not recorded)."""
+        score: ``(n, M)`` recorded scores over ``models`` (NaN: not recorded).
+        domain_means: ``a`` in [0, 1]: each estimate becomes ``a x`` the mean recorded
+            score of the other folds' rows that the shipped ``domain`` head puts in the
+            row's domain, ``+ (1 - a) x`` the estimate above (a diagnostic of a per-request
+            task signal, ``--domain-means``; rows of a domain with fewer than
+            :data:`MIN_DOMAIN_ROWS` such rows keep their estimate). Sd's as above."""
     from router.neighbours import blend, nearest, observations
 
     mem, head, emb, lengths = heads_and_embeddings(prompts)
@@ -181,6 +199,7 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
     emb = emb.astype(np.float32)
     emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     parts = np.array_split(np.random.default_rng(seed).permutation(len(prompts)), folds)
+    domains = np.array([str(DOMAINS.get(p)) for p in prompts])
     out = {}
     for k in ks:
         q, n = np.zeros_like(head), np.zeros_like(head)
@@ -188,9 +207,38 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
             rest = np.setdiff1d(np.arange(len(prompts)), part)
             nb = score[rest][nearest(emb[rest], emb[part], k)]  # (len(part), k, M)
             q[part], n[part] = blend(head[part], nb, mem.kappa), observations(nb, mem.kappa)
+            if domain_means:
+                q[part] = blend_domain_means(q[part], score[rest], domains[part], domains[rest], domain_means)
         q = np.round(q, 4)
         out[k] = (q, posterior_sd(q, n))
     return out, lengths
+
+
+#: Rows of a domain (in the other folds) below which ``--domain-means`` leaves the estimate alone.
+MIN_DOMAIN_ROWS = 20
+
+
+def blend_domain_means(quality: np.ndarray, memory_scores: np.ndarray, domains: np.ndarray,
+                       memory_domains: np.ndarray, weight: float) -> np.ndarray:
+    """``(n, M)``: ``weight x`` the mean recorded score of the memory rows of each row's
+    domain ``+ (1 - weight) x quality`` (see :func:`crossfit_predictions`).
+
+    Args:
+        quality: ``(n, M)`` estimates; domains: ``(n,)`` their domains.
+        memory_scores: ``(N, M)`` recorded scores (NaN: not recorded); memory_domains: ``(N,)``.
+        weight: in [0, 1]."""
+    out = np.array(quality, float, copy=True)
+    for d in set(domains.tolist()):
+        rows, mem = domains == d, memory_domains == d
+        if mem.sum() < MIN_DOMAIN_ROWS:
+            continue
+        known = ~np.isnan(memory_scores[mem])
+        counts = known.sum(axis=0)
+        means = np.where(counts > 0, np.where(known, memory_scores[mem], 0.0).sum(axis=0) / np.maximum(counts, 1),
+                         np.nan)
+        mix = weight * means + (1 - weight) * out[rows]
+        out[rows] = np.where(np.isnan(mix), out[rows], mix)  # a model never recorded there keeps its estimate
+    return out
 
 
 def source_means(quality: np.ndarray, sources: np.ndarray) -> np.ndarray:
@@ -263,7 +311,8 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
         n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
-        samples_order: str = "random", fold_seed: int = 0, task_means: bool = False) -> dict:
+        samples_order: str = "random", fold_seed: int = 0, task_means: bool = False,
+        domain_means: float = 0.0) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
@@ -273,6 +322,9 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     window), as a new sample from the same sources would be, in the order
     ``samples_order`` names: ``random``, ``data`` (file by file, as ``mixroute replay
     --order data``) or ``interleaved`` (as ``mixroute replay`` sends rows by default).
+    ``fold_seed``: the permutation that assigns rows to the cross-fitting folds;
+    ``task_means``: decide on :func:`source_means` of the estimates (a diagnostic);
+    ``domain_means``: as :func:`crossfit_predictions` (with ``cross_fit`` only).
 
     Raises:
         ReplayFailed: unreadable data, an unknown split, or ``subset_size`` over the rows."""
@@ -308,13 +360,15 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     loaded = parse_policy(yaml.safe_dump(plan.policy()), source="<replay policy>")
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
     if cross_fit:
-        preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit, seed=fold_seed)
+        preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit, seed=fold_seed,
+                                              domain_means=domain_means)
     else:
         preds, lengths = predictions(prompts, models, ks)
     g = models.index(strong)
     print(f"encoder: {RESOLVED.get('dtype')}, linear maps {RESOLVED.get('linear')}"
           + (f"; cross-fit fold seed {fold_seed}" if cross_fit else "")
-          + ("; deciding on each file's mean estimate (--task-means)" if task_means else ""))
+          + ("; deciding on each file's mean estimate (--task-means)" if task_means else "")
+          + (f"; blended with the domain's mean scores at {domain_means:g} (--domain-means)" if domain_means else ""))
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
         shown = [f"{m.rsplit('/', 1)[-1][:14]} {a:.2f}" for m, a in per.items() if a is not None]
@@ -359,7 +413,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                          f"{sc.mean():.3f} met {sample_met}/{len(sampled)}")
             lines.append(line)
             print(text, flush=True)
-    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None, "task_means": task_means,
+    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None, "task_means": task_means, "domain_means": domain_means,
             "encoder": dict(RESOLVED), "rows": len(orders["data order"]),
             "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
             "sample_ceilings_meeting": (sum(c >= TARGET_QUALITY for c in sample_ceilings) if sample_ceilings else None),
@@ -404,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task-means", action="store_true",
                         help="diagnostic: decide on each source file's mean estimate instead of each row's own "
                              "(a router told the task, without the per-row variation of the estimates)")
+    parser.add_argument("--domain-means", type=float, default=0.0, metavar="A",
+                        help="diagnostic, with --cross-fit: blend each estimate with weight A in [0, 1] with the mean "
+                             "recorded scores of the other folds' rows of its domain (the shipped domain head's)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -424,6 +481,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--sample-size {args.sample_size}: at least 1")
     if args.fold_seed < 0:
         parser.error(f"--fold-seed {args.fold_seed}: 0 or more")
+    if not 0.0 <= args.domain_means <= 1.0:
+        parser.error(f"--domain-means {args.domain_means:g}: a weight in [0, 1]")
+    if args.domain_means and not args.cross_fit:
+        parser.error("--domain-means needs --cross-fit (the shipped memory's rows carry no domain)")
     if args.fold_seed and not args.cross_fit:
         parser.error("--fold-seed needs --cross-fit (without it every row is estimated from the shipped memory)")
     from gateway.commands.output import check_output, write_output
@@ -441,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
                      cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
-                     samples_order=args.samples_order, fold_seed=args.fold_seed, task_means=args.task_means)
+                     samples_order=args.samples_order, fold_seed=args.fold_seed, task_means=args.task_means,
+                     domain_means=args.domain_means)
     except (ReplayFailed, AdapterError) as exc:  # AdapterError: --dtype/--linear cannot run here
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -68,9 +68,13 @@ def _hosted(suffix: str, upstream: RunningServer) -> BackendConfig:
 def _replay(suffix: str, upstream: RunningServer) -> BackendConfig:
     """A replay backend over a tiny RouteLLM-format file (one model, recorded correctness,
     no response text: answers are the labelled placeholder)."""
+    import atexit
+    import shutil
     import tempfile
 
-    data = Path(tempfile.mkdtemp(prefix="mixroute-replay-")) / "tiny.csv"
+    folder = tempfile.mkdtemp(prefix="mixroute-replay-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # left behind in /tmp before
+    data = Path(folder) / "tiny.csv"
     data.write_text('prompt,model-a\n"What is the weather in Paris?",True\n"Say hello",False\n')
     return BackendConfig(name=f"replay{suffix}", kind="replay", model="model-a", data=[data])
 

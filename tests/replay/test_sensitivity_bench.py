@@ -55,6 +55,8 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     (["{data}", "--fold-seed", "3"], "--fold-seed needs --cross-fit"),
     (["{data}", "--cross-fit", "5", "--fold-seed", "-1"], "--fold-seed -1: 0 or more"),
     (["{data}", "--linear", "fast"], "argument --linear: invalid choice"),
+    (["{data}", "--cross-fit", "5", "--domain-means", "1.5"], "--domain-means 1.5: a weight in [0, 1]"),
+    (["{data}", "--domain-means", "0.5"], "--domain-means needs --cross-fit"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     """From a break-it pass: a missing folder, a bad split or an unwritable --json ended in a
@@ -119,6 +121,21 @@ def test_task_means_keep_each_files_level_and_drop_the_rows_variation():
     assert out[[0, 1, 3]] == pytest.approx(np.tile([0.7 / 3, 1.7 / 3], (3, 1)), abs=1e-4)
     assert out[2] == pytest.approx([0.6, 0.5])
     assert q[0, 0] == 0.2  # the input is left as it was
+
+
+def test_domain_means_blend_each_row_with_its_domains_recorded_mean():
+    from bench.replay_sensitivity import MIN_DOMAIN_ROWS, blend_domain_means
+
+    q = np.array([[0.5, 0.5], [0.9, 0.1], [0.3, 0.3]])
+    domains = np.array(["science", "science", "rare"])
+    n = MIN_DOMAIN_ROWS
+    memory = np.array([[1.0, np.nan]] * n + [[0.0, np.nan]] * n + [[1.0, 1.0]] * (n - 1))
+    memory_domains = np.array(["science"] * (2 * n) + ["rare"] * (n - 1))
+    out = blend_domain_means(q, memory, domains, memory_domains, 0.5)
+    # science: model 0's recorded mean is 0.5; model 1 was never recorded there: estimate kept
+    assert out[0] == pytest.approx([0.5, 0.5]) and out[1] == pytest.approx([0.7, 0.1])
+    assert out[2] == pytest.approx([0.3, 0.3])  # fewer than MIN_DOMAIN_ROWS rows: left alone
+    assert blend_domain_means(q, memory, domains, memory_domains, 0.0) == pytest.approx(q)
 
 
 def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):
