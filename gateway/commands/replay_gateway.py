@@ -59,7 +59,8 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
         folder = Path(tmp)
         if policy is not None:
             if not policy.is_file():
-                raise ReplayFailed(f"--policy {policy}: no such file")
+                raise ReplayFailed(f"--policy {policy}: " + ("a folder, not a policy file" if policy.is_dir()
+                                                             else "no such file"))
             policy = policy.resolve()
         else:
             policy = plan.write_policy(folder / "policy.yaml")

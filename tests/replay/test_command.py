@@ -312,6 +312,9 @@ def test_write_policy_then_serve_it_by_path(tmp_path):
     res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
                                        "--policy", str(tmp_path / "nope.yaml")])
     assert res.exit_code == 2 and "no such file" in res.output
+    res = CliRunner().invoke(cli_app, ["replay", "--data", str(path), "--json", str(tmp_path / "o.json"),
+                                       "--policy", str(tmp_path / "new")])  # a folder that exists
+    assert res.exit_code == 2 and "a folder, not a policy file" in res.output and "no such file" not in res.output
 
 
 def test_an_unknown_route_is_named_before_any_request(tmp_path):
