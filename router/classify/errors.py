@@ -13,6 +13,11 @@ settings say ``classifier=on``.
 
 from __future__ import annotations
 
+#: How to install the ``classifier`` extra, for messages: torch pinned to the version checked
+#: (its CPU build), from the registry or from a checkout (the README's form).
+INSTALL_CLASSIFIER = ("pip install torch==2.13.0 'mixroute[classifier]' "
+                      "(from a checkout: pip install torch==2.13.0 -e '.[classifier]')")
+
 
 class ClassifierError(Exception):
     """Base error of :mod:`router.classify`; ``code`` is stable for logs."""

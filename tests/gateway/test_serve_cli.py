@@ -313,7 +313,8 @@ def test_a_plain_install_warns_with_the_classifier_extra(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
     assert res.returncode == 0, res.stderr[-2000:]
-    assert "classifier not loaded (numpy" in res.stderr and "pip install 'mixroute[classifier]'" in res.stderr
+    assert "classifier not loaded (numpy" in res.stderr and "'mixroute[classifier]'" in res.stderr
+    assert "pip install torch==2.13.0 -e '.[classifier]'" in res.stderr  # from a checkout, as the README says
 
 
 def test_policy_validate_works_on_a_plain_install(tmp_path):

@@ -61,6 +61,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from router.classify.errors import INSTALL_CLASSIFIER
 from router.eval.data import EvalData
 from router.eval.errors import RouterUnavailable
 from router.eval.routers import register
@@ -197,8 +198,8 @@ class MixrouteRouter(EvalRouter):
                 heads = fit_heads(ctx.train, seed=ctx.seed, epochs=int(ctx.options.get("train_epochs") or 3),
                                   progress=lambda label, done, total: ctx.tick(f"mixroute fit {label}", done, total))
             except ImportError as exc:
-                raise RouterUnavailable(f"cannot fit heads on --train rows: {exc.name} is not installed "
-                                        "(pip install 'mixroute[classifier]')") from exc
+                raise RouterUnavailable(f"cannot fit heads on --train rows: {exc.name} is not installed: "
+                                        f"{INSTALL_CLASSIFIER}") from exc
             except Exception as exc:  # ClassifierUnavailable, AdapterError, too few rows: reported
                 raise RouterUnavailable(f"cannot fit heads on --train rows: {exc}") from exc
             heads.close()  # classify_batch is called directly: no micro-batching thread needed
