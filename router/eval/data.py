@@ -217,7 +217,8 @@ def load_tree(path: Path) -> Dataset:
         if set(part.models) != set(first.models):
             raise DataFormatError(path, f"sub-folder datasets {first.name!r} and {part.name!r} have different "
                                         f"models ({sorted(first.models)} vs {sorted(part.models)}); a folder is "
-                                        "one dataset with one model set: pass them as separate --test paths")
+                                        "one dataset with one model set: pass each sub-folder as its own path (--test "
+                                        "for eval, --data for calibrate)")
     dropped: dict[str, int] = {}
     for part in parts:
         for k, v in part.dropped.items():
