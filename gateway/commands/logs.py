@@ -34,6 +34,9 @@ app = typer.Typer(help="Export and prune the request logs (decisions, outcomes, 
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 _CONFIRM_UNDER = timedelta(days=1)  # a prune reaching into the last day needs --yes
+#: ``logs export``'s format named by OUT's suffix (without ``--format``; a different
+#: ``--format`` is refused). Other suffixes are JSON lines unless ``--format`` says otherwise.
+SUFFIX_FORMATS = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 #: The default ``--since`` of ``logs export`` and ``policy what-if``: the beginning.
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -149,7 +152,9 @@ def export(
                                                  show_default=False)] = None,
     until: Annotated[Optional[str], typer.Option(help="Decision time excluded from here on (default: now).",
                                                  show_default=False)] = None,
-    format: Annotated[str, typer.Option("--format", "-f", help="parquet, csv or jsonl.")] = "jsonl",
+    format: Annotated[Optional[str], typer.Option("--format", "-f", help="parquet, csv or jsonl (default: from "
+                                                  "OUT's suffix, .parquet or .csv; else jsonl).",
+                                                  show_default=False)] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Write one row per request (decision + outcome + aggregated feedback) to OUT."""
@@ -158,8 +163,13 @@ def export(
     from gateway.commands.open_store import store_files
     from gateway.store.export import FORMATS, export as run_export
 
+    named = SUFFIX_FORMATS.get(Path(str(out)).suffix.lower()) if not is_stdout(out) else None
+    if format is None:
+        format = named or "jsonl"
     if format not in FORMATS:
         raise typer.BadParameter(f"unknown format {format!r} (known: {', '.join(FORMATS)})", param_hint="--format")
+    if named is not None and named != format:  # e.g. JSON lines in a file named .parquet: unreadable as parquet
+        _error(f"--format {format}, but OUT {out} is named for {named}: give -f {named} or another file name", 2)
     now = datetime.now(timezone.utc)
     start = time_option(since, "--since", now) or EPOCH
     end = time_option(until, "--until", now) or now

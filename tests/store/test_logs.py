@@ -109,6 +109,20 @@ async def test_prune_deletes_whole_old_requests_and_orphans(db_url: str, tmp_pat
     assert rows(db_url, "SELECT count(*) FROM feedback WHERE request_id = 'r-old'") == [(0,)]
 
 
+async def test_the_format_follows_outs_suffix_and_a_contradiction_is_refused(db_url: str, tmp_path: Path) -> None:
+    """From a break-it pass: `logs export logs.parquet` (no --format) wrote JSON lines into a
+    file named .parquet, which `policy what-if --logs logs.parquet` then could not read."""
+    await _fill(db_url, tmp_path)
+    out = tmp_path / "logs.csv"
+    res = CliRunner().invoke(app, ["logs", "export", str(out), "--since", "2d", "--database-url", db_url])
+    assert res.exit_code == 0, res.output
+    assert out.read_text().splitlines()[0].startswith("request_id,")  # a CSV header, not a JSON object
+    bad = CliRunner().invoke(app, ["logs", "export", str(tmp_path / "logs.parquet"), "-f", "jsonl",
+                                   "--database-url", db_url])
+    assert bad.exit_code == 2 and "is named for parquet" in bad.output and bad.output.count("\n") == 1
+    assert not (tmp_path / "logs.parquet").exists()
+
+
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     runner = CliRunner()
     url = f"sqlite:///{tmp_path / 'x.db'}"
