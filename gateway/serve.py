@@ -160,25 +160,23 @@ def _check_database_url_or_exit(url: str) -> None:
         raise SystemExit(2)
 
 
-#: The first bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html).
-_SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def _sqlite_file_problem(path: Path) -> str | None:
     """Why the SQLite store at ``path`` could never be opened, or ``None`` (a missing file is
     created, in a folder that exists; an empty file is a new database to SQLite)."""
+    from gateway.store.db import SQLITE_HEADER
+
     if path.is_dir():
         return f"{path} is a folder; name a database file in it (sqlite:///{path / 'mixroute.db'})"
     try:
         with path.open("rb") as fh:
-            head = fh.read(len(_SQLITE_HEADER))
+            head = fh.read(len(SQLITE_HEADER))
     except FileNotFoundError:
         if not path.parent.is_dir():  # a typo in the path: the spill journal used to create it
             return f"folder {path.parent} does not exist; create it first or fix the path"
         return None
     except OSError as exc:
         return f"{path} cannot be read: {exc.strerror or exc}"
-    if head and head != _SQLITE_HEADER:
+    if head and head != SQLITE_HEADER:
         return f"{path} is not a SQLite database"
     return None
 

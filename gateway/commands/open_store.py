@@ -16,12 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gateway.store.db import SQLITE_HEADER
+
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.engine import URL
 
-#: The first 16 bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html).
-SQLITE_HEADER = b"SQLite format 3\x00"
 _SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 _UPGRADE = "run `mixroute db upgrade` first"
 

@@ -61,6 +61,10 @@ def safe_url(url: str | URL) -> str:
     return normalize_url(url).render_as_string(hide_password=True)
 
 
+#: The first 16 bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
 def sqlite_path(url: str | URL) -> Path | None:
     """The database file of a SQLite URL; ``None`` for in-memory or non-SQLite URLs."""
     parsed = normalize_url(url)
