@@ -101,7 +101,7 @@ def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
     """Each row is estimated from the other folds only: changing a row's recorded scores
     moves other rows' estimates but never its own."""
     pytest.importorskip("torch")
-    from bench.replay_sensitivity import crossfit_predictions
+    from bench.replay_estimates import crossfit_predictions
 
     prompts, score, models = _heldout_rows(data_dir)
     before = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
@@ -113,7 +113,7 @@ def test_cross_fitted_estimates_never_read_their_own_row(data_dir):
 
 
 def test_task_means_keep_each_files_level_and_drop_the_rows_variation():
-    from bench.replay_sensitivity import source_means
+    from bench.replay_estimates import source_means
 
     q = np.array([[0.2, 0.9], [0.4, 0.7], [0.6, 0.5], [0.1, 0.1]])
     src = np.array(["a", "a", "b", "a"])
@@ -124,7 +124,7 @@ def test_task_means_keep_each_files_level_and_drop_the_rows_variation():
 
 
 def test_domain_means_blend_each_row_with_its_domains_recorded_mean():
-    from bench.replay_sensitivity import MIN_DOMAIN_ROWS, blend_domain_means
+    from bench.replay_estimates import MIN_DOMAIN_ROWS, blend_domain_means
 
     q = np.array([[0.5, 0.5], [0.9, 0.1], [0.3, 0.3]])
     domains = np.array(["science", "science", "rare"])
@@ -142,7 +142,7 @@ def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):
     """``--fold-seed`` assigns the rows to other folds: the same estimator, another draw of
     every row's neighbours, so the estimates move (the docs quote counts over fold seeds)."""
     pytest.importorskip("torch")
-    from bench.replay_sensitivity import crossfit_predictions
+    from bench.replay_estimates import crossfit_predictions
 
     prompts, score, models = _heldout_rows(data_dir)
     seed0 = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
