@@ -266,12 +266,14 @@ def _logged_rows(logs: Optional[str], start, end, now) -> list[dict]:
     import os
 
     from gateway.commands.open_store import looks_like_sqlite, named_like_sqlite
+    from gateway.store.db import SQLITE_HEADER
 
     path = Path(logs) if logs else None
     if path is not None and path.is_file() and not looks_like_sqlite(path):
         if named_like_sqlite(path) and os.access(path, os.R_OK):  # not read as JSON lines: it says "line 1"
-            raise ValueError("is named like a SQLite database but is not one (it does not start with "
-                             "'SQLite format 3'); give a mixroute store, or an export file (.jsonl, .csv, .parquet)")
+            raise ValueError(f"is named like a SQLite database but is not one (it does not start with "
+                             f"{SQLITE_HEADER[:15].decode()!r}); give a mixroute store, or an export file (.jsonl, "
+                             ".csv, .parquet)")
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
