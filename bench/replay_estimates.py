@@ -79,8 +79,8 @@ def predictions(prompts: list[str], models: list[str], ks: list[int]
 
 
 def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str], ks: list[int], folds: int,
-                         seed: int = 0, domain_means: float = 0.0
-                         ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+                         seed: int = 0, domain_means: float = 0.0, smoothing: float = 0.0,
+                         groups: np.ndarray | None = None) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray]:
     """``({k: (quality, sd)}, output_tokens)`` as :func:`predictions`, but with the outcome memory of each
     prompt made of the data's rows in the other ``folds`` - 1 folds (rows assigned to folds
     by a permutation seeded with ``seed``) instead of the shipped memory: every row is then
@@ -96,8 +96,12 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
             score of the other folds' rows that the shipped ``domain`` head puts in the
             row's domain, ``+ (1 - a) x`` the estimate above (a diagnostic of a per-request
             task signal, ``--domain-means``; rows of a domain with fewer than
-            :data:`MIN_DOMAIN_ROWS` such rows keep their estimate). Sd's as above."""
-    from router.neighbours import blend, nearest, observations
+            :data:`MIN_DOMAIN_ROWS` such rows keep their estimate). Sd's as above.
+        smoothing, groups: the other folds' recorded scores shrunk ``smoothing`` of the way
+            to their group's mean (:func:`router.neighbours.task_smoothed`, groups ``(n,)``:
+            each row's file, as the shipped memory groups its rows by source and task)
+            before the neighbours read them (``--task-smoothing``)."""
+    from router.neighbours import blend, nearest, observations, task_smoothed
 
     mem, head, emb, lengths, domains = heads_and_embeddings(prompts)
     head = head[:, model_columns(mem.labels, models)]
@@ -109,7 +113,8 @@ def crossfit_predictions(prompts: list[str], score: np.ndarray, models: list[str
         q, n = np.zeros_like(head), np.zeros_like(head)
         for part in parts:
             rest = np.setdiff1d(np.arange(len(prompts)), part)
-            nb = score[rest][nearest(emb[rest], emb[part], k)]  # (len(part), k, M)
+            known = task_smoothed(score[rest], groups[rest], smoothing) if smoothing else score[rest]
+            nb = known[nearest(emb[rest], emb[part], k)]  # (len(part), k, M)
             q[part], n[part] = blend(head[part], nb, mem.kappa), observations(nb, mem.kappa)
             if domain_means:
                 q[part] = blend_domain_means(q[part], score[rest], domains[part], domains[rest], domain_means)

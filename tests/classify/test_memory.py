@@ -171,3 +171,39 @@ def test_calibrate_follows_the_memory_setting(monkeypatch, setting):
         assert heads.exclude_exact
     finally:
         heads.close()
+
+
+def test_task_smoothing_reads_group_means_and_survives_save_load(tmp_path):
+    """With ``task_smoothing`` 1 a neighbour contributes its group's mean score, not its own
+    0 or 1; the groups, their names and the setting come back from the file."""
+    pytest.importorskip("safetensors")
+    from router.neighbours import MIN_GROUP_ROWS
+
+    n = 2 * MIN_GROUP_ROWS
+    rng = np.random.default_rng(1)
+    emb = _unit(np.column_stack([np.r_[np.ones(n), np.zeros(n)], np.r_[np.zeros(n), np.ones(n)],
+                                 rng.normal(scale=0.01, size=2 * n)]))
+    a = np.r_[np.tile([1.0, 0.0, 0.0, 0.0], n // 4), np.ones(n)]  # task x: a right 1 in 4; task y: always
+    scores = np.column_stack([a, np.ones(2 * n)]).astype(np.float32)
+    groups = ["src/x"] * n + ["src/y"] * n
+    mem = build(emb, scores, ["a", "b"], k=1, kappa=0.0, groups=groups, smoothing=1.0)
+    q = mem.blend(np.array([[0.5, 0.5]]), emb[:1])
+    assert q[0, 0] == pytest.approx(0.25, abs=1e-6)  # the nearest row's own score is 0 or 1
+    raw = build(emb, scores, ["a", "b"], k=1, kappa=0.0, groups=groups, smoothing=0.0)
+    assert raw.blend(np.array([[0.5, 0.5]]), emb[:1])[0, 0] in (0.0, 1.0)
+    mem.save(tmp_path / "m.safetensors")
+    back = OutcomeMemory.load(tmp_path / "m.safetensors")
+    assert back.group_names == ["src/x", "src/y"] and back.smoothing == 1.0
+    np.testing.assert_array_equal(back.groups, np.r_[np.zeros(n, int), np.ones(n, int)])
+    assert back.blend(np.array([[0.5, 0.5]]), emb[:1])[0, 0] == pytest.approx(0.25, abs=3e-3)  # uint8 scores
+    with pytest.raises(ValueError, match="group names"):
+        build(emb, scores, ["a", "b"], groups=groups[:-1])
+
+
+def test_task_groups_fall_back_to_the_task_family_for_small_tasks():
+    from router.classify.data import Row
+    from router.classify.memory import MIN_TASK_ROWS, task_groups
+
+    rows = ([Row(f"p{i}", "routellm", "mmlu:anatomy", {}) for i in range(MIN_TASK_ROWS)]
+            + [Row("q", "routellm", "mmlu:law", {}), Row("r", "routerbench", "mmlu:law", {})])
+    assert task_groups(rows) == (["routellm/mmlu:anatomy"] * MIN_TASK_ROWS + ["routellm/mmlu", "routerbench/mmlu"])

@@ -57,6 +57,8 @@ def test_the_shipped_line_is_the_real_replay(data_dir, tmp_path):
     (["{data}", "--linear", "fast"], "argument --linear: invalid choice"),
     (["{data}", "--cross-fit", "5", "--domain-means", "1.5"], "--domain-means 1.5: a weight in [0, 1]"),
     (["{data}", "--domain-means", "0.5"], "--domain-means needs --cross-fit"),
+    (["{data}", "--cross-fit", "5", "--task-smoothing", "-0.1"], "--task-smoothing -0.1: a weight in [0, 1]"),
+    (["{data}", "--task-smoothing", "0.5"], "--task-smoothing needs --cross-fit"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message, capsys):
     """From a break-it pass: a missing folder, a bad split or an unwritable --json ended in a
@@ -136,6 +138,24 @@ def test_domain_means_blend_each_row_with_its_domains_recorded_mean():
     assert out[0] == pytest.approx([0.5, 0.5]) and out[1] == pytest.approx([0.7, 0.1])
     assert out[2] == pytest.approx([0.3, 0.3])  # fewer than MIN_DOMAIN_ROWS rows: left alone
     assert blend_domain_means(q, memory, domains, memory_domains, 0.0) == pytest.approx(q)
+
+
+def test_task_smoothing_shrinks_only_the_other_folds_scores(data_dir):
+    """``--task-smoothing`` moves the estimates (the neighbours read their file's means),
+    and a row's own score still never reaches its own estimate, through its file's mean
+    included."""
+    pytest.importorskip("torch")
+    from bench.replay_estimates import crossfit_predictions
+
+    prompts, score, models = _heldout_rows(data_dir)
+    groups = np.array(["f"] * len(prompts))
+    raw = crossfit_predictions(prompts, score, models, [5], folds=3)[0][5][0]
+    smooth = crossfit_predictions(prompts, score, models, [5], folds=3, smoothing=1.0, groups=groups)[0][5][0]
+    assert not np.array_equal(raw, smooth)
+    flipped = score.copy()
+    flipped[0] = 1.0 - flipped[0]
+    after = crossfit_predictions(prompts, flipped, models, [5], folds=3, smoothing=1.0, groups=groups)[0][5][0]
+    assert np.array_equal(smooth[0], after[0])
 
 
 def test_a_fold_seed_is_another_estimate_of_every_row(data_dir):

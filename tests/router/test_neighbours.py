@@ -49,3 +49,34 @@ def test_blend_rejects_bad_input():
         blend(np.zeros((1, 2)), np.zeros((1, 3, 3)))
     with pytest.raises(ValueError, match="nothing"):
         blend(np.zeros((1, 2)), np.zeros((1, 0, 2)), kappa=0)
+
+
+def test_task_smoothed_moves_each_recorded_score_towards_its_groups_mean():
+    from router.neighbours import MIN_GROUP_ROWS, task_smoothed
+
+    n = MIN_GROUP_ROWS
+    # group 0: model a right on 3 of 4 rows repeated, model b not recorded; group 1: a always wrong
+    a0 = np.tile([1.0, 1.0, 1.0, 0.0], n // 4)
+    scores = np.column_stack([np.r_[a0, np.zeros(n)], np.r_[np.full(n, np.nan), np.ones(n)]]).astype(np.float32)
+    groups = np.r_[np.zeros(n, int), np.ones(n, int)]
+    out = task_smoothed(scores, groups, 0.5)
+    mean = a0.mean()  # 0.75
+    assert out[0, 0] == pytest.approx(0.5 * mean + 0.5 * 1.0)
+    assert out[3, 0] == pytest.approx(0.5 * mean + 0.5 * 0.0)
+    assert np.isnan(out[:n, 1]).all()  # never recorded there: stays unrecorded
+    assert (out[n:, 0] == 0.0).all() and (out[n:, 1] == 1.0).all()  # a group's own mean, not the other's
+    full = task_smoothed(scores, groups, 1.0)
+    assert full[:n, 0] == pytest.approx(np.full(n, mean))
+    np.testing.assert_array_equal(task_smoothed(scores, groups, 0.0), scores)
+
+
+def test_task_smoothed_leaves_small_groups_as_recorded_and_refuses_bad_input():
+    from router.neighbours import MIN_GROUP_ROWS, task_smoothed
+
+    scores = np.array([[1.0], [0.0]] * 3, np.float32)
+    assert len(scores) < MIN_GROUP_ROWS
+    np.testing.assert_array_equal(task_smoothed(scores, np.zeros(6, int), 1.0), scores)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        task_smoothed(scores, np.zeros(6, int), 1.5)
+    with pytest.raises(ValueError, match="groups"):
+        task_smoothed(scores, np.zeros(5, int), 0.5)
