@@ -39,6 +39,7 @@ def load_predictor(settings: Settings):
             max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms,
             dtype=settings.classifier_dtype, scan_windows=settings.classifier_scan_windows,
             memory=settings.classifier_memory != "off", exclude_exact=settings.classifier_memory == "exclude-exact",
+            memory_smoothing=settings.classifier_memory_smoothing,
             linear=settings.classifier_linear, rank_space=settings.classifier_rank_space == "on")
     except Exception as exc:  # ImportError (no torch/peft) or missing artifacts
         if settings.classifier == "on":

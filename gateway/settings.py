@@ -82,9 +82,13 @@ class Settings(BaseSettings):
             decision's signals says what was read). Not applied when
             ``classifier_scan_windows`` is set explicitly; 0 = no budget.
         classifier_memory: ``on`` blends the quality head with the outcome memory shipped
-            next to it (the recorded scores of the 40 most similar training prompts,
+            next to it (the recorded scores of the 100 most similar training prompts,
             router/classify/memory.py); ``off`` uses the head alone; ``exclude-exact`` ignores
             memory rows identical to the prompt (``mixroute replay`` of rows the memory holds).
+        classifier_memory_smoothing: in [0, 1], overrides the memory file's
+            ``task_smoothing``: the share of the way each neighbour's recorded score moves to
+            its task's mean (:func:`router.neighbours.task_smoothed`; docs/CALIBRATION.md,
+            "Task-smoothed neighbour outcomes"). Unset: the file's (0 shipped).
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -150,3 +154,4 @@ class Settings(BaseSettings):
     classifier_scan_windows: int = Field(default=8, ge=0, le=64)
     classifier_scan_budget_ms: float = Field(default=150.0, ge=0, le=60_000, allow_inf_nan=False)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"
+    classifier_memory_smoothing: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)

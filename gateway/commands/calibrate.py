@@ -40,8 +40,16 @@ def _load_heads(adapters: Path | None) -> Any:
     # Benchmark rows: no long-prompt pii/injection scan; the outcome memory may hold these
     # very rows, so a row never counts as its own neighbour. MIXROUTE_CLASSIFIER_MEMORY=off
     # calibrates the head alone, as the gateway with that setting decides (and as replay does).
+    # MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING as the gateway reads it, for the same reason.
+    from router.classify.errors import AdapterError
+
     memory = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY", "on").strip().lower() != "off"
-    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory)
+    text = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "").strip()
+    try:
+        smoothing = float(text) if text else None
+    except ValueError:
+        raise AdapterError(f"MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={text!r}: a number in [0, 1]") from None
+    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory, memory_smoothing=smoothing)
 
 
 def _default_policy(data: Any) -> Any:

@@ -33,15 +33,17 @@ def _key(text: str) -> str:
 def cache_path(heads: Any) -> Path:
     """The cache file of ``heads``: named after its heads' ``name@version`` list and, when
     the quality head is blended with an outcome memory, that memory's file digest and
-    settings (``k``, ``kappa``, ``exclude_exact``), so a rebuilt memory or another memory
+    settings (``k``, ``kappa``, ``task_smoothing``, ``exclude_exact``), so a rebuilt memory or another memory
     setting never reads outputs blended under the old one."""
     from router.eval.embed import cache_dir
 
     tag = ",".join(sorted(f"{n}@{c.version}" for n, c in heads.heads.items()))
     memory = getattr(heads, "memory", None)
     if memory is not None:
+        smoothing = getattr(memory, "smoothing", 0.0)  # not in the tag at 0: caches from before it stay valid
         tag += (f";memory={memory.digest or memory.n},k={memory.k},kappa={memory.kappa},"
-                f"exclude_exact={bool(getattr(heads, 'exclude_exact', False))},quality_n")
+                + (f"smoothing={smoothing}," if smoothing else "")
+                + f"exclude_exact={bool(getattr(heads, 'exclude_exact', False))},quality_n")
     return cache_dir() / "calibration" / f"heads-{hashlib.sha256(tag.encode()).hexdigest()[:16]}.jsonl"
 
 

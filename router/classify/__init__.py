@@ -164,7 +164,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
                    device: str | None = None, dtype: str = "auto",
                    scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
                    exclude_exact: bool = False, embed: bool = False, linear: str = "auto",
-                   rank_space: bool = True) -> "ClassifierPredictor":
+                   rank_space: bool = True, memory_smoothing: float | None = None) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
@@ -175,7 +175,9 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     :mod:`router.classify.memory`) when that file exists (setting
     ``MIXROUTE_CLASSIFIER_MEMORY``); ``exclude_exact``: ignore memory rows identical to the
     prompt (offline replay/calibration on rows the memory may hold); ``embed``: compute the
-    base embeddings even without a memory (``classify_batch_embed``).
+    base embeddings even without a memory (``classify_batch_embed``); ``memory_smoothing``:
+    in [0, 1], replaces the memory file's ``task_smoothing`` (setting
+    ``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING``; ``None``: the file's).
 
     Raises:
         ClassifierUnavailable, AdapterError: see :func:`load_encoder`; the gateway then
@@ -190,6 +192,8 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     folder = adapters_dir or default_adapters_dir()
     path = folder / "quality" / MEMORY_FILE
     outcomes = OutcomeMemory.load(path) if memory and (heads is None or "quality" in heads) and path.is_file() else None
+    if outcomes is not None and memory_smoothing is not None:
+        outcomes = outcomes.with_smoothing(memory_smoothing, path)
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
                            scan_windows=scan_windows, embed=embed or outcomes is not None, linear=linear,
                            rank_space=rank_space)

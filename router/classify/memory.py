@@ -120,6 +120,24 @@ class OutcomeMemory:
                           else task_smoothed(self.scores, self.groups, self.smoothing))
         return self._read
 
+    def with_smoothing(self, smoothing: float, path: Path | str = "") -> "OutcomeMemory":
+        """This memory read with another ``task_smoothing`` (a copy; the arrays are shared).
+
+        Raises:
+            AdapterError: ``smoothing`` outside [0, 1], or above 0 for a memory without row
+                groups (one written before groups were kept: rebuild it with ``mixroute
+                train --heads memory``).
+        """
+        from dataclasses import replace
+
+        where = f"outcome memory {path}" if path else "outcome memory"
+        if not 0.0 <= smoothing <= 1.0:
+            raise AdapterError(f"{where}: task smoothing {smoothing} is not in [0, 1]")
+        if smoothing and self.groups is None:
+            raise AdapterError(f"{where} keeps no task groups, so it cannot be smoothed "
+                               "(rebuild it: mixroute train --heads memory)")
+        return replace(self, smoothing=float(smoothing))
+
     def project(self, emb: np.ndarray) -> np.ndarray:
         """``(B, D)`` embeddings -> ``(B, d)`` L2-normalised vectors in the memory's space."""
         x = np.asarray(emb, np.float32)

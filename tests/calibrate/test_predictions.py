@@ -85,9 +85,12 @@ def test_cache_file_follows_the_outcome_memory(tmp_path):
     paths.add(cache_path(with_memory))
     loaded.k = 3
     paths.add(cache_path(with_memory))
+    loaded.smoothing = 0.5  # MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING
+    paths.add(cache_path(with_memory))
+    loaded.smoothing = 0.0
     mem.scores[0, 0] = 1.0  # rebuilt: another file, another digest
     mem.save(tmp_path / "memory.safetensors")
     with_memory.memory = OutcomeMemory.load(tmp_path / "memory.safetensors")
     paths.add(cache_path(with_memory))
-    assert len(paths) == 5
+    assert len(paths) == 6
     assert cache_path(with_memory) == cache_path(with_memory)

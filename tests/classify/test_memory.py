@@ -207,3 +207,44 @@ def test_task_groups_fall_back_to_the_task_family_for_small_tasks():
     rows = ([Row(f"p{i}", "routellm", "mmlu:anatomy", {}) for i in range(MIN_TASK_ROWS)]
             + [Row("q", "routellm", "mmlu:law", {}), Row("r", "routerbench", "mmlu:law", {})])
     assert task_groups(rows) == (["routellm/mmlu:anatomy"] * MIN_TASK_ROWS + ["routellm/mmlu", "routerbench/mmlu"])
+
+
+def test_with_smoothing_overrides_the_files_setting_and_refuses_a_memory_without_groups():
+    from router.classify.errors import AdapterError
+
+    mem, emb = _memory()
+    with pytest.raises(AdapterError, match="no task groups"):
+        mem.with_smoothing(0.5)
+    assert mem.with_smoothing(0.0).smoothing == 0.0  # nothing to smooth: fine without groups
+    grouped = build(emb, mem.scores, ["a", "b"], groups=["x"] * 4, smoothing=0.0)
+    half = grouped.with_smoothing(0.5)
+    assert (half.smoothing, grouped.smoothing) == (0.5, 0.0)  # a copy; the original is unchanged
+    with pytest.raises(AdapterError, match=r"not in \[0, 1\]"):
+        grouped.with_smoothing(1.5)
+
+
+def test_the_shipped_memory_keeps_task_groups_and_the_smoothing_setting_reaches_calibrate(monkeypatch):
+    """The shipped memory carries each row's source/task group (so
+    ``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING`` works without a rebuild), and ``mixroute
+    calibrate`` reads that setting as the gateway does; a bad value is refused by name."""
+    pytest.importorskip("torch")
+    from gateway.commands.calibrate import _load_heads
+    from router.classify import default_adapters_dir
+    from router.classify.errors import AdapterError
+    from router.classify.memory import MEMORY_FILE
+
+    path = default_adapters_dir() / "quality" / MEMORY_FILE
+    if not path.is_file():
+        pytest.skip("no shipped outcome memory (mixroute train --heads memory)")
+    shipped = OutcomeMemory.load(path)
+    assert shipped.groups is not None and "routerbench/winogrande" in shipped.group_names
+    assert all(name.split("/", 1)[0] in shipped.meta["sources"] for name in shipped.group_names)
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "0.5")
+    heads = _load_heads(None)
+    try:
+        assert heads.memory.smoothing == 0.5
+    finally:
+        heads.close()
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "half")
+    with pytest.raises(AdapterError, match="MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING='half'"):
+        _load_heads(None)
