@@ -149,6 +149,12 @@ def test_build_from_data_keeps_train_split_rows_with_known_models(tmp_path):
     assert mem.labels == ["org/small", "large"] and mem.vectors.shape == (mem.n, 8)
     assert set(np.unique(mem.scores[:, 0])) == {0.0, 1.0} and (mem.scores[:, 1] == 1.0).all()
     assert mem.meta["sources"] == {"routerbench": mem.n}
+    from router.classify.memory import DEFAULT_SMOOTHING
+
+    assert len(mem.group_names) == 1 and mem.group_names[0].startswith("routerbench/")
+    assert mem.smoothing == DEFAULT_SMOOTHING and (mem.groups == 0).all()
+    assert build_from_data(tmp_path / "data", tmp_path / "adapters", embedder=HashingEmbedder(64),
+                           smoothing=0.0).smoothing == 0.0
     with pytest.raises(FileNotFoundError):
         build_from_data(tmp_path / "data", tmp_path / "nowhere", embedder=HashingEmbedder(64))
 
@@ -248,3 +254,34 @@ def test_the_shipped_memory_keeps_task_groups_and_the_smoothing_setting_reaches_
     monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "half")
     with pytest.raises(AdapterError, match="MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING='half'"):
         _load_heads(None)
+
+
+def test_mixroute_train_writes_the_memory_smoothing_asked_for(tmp_path, data_dir):
+    """``mixroute train --heads memory --memory-smoothing A``: the file keeps A and its rows'
+    groups; a value outside [0, 1] is refused before anything is built."""
+    pytest.importorskip("torch")
+    import csv
+    import shutil
+    import subprocess
+
+    from router.classify import default_adapters_dir
+    from tests.replay.test_command import ROOT, _mixroute
+
+    (tmp_path / "out" / "quality").mkdir(parents=True)
+    shutil.copy(default_adapters_dir() / "quality" / "config.json", tmp_path / "out" / "quality" / "config.json")
+    (tmp_path / "data" / "routerbench").mkdir(parents=True)
+    with (data_dir / "routerbench" / "mbpp_train.csv").open(newline="") as src, \
+            (tmp_path / "data" / "routerbench" / "mbpp_train.csv").open("w", newline="") as dst:
+        writer = csv.writer(dst)
+        for i, row in enumerate(csv.reader(src)):
+            if i > 40:
+                break
+            writer.writerow(row)
+    args = [*_mixroute(), "train", "--heads", "memory", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "out")]
+    proc = subprocess.run([*args, "--memory-smoothing", "0.25"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 task groups, task_smoothing 0.25" in proc.stdout
+    mem = OutcomeMemory.load(tmp_path / "out" / "quality" / "memory.safetensors")
+    assert mem.smoothing == 0.25 and mem.group_names == ["routerbench/mbpp"]
+    bad = subprocess.run([*args, "--memory-smoothing", "1.5"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--memory-smoothing" in bad.stderr
