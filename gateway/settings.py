@@ -88,7 +88,7 @@ class Settings(BaseSettings):
         classifier_memory_smoothing: in [0, 1], overrides the memory file's
             ``task_smoothing``: the share of the way each neighbour's recorded score moves to
             its task's mean (:func:`router.neighbours.task_smoothed`; docs/CALIBRATION.md,
-            "Task-smoothed neighbour outcomes"). Unset: the file's (0 shipped).
+            "Task-smoothed neighbour outcomes"). Unset: the file's (0.5 shipped).
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")

@@ -12,8 +12,8 @@ observations there:
     q_j = (kappa * head_j + sum_{i in kNN, s_ij recorded} s_ij) / (kappa + #{i in kNN: s_ij recorded})
 
 With ``task_smoothing`` ``a > 0`` the neighbours' scores are first shrunk ``a`` of the way to
-their model's mean over the memory rows of the same group (source and task), once, when the
-memory is loaded (:func:`router.neighbours.task_smoothed`): within a task a neighbour's 0 or
+their model's mean over the memory rows of the same group (source and task), once per loaded
+memory (:func:`router.neighbours.task_smoothed`): within a task a neighbour's 0 or
 1 is mostly noise around its task's level, and the route's allocation spends that noise on
 the wrong prompts (docs/CALIBRATION.md, "Task-smoothed neighbour outcomes").
 
