@@ -9,12 +9,14 @@ memory (router/classify/memory.py), on the classifier's ``test`` split of ../sha
   recorded scores differ, the share the estimate orders the same way (ties count half):
   does it rank *models* on one prompt, which is what a routing decision uses.
 
-    python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--k 40,100,150] [--json OUT]
+    python -m bench.memory_eval ../shared/data [--split test] [--dims 64,128,384] [--k 40,100,150]
+        [--smoothing 0,0.5,1] [--json OUT]
 
 ``--dims`` also rebuilds the memory from the data's train split at each number of principal
 components (as ``mixroute train --heads memory --memory-dims D`` would, int8 round trip
 included; 384 = no projection) and reports each one's AUC next to the shipped file's.
-``--k`` reads the shipped memory with other numbers of neighbours. A third view, the Brier
+``--k`` reads the shipped memory with other numbers of neighbours, ``--smoothing`` with other
+``task_smoothing`` weights (:meth:`OutcomeMemory.with_smoothing`). A third view, the Brier
 score (mean squared error of the estimate against every recorded score; lower is better),
 says how close the estimate's *level* is, which is what a route-level bar sums.
 """
@@ -37,8 +39,16 @@ def main() -> None:
     ap.add_argument("--source", default=None, help="only rows of this source (routellm, routerbench, routerdc)")
     ap.add_argument("--dims", default="", help="comma-separated principal components to rebuild the memory with")
     ap.add_argument("--k", default="", help="comma-separated neighbour counts to read the shipped memory with")
+    ap.add_argument("--smoothing", default="", help="comma-separated task_smoothing weights in [0, 1] to read the "
+                    "shipped memory with")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    try:
+        weights = [float(x) for x in args.smoothing.split(",") if x.strip()]
+        if any(not 0.0 <= w <= 1.0 for w in weights):
+            raise ValueError
+    except ValueError:
+        ap.error(f"--smoothing {args.smoothing!r}: weights in [0, 1], comma-separated (e.g. 0,0.5)")
 
     from router.classify import default_adapters_dir, load_predictor
     from router.classify.data import load_rows, split_of
@@ -69,6 +79,8 @@ def main() -> None:
     variants = [("head", head), ("head+memory", memory.blend(head, emb))]
     for k in [int(x) for x in args.k.split(",") if x.strip()]:
         variants.append((f"head+memory k={k}", replace(memory, k=k).blend(head, emb)))
+    for w in weights:
+        variants.append((f"head+memory smoothing={w:g}", memory.with_smoothing(w, path).blend(head, emb)))
     for d in [int(x) for x in args.dims.split(",") if x.strip()]:
         rebuilt = build_from_data(args.data, default_adapters_dir(), dims=0 if d >= emb.shape[1] else d)
         with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +88,7 @@ def main() -> None:
             rebuilt = OutcomeMemory.load(Path(tmp) / "m.safetensors")
         variants.append((f"head+memory@{d}", rebuilt.blend(head, emb)))
     report = {"split": args.split, "rows": len(rows), "memory_rows": memory.n, "k": memory.k, "kappa": memory.kappa,
-              "per_label": {}}
+              "task_smoothing": memory.smoothing, "per_label": {}}
     for name, q in variants:
         aucs = {}
         for j, lab in enumerate(labels):
@@ -92,7 +104,8 @@ def main() -> None:
         report.setdefault("pairwise", {})[name] = round(pairwise(q, y), 4)
         report.setdefault("brier", {})[name] = round(float(np.nanmean((q - y) ** 2)), 5)
     names = [n for n, _ in variants]
-    print(f"{args.split} split{'' if args.source is None else ', ' + args.source}, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}")
+    print(f"{args.split} split{'' if args.source is None else ', ' + args.source}, {len(rows)} rows; memory {memory.n} rows, k={memory.k}, kappa={memory.kappa:g}, "
+          f"task_smoothing={memory.smoothing:g}")
     print("| model | n | " + " | ".join(names) + " |")
     print("|---|---:|" + "---:|" * len(names))
     print("| **within-prompt pairwise accuracy** | | " + " | ".join(f"**{report['pairwise'][n]}**" for n in names) + " |")
