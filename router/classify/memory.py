@@ -250,8 +250,8 @@ def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims
     """A memory from ``(N, D)`` L2-normalised embeddings and ``(N, M)`` scores (NaN: not
     recorded). ``dims > 0`` projects on the top ``dims`` principal components of these
     embeddings (PCA by SVD of the centred rows); ``0`` keeps all ``D``. ``groups``: each
-    row's group name (``N`` of them; ``None``: no groups, so no smoothing);
-    ``smoothing``: ``task_smoothing`` (module docstring).
+    row's group name (``N`` of them; ``None``: no groups, so ``task_smoothing`` 0 whatever
+    ``smoothing`` says); ``smoothing``: ``task_smoothing`` (module docstring).
 
     Raises:
         ValueError: shapes disagree, no rows, a row with no recorded score, ``groups`` not
@@ -275,7 +275,7 @@ def build(embeddings: np.ndarray, scores: np.ndarray, labels: list[str], *, dims
         _, _, vt = np.linalg.svd(x - mean, full_matrices=False)
         basis = np.ascontiguousarray(vt[:dims].T, dtype=np.float32)
     mem = OutcomeMemory(np.zeros((0, 1), np.float32), s, list(labels), basis, mean, k, kappa, dict(meta or {}),
-                        groups=ids, group_names=names, smoothing=smoothing)
+                        groups=ids, group_names=names, smoothing=smoothing if groups is not None else 0.0)
     mem.vectors = mem.project(x)
     return mem
 

@@ -72,7 +72,8 @@ def test_cache_file_follows_the_outcome_memory(tmp_path):
     from router.classify.memory import build
 
     plain = FakeHeads()
-    mem = build(np.eye(3, dtype=np.float32), np.full((3, 1), 0.5, np.float32), ["m"], k=2)
+    mem = build(np.eye(3, dtype=np.float32), np.full((3, 1), 0.5, np.float32), ["m"], k=2, groups=["g"] * 3,
+                smoothing=0.0)
     mem.save(tmp_path / "memory.safetensors")
     from router.classify.memory import OutcomeMemory
 
