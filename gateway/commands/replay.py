@@ -24,8 +24,15 @@ prompt (:mod:`backends.replay.score`), and the report is written as JSON::
      "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
      "requests": [{"row", "source", "backend", "model", "score", "cost_usd", "error"}]}
 
+While the prompts are sent, standard error shows how far the run is: one line as each tenth
+of them is answered (at most 10 lines, :class:`Progress`), e.g. ``replay: 441/2205 prompts
+(20%), 0:18 elapsed, ~1:12 left``; standard output holds only the tables, or only the report
+with ``--json -``.
+
 Exit status: 0; 1 when any request failed (the report is still written); 2 for bad data or arguments
-(an output that is one of the input files among them) or a gateway that does not start.
+(an output that is one of the input files among them, an option out of its range, an empty
+``--data``, ``--json`` with ``--write-policy``) or a gateway that does not start; each with one
+``mixroute replay: ...`` line on standard error.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import contextlib
 import random
 import signal
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -59,27 +67,32 @@ ORDERS = ("interleaved", "data")
 _MEMBERS = {"heldout": ("calib", "test")}
 #: Largest --n / --seed: the JSON report records them as 64-bit integers.
 _INT64 = 2**63 - 1
+#: Most --concurrency: requests in flight at once.
+MAX_CONCURRENCY = 64
 
 
 def replay(
-    data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeat for more.")],
+    # Read as text, not Path: Path("") is ".", so an empty --data would read the current folder.
+    data: Annotated[list[str], typer.Option("--data", metavar="<list[Path]>",
+                                            help="Outcome data file or folder; repeat for more.")],
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the JSON report here (- for standard "
                                                                     "output; the tables then go to standard error). "
-                                                                    "Required unless --write-policy.")] = None,
+                                                                    "Required, unless --write-policy (which "
+                                                                    "writes no report).")] = None,
     gateway: Annotated[Optional[str], typer.Option(help="Use this running gateway (base URL) instead of starting one.")] = None,
-    n: Annotated[Optional[int], typer.Option("--n", min=1, max=_INT64, help="Send only the first N prompts.")] = None,
-    seed: Annotated[Optional[int], typer.Option(min=-_INT64, max=_INT64,
-                                                help="Shuffle the prompts with this seed before taking N "
-                                                     "(instead of --order).")] = None,
+    # The ranges are checked in the body (_check_range), for a one-line error instead of typer's box.
+    n: Annotated[Optional[int], typer.Option("--n", help=f"Send only the first N prompts (1 to {_INT64}).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Shuffle the prompts with this seed before taking N "
+                                                     f"(instead of --order; -{_INT64} to {_INT64}).")] = None,
     order: Annotated[Optional[str], typer.Option(help=(
         "interleaved (default): the data's files spread evenly over the run, each file's rows in "
         "their order, as a gateway serving them all at once sees them; data: file by file, in the "
         "data's order."))] = None,
     route: Annotated[str, typer.Option(help="The `model` sent: the route to replay.")] = "auto",
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help=(
-        "Requests in flight. 1 decides the rows in order, so the same command gives the same report; "
-        "more is faster on a machine with cores to spare, but a route_target bar then sees the "
-        "requests in the order they happen to arrive."))] = 1,
+    concurrency: Annotated[int, typer.Option(help=(
+        f"Requests in flight, 1 to {MAX_CONCURRENCY}. 1 decides the rows in order, so the same command gives "
+        "the same report; more is faster on a machine with cores to spare, but a route_target bar then "
+        "sees the requests in the order they happen to arrive."))] = 1,
     startup_timeout: Annotated[float, typer.Option(help="Seconds to wait for the gateway's /readyz.")] = 180.0,
     api_key: Annotated[Optional[str], typer.Option(envvar="MIXROUTE_API_KEY",
                                                    help="Bearer key for --gateway (a local gateway needs none).")] = None,
@@ -90,10 +103,21 @@ def replay(
                                                    "written by --write-policy and calibrated by `mixroute "
                                                    "calibrate --write`).")] = None,
     write_policy: Annotated[Optional[Path], typer.Option("--write-policy", help="Write the generated policy "
-                                                         "here (- for standard output) and exit.")] = None,
+                                                         "here (- for standard output) and exit, replaying "
+                                                         "nothing (so not with --json).")] = None,
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
+        _check_range("--n", n, 1, _INT64)
+        _check_range("--seed", seed, -_INT64, _INT64)
+        _check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY)
+        if "" in data:
+            raise ReplayFailed("--data '': an empty path; give an outcome data file or folder (. for the "
+                               "current folder)")
+        paths = [Path(d) for d in data]
+        if write_policy is not None and json_out is not None:
+            raise ReplayFailed("--write-policy writes the policy and exits without replaying, so --json has "
+                               "nothing to write; give one of them")
         if gateway is None and not startup_timeout > 0:  # also NaN: no wait could ever end well
             raise ReplayFailed(f"--startup-timeout must be a positive number of seconds, got {startup_timeout}")
         if order is not None and order not in ORDERS:
@@ -104,8 +128,8 @@ def replay(
         if json_out is None and write_policy is None:
             raise ReplayFailed("--json OUT is required: where to write the report (- for standard output)")
         written = (write_policy, "--write-policy") if write_policy is not None else (json_out, "--json")
-        check_not_input([written], [*data_inputs(data, "--data"), *([(policy, "--policy")] if policy else [])])
-        plan, rows = prepare(data, n=n, seed=seed, split=split, order=order or "data")
+        check_not_input([written], [*data_inputs(paths, "--data"), *([(policy, "--policy")] if policy else [])])
+        plan, rows = prepare(paths, n=n, seed=seed, split=split, order=order or "data")
         if write_policy is not None:
             to_file = not is_stdout(write_policy)
             if to_file:
@@ -119,11 +143,13 @@ def replay(
             check_output(json_out, "--json")
         with contextlib.ExitStack() as stack:
             stack.enter_context(_sigterm_as_interrupt())
+            typer.echo(f"replay: {len(rows)} prompts to send to " + (gateway or "a local gateway (starting it)"),
+                       err=True)
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
             predictor = gateway_predictor(url)
             bar = check_route(url, route, api_key if gateway else None)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
-                                            api_key=api_key if gateway else None))
+                                            api_key=api_key if gateway else None, progress=Progress(len(rows))))
     except ReplayFailed as exc:
         typer.echo(f"mixroute replay: {exc}", err=True)
         raise typer.Exit(2)
@@ -142,6 +168,55 @@ def replay(
         first = next(a.error for a in answered if a.error)
         typer.echo(f"mixroute replay: {report['errors']} request(s) failed; first: {first}", err=True)
         raise typer.Exit(1)
+
+
+def _check_range(flag: str, value: int | None, low: int, high: int) -> None:
+    """Raise :class:`ReplayFailed` (one line naming ``flag`` and its range) unless ``value``
+    is ``None`` (not given) or ``low <= value <= high``."""
+    if value is not None and not low <= value <= high:
+        raise ReplayFailed(f"{flag} must be from {low} to {high}, got {value}")
+
+
+class Progress:
+    """How far the run is, on standard error (never standard output, which may hold the
+    ``--json -`` report): called with the number of prompts answered so far, it prints a
+    line each time another tenth of ``total`` is reached, e.g. ``replay: 441/2205 prompts
+    (20%), 0:18 elapsed, ~1:12 left``: at most :attr:`STEPS` lines per run (fewer below
+    that many prompts), whatever the run's length, so a CI log stays short.
+
+    Args:
+        total: prompts the run sends.
+        echo: where a line goes (default: standard error).
+        clock: seconds, monotonic; the elapsed time counts from construction.
+    """
+
+    STEPS = 10
+
+    def __init__(self, total: int, *, echo: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.total = total
+        # The k-th line once ceil(k/STEPS of total) prompts are answered.
+        self._marks = {-(-total * k // self.STEPS) for k in range(1, self.STEPS + 1)} if total > 0 else set()
+        self._echo = echo or (lambda line: typer.echo(line, err=True))
+        self._clock = clock
+        self._start = clock()
+
+    def __call__(self, done: int) -> None:
+        if done not in self._marks:
+            return
+        self._marks.discard(done)  # once per mark
+        elapsed = self._clock() - self._start
+        line = f"replay: {done}/{self.total} prompts ({done / self.total:.0%}), {_duration(elapsed)} elapsed"
+        if done < self.total:
+            line += f", ~{_duration(elapsed / done * (self.total - done))} left"
+        self._echo(line)
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` as ``M:SS``, or ``H:MM:SS`` from an hour on."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 @contextlib.contextmanager
@@ -237,7 +312,8 @@ def interleave(rows: list["OutcomeRow"], files: list | None = None) -> list["Out
 
 async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, route: str = "auto",
                    concurrency: int = 8, api_key: str | None = None,
-                   transport: "httpx.AsyncBaseTransport | None" = None) -> list["Answered"]:
+                   transport: "httpx.AsyncBaseTransport | None" = None,
+                   progress: Callable[[int], None] | None = None) -> list["Answered"]:
     """Send every row's prompt to ``url`` (``concurrency`` in flight); one result per row, in order.
     The first row goes alone: when a backend that is not a model of the data answers it, no
     other row is sent (every answer would be unscorable, and a real gateway bills them).
@@ -245,6 +321,8 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
     Args:
         api_key: sent as ``Authorization: Bearer`` when given.
         transport: an httpx transport to use instead of the network (tests: ASGI).
+        progress: called with the number of rows answered so far (1, 2, ... ``len(rows)``,
+            failed requests included) after each answer, e.g. a :class:`Progress`.
 
     Raises:
         ReplayFailed: the first row was answered by a backend the data does not record.
@@ -256,9 +334,16 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(300.0, connect=10.0), headers=headers,
                                  transport=transport) as client:
 
+        done = 0
+
         async def one(row: "OutcomeRow") -> "Answered":
+            nonlocal done
             async with sem:
-                return await send_one(client, plan, row, route)
+                answer = await send_one(client, plan, row, route)
+            done += 1
+            if progress is not None:
+                progress(done)
+            return answer
 
         if not rows:
             return []
@@ -273,6 +358,9 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
                                f"of the data ({', '.join(plan.dataset.models)}); no other prompt was sent. Replay "
                                "through a gateway whose route's backends are the data's models (serve the policy "
                                "`mixroute replay --write-policy FILE` writes)")
+        done = 1
+        if progress is not None:
+            progress(done)
         return [first, *await asyncio.gather(*(one(r) for r in rows[1:]))]
 
 
