@@ -8,10 +8,13 @@ only the snippet can be printed. With ``--policy``, ``--write`` replaces the rou
 ``quality_bar`` in the file (other lines kept); without it the YAML snippet is printed.
 
 Rows the data loading drops (a missing or NaN score or cost, a contaminated prompt) are
-counted per ``--data`` path on stderr, as ``mixroute eval`` counts them. A file given both
-on its own and inside a ``--data`` folder is refused, as is a path given twice: its rows
-would count twice. A ``--json`` that is one of the input files (a data file, also one
-inside a ``--data`` folder, the ``--policy`` file, a heads file) is refused before any work.
+counted per ``--data`` path on stderr, as ``mixroute eval`` counts them; ``missing_cost``
+counts rows with a blank cost cell of a model whose cost the data records in other rows
+(the cell is not filled in). A file given both on its own and inside a ``--data`` folder
+is refused, as is a path given twice (also through a symbolic or hard link, or another
+spelling of the path): its rows would count twice. A ``--json`` that is one of the input
+files (a data file, also one inside a ``--data`` folder, the ``--policy`` file, a heads
+file) is refused before any work.
 
 Exit status: 0; 1 when no threshold meets the target; 2 for bad input (data, policy,
 route, heads, a policy file that cannot be written; a route whose backends all stand for
@@ -28,7 +31,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from gateway.commands import require_modules
-from gateway.commands.output import check_not_input, check_output, data_inputs, folder_inputs, write_output
+from gateway.commands.output import (check_not_input, check_not_repeated, check_output, data_inputs, folder_inputs,
+                                     write_output)
 
 
 def _load_heads(adapters: Path | None) -> Any:
@@ -118,6 +122,7 @@ def calibrate(
     check_not_input([(json_out, "--json")], [*data_inputs(data, "--data"),
                                              *([(policy, "--policy")] if policy else []),
                                              *folder_inputs(adapters, "--adapters")])
+    check_not_repeated(data, "--data", "its rows would count twice")
     from router.policy import PolicyError, load_policy
 
     if write and policy is None:

@@ -10,11 +10,14 @@ two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
 
 A router named twice with ``--router`` runs once (a note says so). A ``--prices`` entry
 that prices nothing (no model of the data has that name, or the data records that model's
-costs) gets a warning line on stderr naming the models it may have meant.
+costs) gets a warning line on stderr naming the models it may have meant, as does a model
+named more than once in ``--prices`` (its last price is used). A ``--test`` (or
+``--train``) path given twice, also through a link or another spelling of the path, is
+refused: it would be evaluated (its rows counted) twice.
 
-Exit status: 0; 2 for bad input (the message names the file and the problem), an
-output (``--json``, ``--report``, ``--plot``) that is one of the input files, or an
-unknown router; 1 when a router named with ``--router`` could not run (its row says why),
+Exit status: 0; 2 for bad input (the message names the file and the problem), a path
+given twice, an output (``--json``, ``--report``, ``--plot``) that is one of the input
+files, or an unknown router; 1 when a router named with ``--router`` could not run (its row says why),
 or, without ``--router``, when none could.
 """
 
@@ -28,7 +31,8 @@ from typing import Annotated, Optional
 import typer
 
 from gateway.commands import require_modules
-from gateway.commands.output import check_not_input, check_output, data_inputs, folder_inputs, write_output
+from gateway.commands.output import (check_not_input, check_not_repeated, check_output, data_inputs, folder_inputs,
+                                     write_output)
 
 
 def eval_cmd(
@@ -70,6 +74,8 @@ def eval_cmd(
     check_not_input(outputs, [*data_inputs(test, "--test"), *data_inputs(train or [], "--train"),
                               *((p, "--exclude") for p in exclude or []),
                               *([(prices, "--prices")] if prices else []), *folder_inputs(adapters, "--adapters")])
+    check_not_repeated(test, "--test", "it would be evaluated twice")
+    check_not_repeated(train or [], "--train", "its rows would count twice")
     if plot_out is not None and plot_out.suffix.lower() not in PLOT_SUFFIXES:
         # Checked before the evaluation: matplotlib refused the format only after it had run.
         typer.echo(f"error: --plot {plot_out}: name a {', '.join(PLOT_SUFFIXES)} file", err=True)
@@ -89,12 +95,14 @@ def eval_cmd(
     if embedder not in ("minilm", "hashing"):
         err.print(f"[red]error:[/] --embedder must be minilm or hashing, not {embedder!r}")
         raise typer.Exit(2)
+    def warn(line: str) -> None:
+        err.print(f"warning: --prices {prices}: {line}", style="yellow", markup=False, highlight=False)
+
     try:
         excluded = set().union(*(read_exclude(p) for p in exclude or []))
         config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
-                            options={"adapters": adapters}, prices_per_1m=read_prices(prices) if prices else {},
-                            warn=lambda line: err.print(f"warning: --prices {prices}: {line}", style="yellow",
-                                                        markup=False, highlight=False))
+                            options={"adapters": adapters}, prices_per_1m=read_prices(prices, warn) if prices else {},
+                            warn=warn)
         with _Progress(err) as progress:
             if embedder == "hashing":
                 from router.eval.embed import make_embedder

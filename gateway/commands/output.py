@@ -85,6 +85,23 @@ def check_not_input(outputs: Iterable[tuple[Path | None, str]], inputs: Iterable
                                   "destroy that input: give another file name")
 
 
+def check_not_repeated(paths: list[Path], flag: str, why: str) -> None:
+    """Exit 2 with one line when two of ``paths`` (the values of the repeatable ``flag``)
+    name one file or folder (:func:`same_file`: also through a
+    symbolic or hard link, or another spelling of the path); ``why`` says what that would do.
+
+    Raises:
+        typer.Exit: a path is given twice.
+    """
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            if same_file(earlier, path):
+                what = "folder" if Path(path).is_dir() else "file"
+                typer.echo(f"error: {flag} {path}: the same {what} as {flag} {earlier} (given twice); {why}: give it "
+                           "once", err=True)
+                raise typer.Exit(2)
+
+
 def data_inputs(paths: Iterable[Path], flag: str) -> list[tuple[Path, str]]:
     """``(file, flag)`` of every file outcome data ``paths`` are read from, for
     :func:`check_not_input`: a file as given, a folder's data files

@@ -15,6 +15,7 @@ are not all in the data cannot be calibrated on it (:class:`CalibrationError`).
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,32 +45,45 @@ REJECTED = -1
 Progress = Callable[[str, int, int], None]
 
 
+def _file_id(path: Path) -> object:
+    """What makes two paths one file, as :func:`os.path.samefile` compares them: the device
+    and inode (so a symbolic or hard link is the file it links to); the resolved path when
+    the file cannot be read (loading then says why)."""
+    try:
+        st = os.stat(path)
+        return st.st_dev, st.st_ino
+    except (OSError, ValueError):
+        return Path(path).resolve()
+
+
 def load_parts(paths: Sequence[Path]) -> list[EvalData]:
     """The rows of each path (:func:`router.eval.data.load_eval_data`), each restricted to the
     first path's models; each part's ``dropped`` counts the rows it lost (NaN or missing
-    scores, contaminated prompts).
+    scores, NaN costs, blank cost cells of data that records costs, contaminated prompts).
 
     Raises:
         CalibrationError: a path given twice, or a file also read as part of a folder given
-            (its rows would count twice); a path fails to load; the paths hold different
-            model sets.
+            (its rows would count twice), also through a symbolic or hard link
+            (:func:`_file_id`); a path fails to load; the paths hold different model sets.
     """
     from router.eval.data import data_files, load_eval_data
     from router.eval.errors import EvalDataError
 
-    seen: dict[Path, Path] = {}
+    seen: dict[object, Path] = {}
     for p in paths:
-        key = Path(p).resolve()
+        key = _file_id(Path(p))
         if key in seen:
             raise CalibrationError(f"{p}: given twice (as {seen[key]}); each row would count twice")
         seen[key] = p
-    files = [data_files(Path(p)) for p in paths]
+    files = [{_file_id(f): f for f in data_files(Path(p))} for p in paths]
     for i, p in enumerate(paths):
         for q, earlier in zip(paths[:i], files[:i]):
-            shared = sorted(files[i] & earlier)
-            if shared:  # e.g. --data d --data d/x.csv
+            shared = sorted((earlier[k], files[i][k]) for k in files[i].keys() & earlier.keys())
+            if shared:  # e.g. --data d --data d/x.csv, or a hard link of d/x.csv
+                first, same = shared[0]
+                also = f" (also as {same})" if same != first else ""
                 more = f" and {len(shared) - 1} more file(s)" if len(shared) > 1 else ""
-                raise CalibrationError(f"{q} and {p} both hold {shared[0]}{more}; each row would count twice: "
+                raise CalibrationError(f"{q} and {p} both hold {first}{also}{more}; each row would count twice: "
                                        "give a folder or the files in it, not both")
     parts = []
     for p in paths:

@@ -5,7 +5,9 @@ from content, a folder is one dataset, RouteLLM contaminated prompts next to the
 dropped; a folder of dataset folders is one dataset too, see :func:`load_tree`), then:
 
 - rows with a non-finite score or recorded cost (NaN, inf) are dropped and counted
-  (``dropped["nan"]``), like rows with a missing score (``dropped["missing_score"]``);
+  (``dropped["nan"]``), like rows with a missing score (``dropped["missing_score"]``) and
+  rows with a blank cost cell of a model whose cost the data records in other rows
+  (``dropped["missing_cost"]``: the cell is not filled in);
 - prompts listed in ``--exclude`` files are dropped (``dropped["excluded"]``);
 - a dataset with fewer than two models, or with no rows left, is an :class:`EvalDataError`
   naming the file and the problem (for an empty model column: which column).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,7 +156,7 @@ def load_eval_data(path: str | Path, exclude: set[str] | None = None,
         found = ", ".join(repr(m) for m in ds.models) or "none"
         raise EvalDataError(path, f"single-model dataset (models: {found}); routing needs at least two models")
     dropped = dict(ds.dropped)
-    rows = _finite_rows(ds.rows, ds.models, dropped)
+    rows = _costed_rows(_finite_rows(ds.rows, ds.models, dropped), ds.models, dropped)
     if exclude:
         kept = [r for r in rows if normalise_prompt(r.prompt) not in exclude]
         if len(kept) < len(rows):
@@ -260,8 +263,11 @@ def _reprice(model: str, per_call: float, per_1m: dict[str, float]) -> float:
     return per_call / listed * per_1m[model]
 
 
-def read_prices(path: Path) -> dict[str, float]:
+def read_prices(path: Path, warn: Callable[[str], None] | None = None) -> dict[str, float]:
     """``--prices``: a YAML or JSON mapping of model name -> USD per 1M tokens.
+
+    A model named more than once (YAML and JSON keep the last value; ``1`` and ``"1"`` are
+    one name) keeps its last price, and ``warn`` gets one line per such name saying so.
 
     Raises:
         EvalDataError: unreadable, not a mapping, or a price that is not a number >= 0.
@@ -269,7 +275,8 @@ def read_prices(path: Path) -> dict[str, float]:
     import yaml
 
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        doc = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise EvalDataError(path, f"cannot read prices: {exc}") from None
     if not isinstance(doc, dict):
@@ -279,7 +286,34 @@ def read_prices(path: Path) -> dict[str, float]:
         if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0 or not math.isfinite(price):
             raise EvalDataError(path, f"price of {model!r} is {price!r}, not a number >= 0 (USD per 1M tokens)")
         out[str(model)] = float(price)
+    if warn is not None:
+        for name, given in _repeated_keys(text).items():
+            warn(f"{name!r} is given {len(given)} times ({', '.join(given)}); the last price, {out[name]:g}, is used")
     return out
+
+
+def _repeated_keys(text: str) -> dict[str, list[str]]:
+    """Name -> the values written for it, for each key of the top-level YAML/JSON mapping in
+    ``text`` that occurs more than once (compared as :func:`read_prices` names models:
+    ``str`` of the key). A merge key (``<<``) is not a repetition."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        given: dict[str, list[str]] = {}
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:merge":
+                continue
+            shown = value.value if isinstance(value, yaml.ScalarNode) else "..."
+            given.setdefault(str(loader.construct_object(key, deep=True)), []).append(shown)
+    except (yaml.YAMLError, TypeError, ValueError):  # read_prices has already read it as a mapping
+        return {}
+    finally:
+        loader.dispose()
+    return {k: v for k, v in given.items() if len(v) > 1}
 
 
 def unused_prices(prices_per_1m: dict[str, float], datasets: list[EvalData]) -> list[str]:
@@ -319,6 +353,17 @@ def _finite_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, i
             out.append(r)
     if len(out) < len(rows):
         dropped["nan"] = dropped.get("nan", 0) + len(rows) - len(out)
+    return out
+
+
+def _costed_rows(rows: list[OutcomeRow], models: list[str], dropped: dict[str, int]) -> list[OutcomeRow]:
+    """``rows`` less those with no cost for a model whose cost other rows record (a blank
+    cost cell), counted in ``dropped["missing_cost"]``. A model with no recorded cost at all
+    is priced from the price list (:func:`backends.replay.plan.per_call_prices`)."""
+    costed = [m for m in models if any(r.costs.get(m) is not None for r in rows)]
+    out = [r for r in rows if all(r.costs.get(m) is not None for m in costed)]
+    if len(out) < len(rows):
+        dropped["missing_cost"] = dropped.get("missing_cost", 0) + len(rows) - len(out)
     return out
 
 
