@@ -41,4 +41,10 @@ async def readyz(request: Request):
     if encoder is not None:  # which precision the classifier really runs (settings resolve per machine)
         body["classifier"] = {"dtype": str(encoder.dtype).removeprefix("torch."), "linear": encoder.linear,
                               "heads": [h.name for h in encoder.heads], "scan_windows": encoder.scan_windows}
+        memory = getattr(predictor, "memory", None)
+        if memory is not None:  # the outcome memory the quality estimates read (router/classify/memory.py)
+            body["classifier"]["memory"] = {
+                "rows": memory.n, "k": memory.k, "kappa": memory.kappa, "digest": memory.digest,
+                "task_smoothing": memory.smoothing if memory.groups is not None else 0.0,
+                "exclude_exact": bool(getattr(predictor, "exclude_exact", False))}
     return FastJSONResponse(body)

@@ -45,15 +45,33 @@ def _load_heads(adapters: Path | None) -> Any:
     # very rows, so a row never counts as its own neighbour. MIXROUTE_CLASSIFIER_MEMORY=off
     # calibrates the head alone, as the gateway with that setting decides (and as replay does).
     # MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING as the gateway reads it, for the same reason.
-    from router.classify.errors import AdapterError
-
     memory = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY", "on").strip().lower() != "off"
-    text = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "").strip()
+    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory,
+                          memory_smoothing=smoothing_setting())
+
+
+def smoothing_setting() -> float | None:
+    """``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING`` as the gateway's settings read it: unset ->
+    ``None`` (the memory file's weight), else a number in [0, 1].
+
+    Raises:
+        ValueError: set but not a number in [0, 1] (an empty value included, as the gateway
+            refuses it); the message names the setting.
+    """
+    import math
+    import os
+
+    text = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING")
+    if text is None:
+        return None
     try:
-        smoothing = float(text) if text else None
+        value = float(text)
     except ValueError:
-        raise AdapterError(f"MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={text!r}: a number in [0, 1]") from None
-    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory, memory_smoothing=smoothing)
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN included
+        raise ValueError(f"invalid setting MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={text!r}: a number in [0, 1], "
+                         "or unset for the outcome memory's own")
+    return value
 
 
 def _default_policy(data: Any) -> Any:
@@ -140,6 +158,11 @@ def calibrate(
         loaded = load_policy(policy) if policy else _default_policy(rows)
         route_columns(loaded, route, rows.models)  # before the heads load: a route with nothing to calibrate
     except (CalibrationError, PolicyError) as exc:
+        typer.echo(f"mixroute calibrate: {exc}", err=True)
+        raise typer.Exit(2)
+    try:
+        smoothing_setting()  # a bad setting is not the heads' fault: its own line, before they load
+    except ValueError as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
         raise typer.Exit(2)
     try:

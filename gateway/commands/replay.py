@@ -22,6 +22,8 @@ prompt (:mod:`backends.replay.score`), and the report is written as JSON::
     {"n", "quality", "cost_usd", "baseline": {"model", "quality", "cost_usd"},
      "quality_ratio", "cost_ratio",
      "backend_share": {model: fraction}, "errors", "gateway_cost_usd", ...,
+     "predictor", "classifier": {"dtype", "linear", "heads", "memory": {"k", "task_smoothing", ...}},
+     "run": {"policy", "quality_bar", "split", "order", ...},
      "requests": [{"row", "source", "backend", "model", "score", "cost_usd", "error"}]}
 
 While the prompts are sent, standard error shows how far the run is: one line as each tenth
@@ -146,7 +148,7 @@ def replay(
             typer.echo(f"replay: {len(rows)} prompts to send to " + (gateway or "a local gateway (starting it)"),
                        err=True)
             url = gateway or stack.enter_context(local_gateway(plan, timeout_s=startup_timeout, policy=policy))
-            predictor = gateway_predictor(url)
+            predictor, classifier = gateway_predictor(url)
             bar = check_route(url, route, api_key if gateway else None)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
                                             api_key=api_key if gateway else None, progress=Progress(len(rows))))
@@ -158,6 +160,7 @@ def replay(
         raise typer.Exit(130)
     report = build_report(plan, answered, route=route, gateway=gateway)
     report["predictor"] = predictor
+    report["classifier"] = classifier  # precision, heads and outcome memory (k, task_smoothing...), from /readyz
     # How the report was produced, so that two reports can be compared.
     report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
                      "quality_bar": bar, "split": split, "order": order, "seed": seed, "n": n,

@@ -132,13 +132,17 @@ def check_route(url: str, route: str, api_key: str | None) -> dict | None:
     return bar if isinstance(bar, dict) else None
 
 
-def gateway_predictor(url: str) -> str | None:
-    """The predictor ``/readyz`` reports (``PriorPredictor``, the classifier...), if any."""
+def gateway_predictor(url: str) -> tuple[str | None, dict | None]:
+    """``(predictor, classifier)`` as ``/readyz`` reports them: the predictor's name
+    (``PriorPredictor``, ``ClassifierPredictor``...) and, for the classifier, its precision,
+    heads and outcome memory settings (``k``, ``task_smoothing``...); ``None`` where not
+    reported."""
     import httpx
 
     with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError):
-        return httpx.get(f"{url}/readyz", timeout=5.0).json().get("predictor")
-    return None
+        body = httpx.get(f"{url}/readyz", timeout=5.0).json()
+        return body.get("predictor"), body.get("classifier")
+    return None, None
 
 
 def _tail(path: Path, lines: int = 30) -> str:

@@ -49,6 +49,16 @@ def train(
         raise typer.Exit(2)
     build_memory = "memory" in names
     names = [h for h in names if h != "memory"]
+    from router.classify.train import SPECS
+
+    unknown = [h for h in names if h not in SPECS]
+    if unknown:  # before any work, and naming `memory` too (the trainer's list does not)
+        typer.echo(f"error: unknown head(s) {unknown}; known: {[*sorted(SPECS), 'memory']}", err=True)
+        raise typer.Exit(2)
+    if memory_smoothing is not None and not build_memory:
+        typer.echo("error: --memory-smoothing sets the outcome memory's task_smoothing, but --heads does not "
+                   "name memory (add it: --heads memory)", err=True)
+        raise typer.Exit(2)
     try:
         layer_numbers = [int(x) for x in layers.split(",")]
     except ValueError:

@@ -92,3 +92,24 @@ def test_dropped_blank_costs_are_reported_per_data_path(tmp_path):
     assert res.exit_code in (0, 1), res.output
     said = [line for line in res.stderr.splitlines() if "dropped" in line]
     assert said == [f"mixroute calibrate: {blank}: 59 rows, dropped: 1 missing_cost"]
+
+
+@pytest.mark.parametrize("value", ["2", "half", "", "nan", "-0.1"])
+def test_a_bad_smoothing_setting_is_named_not_blamed_on_the_heads(nested_csv, monkeypatch, value):
+    """From a fresh-user pass: a bad ``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING`` said "no usable
+    heads", and an empty one was taken as unset where the gateway refuses it."""
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", value)
+    res = runner.invoke(app, ["calibrate", "--data", str(nested_csv), "--resamples", "100"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (f"mixroute calibrate: invalid setting MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={value!r}: a "
+                          "number in [0, 1], or unset for the outcome memory's own\n")
+
+
+def test_the_smoothing_setting_reads_as_the_gateway_reads_it(monkeypatch):
+    from gateway.commands.calibrate import smoothing_setting
+
+    monkeypatch.delenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", raising=False)
+    assert smoothing_setting() is None
+    for text, value in ((" 0.5", 0.5), ("1", 1.0), ("0", 0.0)):
+        monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", text)
+        assert smoothing_setting() == value

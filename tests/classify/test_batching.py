@@ -90,6 +90,11 @@ async def test_gateway_feeds_classifier_metrics(tmp_path):
         assert ready["predictor"] == "ClassifierPredictor"
         assert ready["classifier"]["linear"] in ("int8", "onednn", "default")
         assert ready["classifier"]["dtype"] in ("float32", "bfloat16") and "injection" in ready["classifier"]["heads"]
+        from router.classify.memory import DEFAULT_K, DEFAULT_SMOOTHING
+
+        memory = ready["classifier"]["memory"]  # the outcome memory the estimates read, and how
+        assert (memory["k"], memory["task_smoothing"], memory["exclude_exact"]) == (DEFAULT_K, DEFAULT_SMOOTHING, False)
+        assert memory["rows"] > 0 and len(memory["digest"]) == 16
     finally:
         gw.stop()
 

@@ -236,7 +236,6 @@ def test_the_shipped_memory_keeps_task_groups_and_the_smoothing_setting_reaches_
     pytest.importorskip("torch")
     from gateway.commands.calibrate import _load_heads
     from router.classify import default_adapters_dir
-    from router.classify.errors import AdapterError
     from router.classify.memory import MEMORY_FILE
 
     path = default_adapters_dir() / "quality" / MEMORY_FILE
@@ -252,7 +251,7 @@ def test_the_shipped_memory_keeps_task_groups_and_the_smoothing_setting_reaches_
     finally:
         heads.close()
     monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "half")
-    with pytest.raises(AdapterError, match="MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING='half'"):
+    with pytest.raises(ValueError, match="MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING='half'"):
         _load_heads(None)
 
 
@@ -285,3 +284,23 @@ def test_mixroute_train_writes_the_memory_smoothing_asked_for(tmp_path, data_dir
     assert mem.smoothing == 0.25 and mem.group_names == ["routerbench/mbpp"]
     bad = subprocess.run([*args, "--memory-smoothing", "1.5"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--memory-smoothing" in bad.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--heads", "nosuch,memory"], "error: unknown head(s) ['nosuch']; known: ["),
+    (["--heads", "quality", "--memory-smoothing", "0.3"], "but --heads does not name memory"),
+])
+def test_mixroute_train_refuses_before_any_work(tmp_path, args, message):
+    """From a fresh-user pass: the unknown-head message left out ``memory``, and
+    ``--memory-smoothing`` without the memory head was ignored silently."""
+    pytest.importorskip("torch")
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    res = CliRunner().invoke(app, ["train", *args, "--out", str(tmp_path / "out"), "--data", str(tmp_path)])
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr and "Traceback" not in res.output
+    if "unknown" in message:
+        assert "'memory']" in res.stderr
+    assert not (tmp_path / "out").exists()

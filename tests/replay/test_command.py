@@ -241,6 +241,11 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
                                                                     "uncertainty_z": DEFAULT_UNCERTAINTY_Z,
                                                                     "allocation": DEFAULT_ALLOCATION},
                              "split": None, "order": "interleaved", "seed": None, "n": 20, "concurrency": 1}
+    if report["predictor"] == "ClassifierPredictor":  # which estimates decided (from the gateway's /readyz)
+        from router.classify.memory import DEFAULT_K, DEFAULT_SMOOTHING
+
+        memory = report["classifier"]["memory"]
+        assert (memory["k"], memory["task_smoothing"], memory["exclude_exact"]) == (DEFAULT_K, DEFAULT_SMOOTHING, True)
     # The same command again gives the same report: rows one at a time, scan windows not timed
     # (8 in flight and a start-up-timed scan budget flipped a few near-tied choices per run).
     again = tmp_path / "again.json"
