@@ -17,8 +17,9 @@ files (a data file, also one inside a ``--data`` folder, the ``--policy`` file, 
 file) is refused before any work.
 
 Exit status: 0; 1 when no threshold meets the target; 2 for bad input (data, policy,
-route, heads, a policy file that cannot be written; a route whose backends all stand for
-one data model, such as a route with one backend, which has nothing to calibrate) and for
+route, heads, an empty path such as ``--data ''``, which typer would read as the current
+folder, a policy file that cannot be written; a route whose backends all stand for one
+data model, such as a route with one backend, which has nothing to calibrate) and for
 ``--write`` on fewer than :data:`MIN_ROWS` calibration rows (nothing is written; the
 snippet is printed).
 """
@@ -32,7 +33,7 @@ import typer
 
 from gateway.commands import require_modules
 from gateway.commands.output import (check_not_input, check_not_repeated, check_output, data_inputs, folder_inputs,
-                                     write_output)
+                                     path_of, paths_of, write_output)
 
 
 def _load_heads(adapters: Path | None) -> Any:
@@ -112,17 +113,21 @@ def _fmt(p: Any) -> str:
 
 
 def calibrate(
-    data: Annotated[list[Path], typer.Option("--data", help="Outcome data file or folder; repeatable.")],
+    # The input paths are read as text, not Path: Path("") is ".", so an empty --data (--policy,
+    # --adapters) would read the current folder; paths_of refuses it.
+    data: Annotated[list[str], typer.Option("--data", metavar="<list[Path]>",
+                                            help="Outcome data file or folder; repeatable.")],
     route: Annotated[str, typer.Option(help="The route to calibrate.")] = "auto",
-    policy: Annotated[Optional[Path], typer.Option(help="Policy YAML holding the route (default: one fake "
-                                                   "backend per data model, route auto).")] = None,
+    policy: Annotated[Optional[str], typer.Option(metavar="<path>", help="Policy YAML holding the route (default: "
+                                                  "one fake backend per data model, route auto).")] = None,
     target: Annotated[float, typer.Option(min=0.01, max=1.0, help="Realised quality ratio to meet.")] = 0.95,
     confidence: Annotated[float, typer.Option(min=0.5, max=0.999, help="Confidence of the lower bound.")] = 0.9,
     write: Annotated[bool, typer.Option("--write", help="Write the bar and its evidence into --policy.")] = False,
     holdout: Annotated[float, typer.Option(min=0.0, max=0.9, help="Share of rows held out to check the pick.")] = 0.0,
     resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the resampling and the holdout split.")] = 0,
-    adapters: Annotated[Optional[Path], typer.Option(help="Heads folder (default: the shipped adapters/).")] = None,
+    adapters: Annotated[Optional[str], typer.Option(metavar="<path>",
+                                                    help="Heads folder (default: the shipped adapters/).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write every swept threshold as JSON.")] = None,
     split: Annotated[Optional[str], typer.Option(help="Keep only rows of this split of the classifier's (train, "
                                                  "calib or test, by prompt hash): `calib` rows were not used to "
@@ -136,6 +141,10 @@ def calibrate(
     from router.calibration.write import bar_block, write_policy
     from router.eval.data import dropped_text
 
+    data = paths_of(data, "--data", "an outcome data file or folder (. for the current folder)")
+    policy = path_of(policy, "--policy", "a policy file, or leave --policy out for the policy of the data")
+    adapters = path_of(adapters, "--adapters", "a heads folder (. for the current folder), or leave --adapters out "
+                                               "for the shipped heads")
     check_output(json_out, "--json")
     check_not_input([(json_out, "--json")], [*data_inputs(data, "--data"),
                                              *([(policy, "--policy")] if policy else []),

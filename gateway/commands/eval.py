@@ -15,9 +15,10 @@ named more than once in ``--prices`` (its last price is used). A ``--test`` (or
 ``--train``) path given twice, also through a link or another spelling of the path, is
 refused: it would be evaluated (its rows counted) twice.
 
-Exit status: 0; 2 for bad input (the message names the file and the problem), a path
-given twice, an output (``--json``, ``--report``, ``--plot``) that is one of the input
-files, or an unknown router; 1 when a router named with ``--router`` could not run (its row says why),
+Exit status: 0; 2 for bad input (the message names the file and the problem), an empty
+path (``--test ''``: typer would read it as the current folder), a path given twice, an
+output (``--json``, ``--report``, ``--plot``) that is one of the input files, or an
+unknown router; 1 when a router named with ``--router`` could not run (its row says why),
 or, without ``--router``, when none could.
 """
 
@@ -32,30 +33,39 @@ import typer
 
 from gateway.commands import require_modules
 from gateway.commands.output import (check_not_input, check_not_repeated, check_output, data_inputs, folder_inputs,
-                                     write_output)
+                                     path_of, paths_of, write_output)
+
+#: What an empty ``--test``/``--train`` is refused for (:func:`paths_of`).
+_DATA = "an outcome data file or folder (. for the current folder)"
 
 
 def eval_cmd(
-    test: Annotated[list[Path], typer.Option("--test", help="Outcome data file or folder (one dataset each); repeatable.")],
-    train: Annotated[Optional[list[Path]], typer.Option("--train", help="Rows to fit learned routers on, mixroute's "
-                                                        "quality/output-length heads included; repeatable. Without: "
-                                                        "knn/mlp/mf cross-fit on the test rows (5 folds), mixroute "
-                                                        "uses the shipped heads.")] = None,
+    # The input paths are read as text, not Path: Path("") is ".", so an empty --test (--train,
+    # --exclude, --adapters, --prices) would read the current folder; paths_of refuses it.
+    test: Annotated[list[str], typer.Option("--test", metavar="<list[Path]>",
+                                            help="Outcome data file or folder (one dataset each); repeatable.")],
+    train: Annotated[Optional[list[str]], typer.Option("--train", metavar="<list[Path]>",
+                                                       help="Rows to fit learned routers on, mixroute's "
+                                                       "quality/output-length heads included; repeatable. Without: "
+                                                       "knn/mlp/mf cross-fit on the test rows (5 folds), mixroute "
+                                                       "uses the shipped heads.")] = None,
     router: Annotated[Optional[list[str]], typer.Option("--router", help="Router name; repeatable (default: all).")] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the result rows as JSON.")] = None,
     plot_out: Annotated[Optional[Path], typer.Option("--plot", help="Draw the cost-quality curves (PNG).")] = None,
     report_out: Annotated[Optional[Path], typer.Option("--report", help="Write a Markdown report.")] = None,
-    exclude: Annotated[Optional[list[Path]], typer.Option("--exclude", help="JSON lines of prompts to drop "
-                                                          "(eval_prompt or prompt keys); repeatable.")] = None,
+    exclude: Annotated[Optional[list[str]], typer.Option("--exclude", metavar="<list[Path]>",
+                                                         help="JSON lines of prompts to drop "
+                                                         "(eval_prompt or prompt keys); repeatable.")] = None,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap resamples for 95% intervals (0: none).")] = 200,
     seed: Annotated[int, typer.Option(help="Seed of random routers, folds and resampling.")] = 0,
     holdout: Annotated[bool, typer.Option("--holdout", help="Keep only rows in the classifier's held-out split "
                                           "(fair for the shipped heads on the shared data).")] = False,
-    adapters: Annotated[Optional[Path], typer.Option(help="Heads folder for the mixroute router "
-                                                     "without --train (default: the shipped adapters/).")] = None,
+    adapters: Annotated[Optional[str], typer.Option(metavar="<path>", help="Heads folder for the mixroute router "
+                                                    "without --train (default: the shipped adapters/).")] = None,
     embedder: Annotated[str, typer.Option(help="Embeddings of knn/mlp/mf: minilm (cached) or hashing.")] = "minilm",
-    prices: Annotated[Optional[Path], typer.Option(help="YAML/JSON model -> USD per 1M tokens, for data that "
-                                                   "records no cost (default: the replay price list).")] = None,
+    prices: Annotated[Optional[str], typer.Option(metavar="<path>", help="YAML/JSON model -> USD per 1M tokens, "
+                                                  "for data that records no cost (default: the replay price "
+                                                  "list).")] = None,
 ) -> None:
     """Compare routers on outcome data: cost-quality curves, AIQ, APGR, CPT."""
     require_modules("mixroute eval", "eval", "numpy")
@@ -67,6 +77,12 @@ def eval_cmd(
     from router.eval.errors import EvalDataError
     from router.eval.runner import EvalConfig, evaluate
 
+    test = paths_of(test, "--test", _DATA)
+    train = paths_of(train, "--train", _DATA)
+    exclude = paths_of(exclude, "--exclude", "a JSON lines file of prompts to drop")
+    adapters = path_of(adapters, "--adapters", "a heads folder (. for the current folder), or leave --adapters out "
+                                               "for the shipped heads")
+    prices = path_of(prices, "--prices", "a YAML or JSON price file, or leave --prices out for the replay price list")
     err = Console(stderr=True, soft_wrap=True)
     outputs = ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot"))
     for path, flag in outputs:

@@ -3,7 +3,9 @@
 does not throw away a long run (:func:`check_output`) and an output that is one of the
 command's own input files does not overwrite it (:func:`check_not_input`), and written with
 a one-line error instead of a traceback. Where a command takes ``-`` for standard output
-(:func:`is_stdout`), it writes there instead (:func:`emit`).
+(:func:`is_stdout`), it writes there instead (:func:`emit`). Input path options are read
+as text and turned into paths by :func:`paths_of` / :func:`path_of`, which refuse an empty
+value (typer reads ``''`` as ``Path('.')``: the current folder).
 
 Exit status 2 (bad input), as the commands use for other bad arguments.
 """
@@ -20,6 +22,31 @@ import typer
 def _fail(flag: str, path: Path, why: str) -> None:
     typer.echo(f"error: {flag} {path}: {why}", err=True)
     raise typer.Exit(2)
+
+
+def paths_of(values: Iterable[str] | None, flag: str, want: str) -> list[Path]:
+    """The values of the path option ``flag``, read as text (not ``Path``: typer turns ``''``
+    into ``Path('.')``, so an empty value would silently name the current folder), as paths.
+    ``want`` says what to give instead, e.g. ``"an outcome data file or folder (. for the
+    current folder)"``. ``None`` (not given) is no paths.
+
+    Raises:
+        typer.Exit: a value is empty (exit status 2, one line).
+    """
+    values = list(values or [])
+    if "" in values:
+        typer.echo(f"error: {flag} '': an empty path; give {want}", err=True)
+        raise typer.Exit(2)
+    return [Path(v) for v in values]
+
+
+def path_of(value: str | None, flag: str, want: str) -> Path | None:
+    """:func:`paths_of` for an option given at most once: ``None`` when not given.
+
+    Raises:
+        typer.Exit: the value is empty.
+    """
+    return None if value is None else paths_of([value], flag, want)[0]
 
 
 def check_output(path: Path | None, flag: str) -> None:
