@@ -38,41 +38,15 @@ from gateway.commands.output import (check_not_input, check_not_repeated, check_
 
 def _load_heads(adapters: Path | None) -> Any:
     """The shipped (or ``adapters``) heads as a ``ClassifierPredictor``; replaced in tests."""
-    import os
-
     from router.classify import load_predictor
+    from router.classify.memory import settings_from_env
 
     # Benchmark rows: no long-prompt pii/injection scan; the outcome memory may hold these
     # very rows, so a row never counts as its own neighbour. MIXROUTE_CLASSIFIER_MEMORY=off
-    # calibrates the head alone, as the gateway with that setting decides (and as replay does).
+    # calibrates the head alone, as the gateway with that setting decides (and as replay does);
     # MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING as the gateway reads it, for the same reason.
-    memory = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY", "on").strip().lower() != "off"
-    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory,
-                          memory_smoothing=smoothing_setting())
-
-
-def smoothing_setting() -> float | None:
-    """``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING`` as the gateway's settings read it: unset ->
-    ``None`` (the memory file's weight), else a number in [0, 1].
-
-    Raises:
-        ValueError: set but not a number in [0, 1] (an empty value included, as the gateway
-            refuses it); the message names the setting.
-    """
-    import math
-    import os
-
-    text = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING")
-    if text is None:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:  # NaN included
-        raise ValueError(f"invalid setting MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={text!r}: a number in [0, 1], "
-                         "or unset for the outcome memory's own")
-    return value
+    memory, smoothing = settings_from_env()
+    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory, memory_smoothing=smoothing)
 
 
 def _default_policy(data: Any) -> Any:
@@ -170,7 +144,9 @@ def calibrate(
         typer.echo(f"mixroute calibrate: {exc}", err=True)
         raise typer.Exit(2)
     try:
-        smoothing_setting()  # a bad setting is not the heads' fault: its own line, before they load
+        from router.classify.memory import settings_from_env
+
+        settings_from_env()  # a bad setting is not the heads' fault: its own line, before they load
     except ValueError as exc:
         typer.echo(f"mixroute calibrate: {exc}", err=True)
         raise typer.Exit(2)

@@ -77,6 +77,34 @@ DEFAULT_SMOOTHING = 0.5
 MIN_TASK_ROWS = 20
 
 
+
+def settings_from_env() -> tuple[bool, float | None]:
+    """``(memory on, task_smoothing override)`` from ``MIXROUTE_CLASSIFIER_MEMORY`` and
+    ``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING``, read as the gateway's settings read them, for
+    the offline commands that decide as the gateway does (``mixroute calibrate``, ``mixroute
+    eval``'s ``mixroute`` router): ``off`` -> the head alone; an unset smoothing -> ``None``
+    (the memory file's weight).
+
+    Raises:
+        ValueError: a smoothing set but not a number in [0, 1] (an empty value included, as
+            the gateway refuses it); the message names the setting.
+    """
+    import math
+    import os
+
+    on = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY", "on").strip().lower() != "off"
+    text = os.environ.get("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING")
+    if text is None:
+        return on, None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:  # NaN included
+        raise ValueError(f"invalid setting MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING={text!r}: a number in [0, 1], "
+                         "or unset for the outcome memory's own")
+    return on, value
+
 @dataclass
 class OutcomeMemory:
     """Loaded memory (see the module docstring).

@@ -106,10 +106,13 @@ def test_a_bad_smoothing_setting_is_named_not_blamed_on_the_heads(nested_csv, mo
 
 
 def test_the_smoothing_setting_reads_as_the_gateway_reads_it(monkeypatch):
-    from gateway.commands.calibrate import smoothing_setting
+    from router.classify.memory import settings_from_env
 
     monkeypatch.delenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", raising=False)
-    assert smoothing_setting() is None
+    monkeypatch.delenv("MIXROUTE_CLASSIFIER_MEMORY", raising=False)
+    assert settings_from_env() == (True, None)
     for text, value in ((" 0.5", 0.5), ("1", 1.0), ("0", 0.0)):
         monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", text)
-        assert smoothing_setting() == value
+        assert settings_from_env() == (True, value)
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY", "off")
+    assert settings_from_env()[0] is False

@@ -55,3 +55,29 @@ def test_mixroute_router_with_the_shipped_heads(data_dir):
     share = (run.choices == data.strong).mean(axis=1)
     assert share[0] <= share[-1]  # a higher bar never sends fewer prompts to the strong model
     assert summarise(data, run, bootstrap=0).values["apgr"] is not None
+
+
+def test_mixroute_router_decides_on_the_gateways_estimate(data_dir, monkeypatch):
+    """Without ``--train`` the ``mixroute`` router reads the outcome memory shipped with the
+    quality head, as the gateway does (never a row identical to the prompt); with
+    ``MIXROUTE_CLASSIFIER_MEMORY=off`` it makes its local estimate from the evaluated rows."""
+    import numpy as np
+
+    from router.eval.errors import RouterUnavailable
+
+    data = load_eval_data(data_dir / "routerbench" / "mbpp_train.csv").subset(np.arange(30))
+    try:
+        run = routers.get("mixroute").run(data, Context())
+    except RouterUnavailable as exc:
+        pytest.skip(f"no usable shipped heads here: {exc}")
+    from router.classify.memory import DEFAULT_K, DEFAULT_SMOOTHING
+
+    assert run.fit.startswith("shipped heads + outcome memory (")
+    assert f"{DEFAULT_K}-NN" in run.fit and f"task_smoothing {DEFAULT_SMOOTHING:g}, exclude-exact" in run.fit
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY", "off")
+    local = routers.get("mixroute").run(data, Context())
+    assert "outcome memory" not in local.fit and "NN cross-fit" in local.fit
+    monkeypatch.delenv("MIXROUTE_CLASSIFIER_MEMORY")
+    monkeypatch.setenv("MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING", "2")
+    with pytest.raises(RouterUnavailable, match="MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING='2'"):
+        routers.get("mixroute").run(data, Context())
