@@ -87,11 +87,11 @@ def eval_cmd(
     outputs = ((json_out, "--json"), (report_out, "--report"), (plot_out, "--plot"))
     for path, flag in outputs:
         check_output(path, flag)
-    check_not_input(outputs, [*data_inputs(test, "--test"), *data_inputs(train or [], "--train"),
-                              *((p, "--exclude") for p in exclude or []),
+    check_not_input(outputs, [*data_inputs(test, "--test"), *data_inputs(train, "--train"),
+                              *((p, "--exclude") for p in exclude),
                               *([(prices, "--prices")] if prices else []), *folder_inputs(adapters, "--adapters")])
     check_not_repeated(test, "--test", "it would be evaluated twice")
-    check_not_repeated(train or [], "--train", "its rows would count twice")
+    check_not_repeated(train, "--train", "its rows would count twice")
     if plot_out is not None and plot_out.suffix.lower() not in PLOT_SUFFIXES:
         # Checked before the evaluation: matplotlib refused the format only after it had run.
         typer.echo(f"error: --plot {plot_out}: name a {', '.join(PLOT_SUFFIXES)} file", err=True)
@@ -111,11 +111,12 @@ def eval_cmd(
     if embedder not in ("minilm", "hashing"):
         err.print(f"[red]error:[/] --embedder must be minilm or hashing, not {embedder!r}")
         raise typer.Exit(2)
+
     def warn(line: str) -> None:
         err.print(f"warning: --prices {prices}: {line}", style="yellow", markup=False, highlight=False)
 
     try:
-        excluded = set().union(*(read_exclude(p) for p in exclude or []))
+        excluded = set().union(*(read_exclude(p) for p in exclude))
         config = EvalConfig(routers=names, exclude=excluded, bootstrap=bootstrap, seed=seed, holdout=holdout,
                             options={"adapters": adapters}, prices_per_1m=read_prices(prices, warn) if prices else {},
                             warn=warn)
@@ -125,7 +126,7 @@ def eval_cmd(
 
                 emb = make_embedder("hashing")
                 config.embed = lambda texts: emb(texts)
-            reports = evaluate(test, train or [], config, progress)
+            reports = evaluate(test, train, config, progress)
     except EvalDataError as exc:
         err.print(f"error: {exc}", style="red", markup=False, highlight=False)
         raise typer.Exit(2)
