@@ -100,11 +100,10 @@ def load_parts(paths: Sequence[Path]) -> list[EvalData]:
 
 def join_parts(parts: Sequence[EvalData]) -> EvalData:
     """:func:`load_parts`' parts as one dataset (``dropped`` summed over the parts)."""
+    from router.eval.data import summed_dropped
+
     first = parts[0]
-    dropped: dict[str, int] = {}
-    for d in parts:
-        for k, v in d.dropped.items():
-            dropped[k] = dropped.get(k, 0) + v
+    dropped = summed_dropped(parts)
     return EvalData("+".join(d.name for d in parts), ",".join(d.path for d in parts), list(first.models),
                     [t for d in parts for t in d.prompts], np.concatenate([d.scores for d in parts]),
                     np.concatenate([d.costs for d in parts]), first.price_source, dropped)

@@ -222,10 +222,7 @@ def load_tree(path: Path) -> Dataset:
                                         f"models ({sorted(first.models)} vs {sorted(part.models)}); a folder is "
                                         "one dataset with one model set: pass each sub-folder as its own path (--test "
                                         "for eval, --data for calibrate)")
-    dropped: dict[str, int] = {}
-    for part in parts:
-        for k, v in part.dropped.items():
-            dropped[k] = dropped.get(k, 0) + v
+    dropped = summed_dropped(parts)
     fmt = first.format if all(p.format == first.format for p in parts) else "mixed"
     return Dataset(path.name, fmt, list(first.models), [r for p in parts for r in p.rows], dropped)
 
@@ -244,6 +241,16 @@ def data_files(path: Path) -> set[Path]:
         return files
     subs = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
     return set().union(*(data_files(sub) for sub in subs))
+
+
+def summed_dropped(parts) -> dict[str, int]:
+    """The ``dropped`` counts of ``parts`` (datasets: anything with a ``dropped`` mapping of
+    reason -> rows) added up per reason, in first-seen order."""
+    out: dict[str, int] = {}
+    for part in parts:
+        for k, v in part.dropped.items():
+            out[k] = out.get(k, 0) + v
+    return out
 
 
 def dropped_text(dropped: dict[str, int]) -> str:
