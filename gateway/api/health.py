@@ -45,6 +45,6 @@ async def readyz(request: Request):
         if memory is not None:  # the outcome memory the quality estimates read (router/classify/memory.py)
             body["classifier"]["memory"] = {
                 "rows": memory.n, "k": memory.k, "kappa": memory.kappa, "digest": memory.digest,
-                "task_smoothing": memory.smoothing if memory.groups is not None else 0.0,
+                "task_smoothing": memory.smoothing_in_force,
                 "exclude_exact": bool(getattr(predictor, "exclude_exact", False))}
     return FastJSONResponse(body)

@@ -40,8 +40,7 @@ def cache_path(heads: Any) -> Path:
     tag = ",".join(sorted(f"{n}@{c.version}" for n, c in heads.heads.items()))
     memory = getattr(heads, "memory", None)
     if memory is not None:
-        # the smoothing in force (none without row groups); not in the tag at 0, so caches from before it stay valid
-        smoothing = getattr(memory, "smoothing", 0.0) if getattr(memory, "groups", None) is not None else 0.0
+        smoothing = getattr(memory, "smoothing_in_force", 0.0)  # not in the tag at 0: older caches stay valid
         tag += (f";memory={memory.digest or memory.n},k={memory.k},kappa={memory.kappa},"
                 + (f"smoothing={smoothing}," if smoothing else "")
                 + f"exclude_exact={bool(getattr(heads, 'exclude_exact', False))},quality_n")

@@ -142,13 +142,19 @@ class OutcomeMemory:
         return len(self.vectors)
 
     @property
+    def smoothing_in_force(self) -> float:
+        """The ``task_smoothing`` the neighbours are read with: :attr:`smoothing`, or 0
+        for a memory without row groups (nothing to smooth towards)."""
+        return self.smoothing if self.groups is not None else 0.0
+
+    @property
     def neighbour_scores(self) -> np.ndarray:
         """``(N, M)`` the scores the neighbours contribute: :attr:`scores` shrunk to their
-        group's means by :attr:`smoothing` (computed once; :attr:`scores` as recorded when
-        0 or without groups)."""
+        group's means by :attr:`smoothing_in_force` (computed once; :attr:`scores` as
+        recorded at 0)."""
         if self._read is None:
-            self._read = (self.scores if not self.smoothing or self.groups is None
-                          else task_smoothed(self.scores, self.groups, self.smoothing))
+            weight = self.smoothing_in_force
+            self._read = task_smoothed(self.scores, self.groups, weight) if weight else self.scores
         return self._read
 
     def with_smoothing(self, smoothing: float, path: Path | str = "") -> "OutcomeMemory":

@@ -245,7 +245,7 @@ class MixrouteRouter(EvalRouter):
         mem = getattr(heads, "memory", None)
         if mem is not None:
             fit += (f" + outcome memory ({mem.n} rows, {mem.k}-NN, kappa {mem.kappa:g}, task_smoothing "
-                    f"{mem.smoothing if mem.groups is not None else 0.0:g}, exclude-exact)")
+                    f"{mem.smoothing_in_force:g}, exclude-exact)")
         return heads, fit
 
     def prefill(self, prompts: list[str], ctx: Context) -> None:
