@@ -136,15 +136,14 @@ def blend_domain_means(quality: np.ndarray, memory_scores: np.ndarray, domains: 
         quality: ``(n, M)`` estimates; domains: ``(n,)`` their domains.
         memory_scores: ``(N, M)`` recorded scores (NaN: not recorded); memory_domains: ``(N,)``.
         weight: in [0, 1]."""
+    from router.neighbours import recorded_means
+
     out = np.array(quality, float, copy=True)
     for d in set(domains.tolist()):
         rows, mem = domains == d, memory_domains == d
         if mem.sum() < MIN_DOMAIN_ROWS:
             continue
-        known = ~np.isnan(memory_scores[mem])
-        counts = known.sum(axis=0)
-        means = np.where(counts > 0, np.where(known, memory_scores[mem], 0.0).sum(axis=0) / np.maximum(counts, 1),
-                         np.nan)
+        means, _ = recorded_means(memory_scores[mem])
         mix = weight * means + (1 - weight) * out[rows]
         out[rows] = np.where(np.isnan(mix), out[rows], mix)  # a model never recorded there keeps its estimate
     return out

@@ -88,6 +88,17 @@ def blend(head: np.ndarray, neighbour_scores: np.ndarray, kappa: float = KAPPA) 
     return (kappa * head + np.where(known, nb, 0.0).sum(axis=1)) / (kappa + known.sum(axis=1))
 
 
+def recorded_means(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(means, counts)``, each ``(M,)``: every model's mean over the rows of ``scores``
+    ``(N, M)`` where it is recorded (NaN: not recorded), NaN for a model recorded nowhere,
+    and how many rows that mean is over."""
+    s = np.asarray(scores)
+    known = ~np.isnan(s)
+    counts = known.sum(axis=0)
+    sums = np.where(known, s, 0.0).sum(axis=0)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan), counts
+
+
 #: Recorded scores of a model in a group below which :func:`task_smoothed` leaves that
 #: model's scores in the group as recorded (a mean of a handful of rows is noise itself).
 MIN_GROUP_ROWS = 20
@@ -132,11 +143,9 @@ def task_smoothed(scores: np.ndarray, groups: np.ndarray, weight: float) -> np.n
     out = s.copy()
     if weight == 0.0 or not len(s):
         return out
-    known = ~np.isnan(s)
     for group in np.unique(g):
         rows = g == group
-        counts = known[rows].sum(axis=0)
-        means = np.where(known[rows], s[rows], 0.0).sum(axis=0) / np.maximum(counts, 1)
+        means, counts = recorded_means(s[rows])
         shrunk = weight * means + (1.0 - weight) * s[rows]
         out[rows] = np.where(counts >= MIN_GROUP_ROWS, shrunk, s[rows])  # NaN stays NaN
     return out.astype(np.float32)
