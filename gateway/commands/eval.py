@@ -73,7 +73,8 @@ def eval_cmd(
 
     from router.eval import report
     from router.eval import routers as registry
-    from router.eval.data import read_exclude, read_prices
+    from router.eval.data import read_exclude
+    from router.eval.prices import read_prices
     from router.eval.errors import EvalDataError
     from router.eval.runner import EvalConfig, evaluate
 

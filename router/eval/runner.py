@@ -26,7 +26,8 @@ import numpy as np
 
 from router.data import normalise_prompt
 from router.eval import routers as registry
-from router.eval.data import EvalData, load_eval_data, unused_prices
+from router.eval.data import EvalData, load_eval_data
+from router.eval.prices import unused_prices
 from router.eval.errors import EvalDataError, RouterUnavailable
 from router.eval.routers.base import Context
 from router.eval.summary import BOOTSTRAP, Result, skipped, summarise
@@ -48,7 +49,7 @@ class EvalConfig:
         options: passed to routers (``adapters``, ``predictor``).
         prices_per_1m: ``--prices``: model -> USD per 1M tokens for data without recorded costs.
         warn: called with one line per ``--prices`` entry that prices nothing
-            (:func:`router.eval.data.unused_prices`), once the data is loaded.
+            (:func:`router.eval.prices.unused_prices`), once the data is loaded.
     """
 
     routers: list[str] = field(default_factory=list)

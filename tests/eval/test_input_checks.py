@@ -89,7 +89,7 @@ def test_a_model_priced_twice_is_warned_about(tmp_path, text):
 
 
 def test_names_that_read_as_one_are_a_repetition(tmp_path):
-    from router.eval.data import read_prices
+    from router.eval.prices import read_prices
 
     prices = tmp_path / "prices.yaml"
     prices.write_text("1: 2\n'1': 3\nother: 1\n")
