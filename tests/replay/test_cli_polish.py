@@ -9,7 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from gateway.commands.replay import Progress, prepare, send_all
+from gateway.commands.replay import prepare, send_all
+from gateway.commands.replay_report import Progress
 from tests.replay.tiny import write_bench
 
 runner = CliRunner()

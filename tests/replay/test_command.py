@@ -19,7 +19,8 @@ from backends.base import COST_KEY
 from backends.registry import build_backend
 from backends.replay.plan import ReplayPlan
 from gateway.cli import app as cli_app
-from gateway.commands.replay import ReplayFailed, build_report, interleave, local_gateway, prepare, send_all
+from gateway.commands.replay import ReplayFailed, interleave, local_gateway, prepare, send_all
+from gateway.commands.replay_report import build_report
 from router.aggregate import DEFAULT_WINDOW
 from router.data import load
 from router.policy.models import BackendConfig
