@@ -86,6 +86,15 @@ class TopicPredictor:
         return Prediction(quality=q)
 
 
+def write_folder_of_two(tmp_path: Path) -> tuple[Path, Path]:
+    """``(folder, inner)``: a folder ``d`` of two 40-row data files, ``inner`` its ``x.csv``."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    inner = write_nested(folder / "x.csv", n=40)
+    write_nested(folder / "y.csv", n=40, seed=1)
+    return folder, inner
+
+
 @pytest.fixture
 def nested_csv(tmp_path) -> Path:
     return write_nested(tmp_path / "nested.csv")

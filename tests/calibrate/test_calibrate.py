@@ -108,12 +108,9 @@ def test_the_same_data_twice_is_refused(nested_csv):
 def test_a_file_inside_a_folder_given_too_is_refused(tmp_path, file_first):
     """From a break-it pass: --data d --data d/x.csv counted x.csv's rows twice."""
     from router.calibration import CalibrationError
-    from tests.calibrate.conftest import write_nested
+    from tests.calibrate.conftest import write_folder_of_two
 
-    folder = tmp_path / "d"
-    folder.mkdir()
-    inner = write_nested(folder / "x.csv", n=40)
-    write_nested(folder / "y.csv", n=40, seed=1)
+    folder, inner = write_folder_of_two(tmp_path)
     paths = [inner, folder] if file_first else [folder, inner]
     with pytest.raises(CalibrationError, match="both hold .*x.csv; each row would count twice"):
         load_rows(paths)

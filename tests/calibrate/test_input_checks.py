@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from tests.calibrate.conftest import TopicPredictor, write_nested
+from tests.calibrate.conftest import TopicPredictor, write_folder_of_two, write_nested
 
 runner = CliRunner()
 
@@ -51,10 +51,7 @@ def test_a_hard_link_given_twice_is_refused_by_load_rows(nested_csv):
 def test_a_hard_link_of_a_file_inside_a_folder_is_refused(tmp_path, file_first):
     from router.calibration import CalibrationError, load_rows
 
-    folder = tmp_path / "d"
-    folder.mkdir()
-    inner = write_nested(folder / "x.csv", n=40)
-    write_nested(folder / "y.csv", n=40, seed=1)
+    folder, inner = write_folder_of_two(tmp_path)
     hard = tmp_path / "elsewhere.csv"
     os.link(inner, hard)
     paths = [hard, folder] if file_first else [folder, hard]

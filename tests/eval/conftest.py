@@ -43,6 +43,21 @@ def write_tiny(path: Path, n: int = 90, seed: int = 0, two_models: bool = False,
     return path
 
 
+def zero_router_report(tmp_path: Path, name: str, text: str) -> str:
+    """Write ``text`` as the data file ``name``, run ``mixroute eval`` on it with the zero
+    router (no bootstrap) and return its Markdown report (the dataset line counts dropped rows)."""
+    from typer.testing import CliRunner
+
+    from gateway.cli import app
+
+    data = tmp_path / name
+    data.write_text(text)
+    res = CliRunner().invoke(app, ["eval", "--test", str(data), "--router", "zero", "--bootstrap", "0",
+                                   "--report", str(tmp_path / "r.md")])
+    assert res.exit_code == 0, res.output
+    return (tmp_path / "r.md").read_text()
+
+
 @pytest.fixture
 def tiny_csv(tmp_path) -> Path:
     return write_tiny(tmp_path / "tiny.csv")

@@ -65,13 +65,11 @@ def test_bad_input_names_the_file_and_the_problem(tmp_path, content, problem):
 
 
 def test_nan_rows_are_dropped_and_counted(tmp_path):
-    f = tmp_path / "some_nan.csv"
-    f.write_text("prompt,eval_name,a,b,a|total_cost,b|total_cost\n"
-                 "hi,x,nan,1,0.1,0.2\nyo,x,1,0,0.1,0.2\nho,x,0,1,0.1,0.2\n")
-    res = runner.invoke(app, ["eval", "--test", str(f), "--router", "zero", "--bootstrap", "0",
-                              "--report", str(tmp_path / "r.md")])
-    assert res.exit_code == 0, res.output
-    assert "2 rows" in (tmp_path / "r.md").read_text() and "1 nan" in (tmp_path / "r.md").read_text()
+    from tests.eval.conftest import zero_router_report
+
+    report = zero_router_report(tmp_path, "some_nan.csv", "prompt,eval_name,a,b,a|total_cost,b|total_cost\n"
+                                "hi,x,nan,1,0.1,0.2\nyo,x,1,0,0.1,0.2\nho,x,0,1,0.1,0.2\n")
+    assert "2 rows" in report and "1 nan" in report
 
 
 def test_unknown_router_is_refused(tiny_csv):

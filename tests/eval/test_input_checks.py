@@ -103,13 +103,10 @@ def test_names_that_read_as_one_are_a_repetition(tmp_path):
 def test_a_blank_cost_cell_drops_its_row(tmp_path):
     """The docs (docs/EVALUATION.md) say rows with a missing cost are dropped and counted;
     the cell was filled with the model's mean cost instead."""
-    f = tmp_path / "blank.csv"
-    f.write_text("prompt,eval_name,a,b,a|total_cost,b|total_cost\n"
-                 "hi,x,1,0,0.1,\nyo,x,1,0,0.1,0.2\nho,x,0,1,0.1,0.4\n")
-    res = runner.invoke(app, ["eval", "--test", str(f), "--router", "zero", "--bootstrap", "0",
-                              "--report", str(tmp_path / "r.md")])
-    assert res.exit_code == 0, res.output
-    report = (tmp_path / "r.md").read_text()
+    from tests.eval.conftest import zero_router_report
+
+    report = zero_router_report(tmp_path, "blank.csv", "prompt,eval_name,a,b,a|total_cost,b|total_cost\n"
+                                "hi,x,1,0,0.1,\nyo,x,1,0,0.1,0.2\nho,x,0,1,0.1,0.4\n")
     assert "2 rows" in report and "1 missing_cost" in report
 
 

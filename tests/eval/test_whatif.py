@@ -46,6 +46,15 @@ def _log(n: int = 40, probability: float = 1.0) -> list[dict]:
     return rows
 
 
+
+def _policy_and_log(tmp_path):
+    """``(new.yaml, export.jsonl)``: the policy at 0.6 and the default logged rows as JSON lines."""
+    pol = tmp_path / "new.yaml"
+    pol.write_text(_policy(0.6))
+    log = tmp_path / "export.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in _log()))
+    return pol, log
+
 def test_a_lower_bar_moves_hard_requests_to_the_cheap_backend():
     rows = [Logged.from_row(r) for r in _log()]
     assert {r.chosen for r in rows} == {"small", "large"}
@@ -153,10 +162,7 @@ def test_cli_reads_the_store(tmp_path):
 
 def test_cli_bad_logs_bootstrap_and_output_are_one_line_errors(tmp_path):
     """Found by a new-user pass: each of these was a traceback."""
-    pol = tmp_path / "new.yaml"
-    pol.write_text(_policy(0.6))
-    log = tmp_path / "export.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in _log()))
+    pol, log = _policy_and_log(tmp_path)
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log), "--bootstrap", "0",
                               "--json", str(tmp_path / "new" / "dir" / "w.json")])
     assert res.exit_code == 0, res.output  # 0 resamples: the interval is the point estimate
@@ -230,10 +236,7 @@ def test_nothing_re_decided_says_why():
 
 
 def test_cli_with_no_request_writes_nulls(tmp_path):
-    pol = tmp_path / "new.yaml"
-    pol.write_text(_policy(0.6))
-    log = tmp_path / "export.jsonl"
-    log.write_text("".join(json.dumps(r) + "\n" for r in _log()))
+    pol, log = _policy_and_log(tmp_path)
     res = runner.invoke(app, ["policy", "what-if", str(pol), "--logs", str(log), "--since", "2030-01-01",
                               "--until", "2030-02-01", "--json", str(tmp_path / "w.json")])
     assert res.exit_code == 0, res.output

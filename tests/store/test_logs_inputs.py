@@ -90,6 +90,14 @@ def test_export_next_to_the_store_still_works(store: Path):
 # 2. An Alembic revision that is not one of mixroute's
 
 
+def _execute(db: Path, statement: str) -> None:
+    """Run one SQL statement on the SQLite file ``db`` and commit it."""
+    conn = sqlite3.connect(db)
+    conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
 def _alembic_db(path: Path, revisions: list[str], tables: bool = True) -> Path:
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
@@ -118,10 +126,7 @@ def test_another_programs_alembic_database_is_refused_as_it_was(tmp_path: Path, 
 
 
 def test_a_store_of_a_newer_mixroute_is_refused(store: Path):
-    conn = sqlite3.connect(store)
-    conn.execute("UPDATE alembic_version SET version_num = '0099'")
-    conn.commit()
-    conn.close()
+    _execute(store, "UPDATE alembic_version SET version_num = '0099'")
     for args in (["prune", "--dry-run"], ["export", str(store.parent / "o.jsonl")]):
         res = _run("logs", *args, "--database-url", f"sqlite:///{store}")
         _one_line_exit_2(res, "its alembic revision '0099' is not one of mixroute's")
@@ -130,19 +135,13 @@ def test_a_store_of_a_newer_mixroute_is_refused(store: Path):
 
 def test_two_revisions_in_alembic_version_are_one_line(store: Path):
     """Alembic's "more than one head present" was a traceback."""
-    conn = sqlite3.connect(store)
-    conn.execute("INSERT INTO alembic_version VALUES ('0005')")
-    conn.commit()
-    conn.close()
+    _execute(store, "INSERT INTO alembic_version VALUES ('0005')")
     res = _run("logs", "prune", "--dry-run", "--database-url", f"sqlite:///{store}")
     _one_line_exit_2(res, "not a mixroute store", "holds 2 revisions")
 
 
 def test_an_empty_alembic_version_table_is_worded_without_contradiction(store: Path, tmp_path: Path):
-    conn = sqlite3.connect(store)
-    conn.execute("DELETE FROM alembic_version")
-    conn.commit()
-    conn.close()
+    _execute(store, "DELETE FROM alembic_version")
     res = _run("logs", "prune", "--dry-run", "--database-url", f"sqlite:///{store}")
     _one_line_exit_2(res, "not a mixroute store", "its migration record (alembic_version) is empty")
     assert "no migration record" not in res.stderr and "tables (alembic_version" not in res.stderr
