@@ -91,8 +91,13 @@ def call_cost(runtime: Runtime, backend: str, usage: dict, recorded: float | Non
                     int(usage.get("completion_tokens") or 0), int(details.get("cached_tokens") or 0))
 
 
-def _body_for(backend: Backend, body: dict, stream: bool) -> dict:
+def _body_for(backend: Backend, body: dict, stream: bool, cap: int | None = None) -> dict:
+    """The body sent to ``backend``: its model, the stream flags, and ``cap`` (a hard cost
+    limit's output-token limit, :meth:`router.decision.Decision.token_cap`) in place of the
+    client's limit: ``max_completion_tokens`` where the client sent it, else ``max_tokens``."""
     out = {**body, "model": backend.model}
+    if cap is not None:
+        out["max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"] = cap
     if stream:
         out["stream"] = True
         out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
@@ -118,7 +123,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
         try:
-            response = await observability.send(backend, attempt.endpoint, _body_for(backend, body, stream=False))
+            sent = _body_for(backend, body, stream=False, cap=attempt.decision.token_cap(name))
+            response = await observability.send(backend, attempt.endpoint, sent)
             attempt.decision.answered_by(name)
             return response
         except BackendError as exc:
@@ -142,7 +148,8 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     skipped: list[tuple[str, str]] = []
     for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
-        chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True))
+        chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True,
+                                                           cap=attempt.decision.token_cap(name)))
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
             attempt.first_at = time.perf_counter()

@@ -42,6 +42,8 @@ compute-bound and batches far better than decode), to be replaced by a measureme
 
 from __future__ import annotations
 
+import math
+
 from router.policy.models import BackendConfig, Pricing
 
 FREE = Pricing()
@@ -144,6 +146,36 @@ def cache_write_1h_price(pricing: Pricing) -> float:
     else the 5-minute write price (:func:`cache_write_price`)."""
     write = pricing.cache_write_1h_input_per_1m
     return cache_write_price(pricing) if write is None else write
+
+
+def prompt_ceiling_usd(pricing: Pricing, tokens_in: int) -> float:
+    """The most a prompt of ``tokens_in`` tokens can cost (USD) before any output: every
+    token at the dearer of the input and the (5-minute) cache-write price, no cache read
+    assumed, plus ``per_request``. A 1-hour cache write (only where the client marks its own
+    breakpoint ``"ttl": "1h"``) can cost more."""
+    return max(0, tokens_in) * max(pricing.input_per_1m, cache_write_price(pricing)) / 1e6 + pricing.per_request
+
+
+def output_tokens_within(pricing: Pricing, tokens_in: int, limit_usd: float, completions: int = 1) -> int | None:
+    """Output tokens per completion that a call may generate without costing more than
+    ``limit_usd`` (a rule's ``max_cost_mode: hard``):
+
+        floor((limit_usd - prompt_ceiling_usd) / (completions x output_per_1m / 1e6))
+
+    Args:
+        tokens_in: prompt tokens (the engine's estimate).
+        completions: completions billed (``n``; prompts x ``best_of`` for legacy completions).
+
+    Returns:
+        The token limit (0: not even one output token fits, or the prompt alone costs more
+        than ``limit_usd``); ``None`` when output is free and the prompt fits (no limit needed).
+    """
+    room = limit_usd - prompt_ceiling_usd(pricing, tokens_in)
+    if room < 0:
+        return 0
+    if pricing.output_per_1m <= 0:
+        return None
+    return max(0, math.floor(room * 1e6 / (max(1, completions) * pricing.output_per_1m) + 1e-9))
 
 
 def resolve_context(config: BackendConfig) -> int | None:

@@ -42,6 +42,10 @@ class Candidate:
     cost_ceiling_usd: float | None = None
     #: Output tokens of that ceiling (``max_tokens`` x completions); ``None`` without one.
     output_tokens_ceiling: int | None = None
+    #: The output-token limit per completion that dispatch sends this backend in place of
+    #: the client's (lower) so that the call stays within a rule's hard cost limit
+    #: (``max_cost_mode: hard``); ``None``: the client's limit stands.
+    output_token_cap: int | None = None
 
 
 @dataclass
@@ -59,6 +63,14 @@ class Decision:
     #: Told which backend answered when it was not the first choice (a ``route_target``
     #: route's controller then counts the fallback's predicted quality).
     on_fallback: Callable[[str], None] | None = field(default=None, repr=False)
+
+    def token_cap(self, backend: str) -> int | None:
+        """The output-token limit dispatch sends ``backend`` in place of the client's
+        (:attr:`Candidate.output_token_cap`), or ``None``."""
+        for c in self.candidates:
+            if c.backend == backend:
+                return c.output_token_cap
+        return None
 
     @property
     def order(self) -> list[str]:

@@ -35,7 +35,7 @@ from math import isfinite
 
 from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text
 from router.aggregate import BAR_TOLERANCE
-from router.cost import cost_usd, resolve_context, resolve_pricing
+from router.cost import cost_usd, output_tokens_within, resolve_context, resolve_pricing
 from router.choice import choose, note
 from router.decision import Candidate, Decision, RoutingRequest
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
@@ -146,6 +146,12 @@ class Router:
                         raise BackendNotAllowed(f"Backend '{pinned.name}' would cost about {cost:.6f} USD for this "
                                                 f"request, over the policy's limit of {ruled.max_cost_usd} USD",
                                                 param="model")
+                    if ruled.hard_cost_usd is not None:
+                        if not self._within(req, text, decision.candidates, ruled.hard_cost_usd):
+                            raise BackendNotAllowed(f"Backend '{pinned.name}' cannot answer this request within the "
+                                                    f"policy's hard limit of {ruled.hard_cost_usd} USD (the prompt "
+                                                    "alone, or with one output token per completion, costs more)", param="model")
+                        decision.record.candidates = [vars(decision.candidates[0]).copy()]
                     decision.record.signals["rules"] = ruled.notes
             except REFUSALS as exc:
                 exc.record = self._refusal(req, route.name if route else pinned.name, exc, signals, rewritten, phash,
@@ -200,6 +206,8 @@ class Router:
             c.quality_sd = prediction.quality_sd.get(c.backend)
         if ruled.max_cost_usd is not None:
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
+        if ruled.hard_cost_usd is not None:
+            cands = self._within(req, text, cands, ruled.hard_cost_usd)
         if not cands:
             raise NoAllowedCandidate(f"No backend of route '{route.name}' is within the cost limits "
                                      f"({'; '.join(ruled.notes)})")
@@ -326,6 +334,32 @@ class Router:
                 output_tokens_ceiling=None if limit is None else limit * n,
             ))
         return cands
+
+    def _within(self, req: RoutingRequest, text: str, cands: list[Candidate], limit_usd: float) -> list[Candidate]:
+        """The candidates that can answer within a hard cost limit (``max_cost_mode: hard``),
+        each with the output-token limit that keeps it there
+        (:func:`router.cost.output_tokens_within`, on the engine's prompt-token estimate):
+        where that is below the client's ``max_tokens`` (or there is none) it becomes the
+        candidate's :attr:`~router.decision.Candidate.output_token_cap`, and its expected
+        output, expected cost and cost ceiling are those of the capped call. A candidate that
+        cannot produce one token within the limit is left out. Modifies the kept candidates."""
+        tokens_in = estimate_tokens(text)
+        n = completions_asked(req.endpoint, req.body)
+        asked = max_tokens_asked(req.body)
+        kept = []
+        for c in cands:
+            pricing = self.pricing[c.backend]
+            room = output_tokens_within(pricing, tokens_in, limit_usd, n)
+            if room is not None and room < 1:
+                continue
+            if room is not None and (asked is None or room < asked):
+                c.output_token_cap = room
+                c.expected_output_tokens = min(c.expected_output_tokens, room * n)
+                c.expected_cost_usd = cost_usd(pricing, tokens_in, c.expected_output_tokens, c.expected_cached_tokens)
+                c.output_tokens_ceiling = room * n
+                c.cost_ceiling_usd = cost_usd(pricing, tokens_in, room * n, c.expected_cached_tokens)
+            kept.append(c)
+        return kept
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float],

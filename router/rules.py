@@ -22,11 +22,25 @@ class PromptBlocked(InvalidRequest):
 
 @dataclass
 class RuleResult:
-    """What the rules left: candidate backends, a cost cap (USD) and one note per rule applied."""
+    """What the rules left: candidate backends, the cost limits (USD) and one note per rule
+    applied. ``max_cost_usd`` caps the expected cost (``max_cost_mode: expected``) and
+    ``hard_cost_usd`` the most a call may cost (``max_cost_mode: hard``); each is the lowest
+    of its matching rules', ``None`` without one."""
 
     backends: list[BackendConfig]
     max_cost_usd: float | None = None
+    hard_cost_usd: float | None = None
     notes: list[str] = field(default_factory=list)
+
+    def limit_cost(self, rule: RuleConfig) -> None:
+        """Take ``rule``'s ``max_cost_usd`` (if any) into the limit of its mode."""
+        if rule.max_cost_usd is None:
+            return
+        cap = float(rule.max_cost_usd)
+        if rule.max_cost_mode == "hard":
+            self.hard_cost_usd = cap if self.hard_cost_usd is None else min(cap, self.hard_cost_usd)
+        else:
+            self.max_cost_usd = cap if self.max_cost_usd is None else min(cap, self.max_cost_usd)
 
 
 def matching(policy: Policy, route: RouteConfig | None, tenant: str | None, headers: dict[str, str],
@@ -67,7 +81,7 @@ def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig
     first ``route_to`` replaces the candidates (a named backend may be outside the route,
     e.g. a hardened model); then every ``allow_backends`` and ``require_tags`` filters what
     is left, so no ``route_to`` escapes a tenant's allow list; ``max_cost_usd`` caps take
-    the lowest.
+    the lowest of each ``max_cost_mode`` (:class:`RuleResult`).
 
     Raises:
         PromptBlocked: a matching rule has ``block: true``.
@@ -93,9 +107,9 @@ def apply_rules(policy: Policy, route: RouteConfig, backends: list[BackendConfig
             result.backends = [b for b in result.backends if set(rule.require_tags) <= set(b.tags)]
             result.notes.append(f"{rule.name}: require tags {rule.require_tags}{why}")
         if rule.max_cost_usd is not None:
-            cap = rule.max_cost_usd
-            result.max_cost_usd = cap if result.max_cost_usd is None else min(cap, result.max_cost_usd)
-            result.notes.append(f"{rule.name}: max cost {cap} USD")
+            result.limit_cost(rule)
+            result.notes.append(f"{rule.name}: max cost {rule.max_cost_usd} USD"
+                                + (" (hard)" if rule.max_cost_mode == "hard" else ""))
     return result
 
 
@@ -128,9 +142,7 @@ def pinned_rules(policy: Policy, backend: BackendConfig, tenant: str | None, hea
                 or rule.require_tags and not set(rule.require_tags) <= set(backend.tags)):
             raise BackendNotAllowed(f"The policy rule '{rule.name}'{why} does not allow backend '{backend.name}' "
                                     f"for this request", param="model")
-        if rule.max_cost_usd is not None:
-            cap = rule.max_cost_usd
-            result.max_cost_usd = cap if result.max_cost_usd is None else min(cap, result.max_cost_usd)
+        result.limit_cost(rule)
         result.notes.append(rule.name + why)
     return result
 

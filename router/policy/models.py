@@ -241,7 +241,15 @@ class RuleConfig(_Strict):
         route_to: send the request to this backend only (e.g. a hardened model).
         allow_backends: only these backends stay candidates (per-tenant allow lists).
         require_tags: only backends with all these tags stay candidates.
-        max_cost_usd: candidates whose expected cost exceeds this (USD) are dropped.
+        max_cost_usd: a cost limit per request (USD). Under ``max_cost_mode: expected``
+            (the default) candidates whose expected cost exceeds it are dropped; an answer
+            longer than predicted can still cost more.
+        max_cost_mode: ``hard`` makes ``max_cost_usd`` a ceiling: candidates whose prompt
+            alone costs more are dropped, and the request's output-token limit
+            (``max_tokens``, or ``max_completion_tokens`` where the client sent it) is lowered
+            on each candidate to the most the rest of the limit buys
+            (:func:`router.cost.output_tokens_within`), so that a long answer is cut
+            (``finish_reason: length``) rather than billed over the limit.
     """
 
     name: str = Field(min_length=1)
@@ -255,6 +263,7 @@ class RuleConfig(_Strict):
     allow_backends: list[str] = Field(default_factory=list)
     require_tags: list[str] = Field(default_factory=list)
     max_cost_usd: Number | None = Field(default=None, ge=0)
+    max_cost_mode: Literal["expected", "hard"] = "expected"
 
     @field_validator("when_header")
     @classmethod
@@ -280,6 +289,8 @@ class RuleConfig(_Strict):
         if not (self.block or self.route_to or self.allow_backends or self.require_tags
                 or self.max_cost_usd is not None):
             raise ValueError("a rule needs an action: block, route_to, allow_backends, require_tags or max_cost_usd")
+        if "max_cost_mode" in self.model_fields_set and self.max_cost_usd is None:
+            raise ValueError("'max_cost_mode' needs 'max_cost_usd': the limit it enforces")
         if self.block and (self.route_to or self.allow_backends or self.require_tags):
             raise ValueError("'block' contradicts 'route_to', 'allow_backends' and 'require_tags'")
         if self.route_to and self.allow_backends and self.route_to not in self.allow_backends:
