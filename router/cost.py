@@ -122,16 +122,18 @@ def cost_usd(pricing: Pricing, tokens_in: int, tokens_out: int, tokens_cached: i
             (Anthropic's ``ephemeral_1h_input_tokens``; clamped to ``[0, tokens_cache_write]``).
     """
     cached = max(0, min(tokens_cached, tokens_in))
+    cached_price = pricing.cached_input_per_1m if pricing.cached_input_per_1m is not None else pricing.input_per_1m
+    if tokens_cache_write <= 0:  # the decision path: no write, no write prices to look up
+        usd = (tokens_in - cached) * pricing.input_per_1m + cached * cached_price + tokens_out * pricing.output_per_1m
+        return usd / 1e6 + pricing.per_request
     written = max(0, min(tokens_cache_write, tokens_in - cached))
     written_1h = max(0, min(tokens_cache_write_1h, written))
-    cached_price = pricing.cached_input_per_1m if pricing.cached_input_per_1m is not None else pricing.input_per_1m
-    return (
-        (tokens_in - cached - written) * pricing.input_per_1m
-        + cached * cached_price
-        + (written - written_1h) * cache_write_price(pricing)
-        + written_1h * cache_write_1h_price(pricing)
-        + tokens_out * pricing.output_per_1m
-    ) / 1e6 + pricing.per_request
+    usd = ((tokens_in - cached - written) * pricing.input_per_1m
+           + cached * cached_price
+           + (written - written_1h) * cache_write_price(pricing)
+           + written_1h * cache_write_1h_price(pricing)
+           + tokens_out * pricing.output_per_1m)
+    return usd / 1e6 + pricing.per_request
 
 
 def cache_write_price(pricing: Pricing) -> float:

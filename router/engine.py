@@ -85,9 +85,17 @@ class Router:
         self.live = live or LiveState()
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
         self.context: dict[str, int | None] = {b.name: resolve_context(b) for b in self.policy.backends}
+        self._route_backends: dict[str, tuple[RouteConfig, list[BackendConfig]]] = {}
         docs = self.policy.rewrite.documents
         self._documents = DocumentOptions(enabled=docs.enabled, order=docs.order, tags=tuple(docs.tags),
                                           markers=tuple((m.start, m.end) for m in docs.markers))
+
+    def _backends_of(self, route: RouteConfig) -> list[BackendConfig]:
+        """The route's backends, looked up once per route object (a new list each call)."""
+        cached = self._route_backends.get(route.name)
+        if cached is None or cached[0] is not route:
+            cached = self._route_backends[route.name] = (route, [self.policy.backend(n) for n in route.backends])
+        return list(cached[1])
 
     def target(self, model: str) -> tuple[RouteConfig | None, BackendConfig | None]:
         """Resolve a request's ``model`` to a route or a pinned backend (both ``None``: unknown)."""
@@ -161,7 +169,7 @@ class Router:
                 decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
             return decision
-        backends = [self.policy.backend(n) for n in route.backends]
+        backends = self._backends_of(route)
         prediction = await self.predictor.predict(original, backends)
         try:
             return self._route(req, route, backends, prediction, body, phash, text, rewritten)
