@@ -115,6 +115,14 @@ _MIN_SUM = 1e-9
 GAIN = 4.0
 
 
+def _by_cost(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The usable points (finite cost and quality; a negative quality counts as 0) by
+    increasing cost, the better first among equally cheap ones."""
+    usable = [(c, max(q, 0.0)) for c, q in points if isfinite(c) and isfinite(q)]
+    usable.sort(key=lambda p: (p[0], -p[1]))
+    return usable
+
+
 def hull_steps(points: Sequence[tuple[float, float]]) -> tuple[float, float, list[tuple[float, float]]]:
     """The path of one request's choice as the price paid per unit of quality rises (the
     ``lagrangian`` allocation).
@@ -136,12 +144,14 @@ def hull_steps(points: Sequence[tuple[float, float]]) -> tuple[float, float, lis
         ``(q0, best, steps)`` as :func:`share_steps`, with ``steps`` ``[(usd_per_quality,
         gain)]`` in increasing ``usd_per_quality``.
     """
-    q0, best, _ = share_steps(points)
+    ordered = _by_cost(points)
+    if not ordered:
+        return 0.0, 0.0, []
+    q0, best = ordered[0][1], max(q for _, q in ordered)  # share_steps' q0 and best
     if not best > 0:
-        return q0, best, []
+        return best, best, []  # every quality 0: nothing to hold (as share_steps)
     hull: list[tuple[float, float]] = []
-    usable = ((c, max(q, 0.0)) for c, q in points if isfinite(c) and isfinite(q))
-    for c, q in sorted(usable, key=lambda p: (p[0], -p[1])):
+    for c, q in ordered:
         if hull and q <= hull[-1][1]:
             continue  # dominated: no cheaper and no better
         # Pop the last point while it lies on or under the segment from the one before to (c, q).
@@ -167,8 +177,7 @@ def share_steps(points: Sequence[tuple[float, float]]) -> tuple[float, float, li
         ``q0 + sum(gains) == best``; ``(0, 0, [])`` when no point is usable.
     """
     frontier: list[tuple[float, float]] = []
-    usable = ((c, max(q, 0.0)) for c, q in points if isfinite(c) and isfinite(q))
-    for c, q in sorted(usable, key=lambda p: (p[0], -p[1])):
+    for c, q in _by_cost(points):
         if not frontier or q > frontier[-1][1]:
             frontier.append((c, q))
     if not frontier:
