@@ -61,8 +61,13 @@ def classifier(
         typer.echo(f"error: --prompt-threads takes auto or thread counts of at least 0, comma-separated (e.g. 0,2); "
                    f"not {prompt_threads!r}", err=True)
         raise typer.Exit(2)
+    from gateway.commands.output import check_not_input, check_output, folder_inputs, write_output
+    from router.classify import default_adapters_dir
     from router.classify.errors import AdapterError
 
+    # checked before the run (minutes): a typo must not lose it, nor --json overwrite a head's file
+    check_output(json_out, "--json")
+    check_not_input([(json_out, "--json")], folder_inputs(adapters or default_adapters_dir(), "--adapters"))
     try:
         rows = run_bench(counts, iters=iters, batches=batches, batch=batch, threads=threads, separate=separate,
                          adapters=adapters, dtype=dtype, linears=linears, prompt_threads=parallel,
@@ -71,8 +76,7 @@ def classifier(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_output(json_out, "--json", lambda p: p.write_text(json.dumps(rows, indent=2) + "\n"))
 
 
 @app.command("prefix-cache")

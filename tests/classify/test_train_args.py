@@ -98,3 +98,22 @@ def test_training_into_the_shipped_heads_says_so_first(tmp_path) -> None:
     assert result.exit_code == 2, result.output
     assert f"note: replacing the shipped heads in {default_adapters_dir()}" in " ".join(result.output.split())
     assert shipped.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("target, why", [
+    ("adapters/quality/config.json", "is an input file of this command"),
+    ("adapters", "is a folder; give a file name"),
+])
+def test_bench_json_is_checked_before_the_run(tmp_path, target, why):
+    """``mixroute bench classifier --json`` must not overwrite a head's file, nor find out
+    after minutes of measuring that it cannot write: refused in one line before the run."""
+    pytest.importorskip("torch")
+    adapters = tmp_path / "adapters"
+    shutil.copytree(ROOT / "adapters" / "quality", adapters / "quality")
+    before = (adapters / "quality" / "config.json").read_bytes()
+    res = CliRunner().invoke(cli_app, ["bench", "classifier", "--adapters", str(adapters), "--iters", "1",
+                                       "--json", str(tmp_path / target)])
+    assert res.exit_code == 2, res.output
+    assert f"error: --json {tmp_path / target}: {why}" in res.output and "Traceback" not in res.output
+    assert '"p50_ms"' not in res.output  # nothing was measured
+    assert (adapters / "quality" / "config.json").read_bytes() == before
