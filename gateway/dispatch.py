@@ -93,14 +93,15 @@ def call_cost(runtime: Runtime, backend: str, usage: dict, recorded: float | Non
 
 def _body_for(backend: Backend, body: dict, stream: bool, cap: int | None = None) -> dict:
     """The body sent to ``backend``: its model, the stream flags, and ``cap`` (a hard cost
-    limit's output-token limit, :meth:`router.decision.Decision.token_cap`) in place of the
-    client's limit: in each of ``max_tokens`` and ``max_completion_tokens`` the client sent,
-    else in ``max_tokens``."""
+    limit's output-token limit, :meth:`router.decision.Decision.token_cap`) in place of a
+    larger client limit: in each of ``max_tokens`` and ``max_completion_tokens`` the client
+    sent (a smaller one stays), else in ``max_tokens``."""
     out = {**body, "model": backend.model}
     if cap is not None:
         sent = [f for f in ("max_tokens", "max_completion_tokens") if body.get(f) is not None]
         for f in sent or ["max_tokens"]:
-            out[f] = cap
+            value = body.get(f)
+            out[f] = min(value, cap) if isinstance(value, int) and not isinstance(value, bool) else cap
     if stream:
         out["stream"] = True
         out["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

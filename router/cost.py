@@ -170,14 +170,16 @@ def output_tokens_within(pricing: Pricing, tokens_in: int, limit_usd: float, com
 
     Returns:
         The token limit (0: not even one output token fits, or the prompt alone costs more
-        than ``limit_usd``); ``None`` when output is free and the prompt fits (no limit needed).
+        than ``limit_usd``); ``None`` when output is free (or so cheap that the limit buys
+        more tokens than a float counts) and the prompt fits: no limit needed.
     """
     room = limit_usd - prompt_ceiling_usd(pricing, tokens_in)
     if room < 0:
         return 0
-    if pricing.output_per_1m <= 0:
+    tokens = room * 1e6 / (max(1, completions) * pricing.output_per_1m) if pricing.output_per_1m > 0 else math.inf
+    if not math.isfinite(tokens):
         return None
-    return max(0, math.floor(room * 1e6 / (max(1, completions) * pricing.output_per_1m) + 1e-9))
+    return max(0, math.floor(tokens + 1e-9))
 
 
 def resolve_context(config: BackendConfig) -> int | None:

@@ -69,6 +69,32 @@ def stable_prefix_text(body: dict) -> str:
     return "\n".join(parts)
 
 
+def prompt_tokens(endpoint: str, body: dict, text: str) -> int:
+    """Estimated prompt tokens of a request (:func:`~backends.openai_shapes.estimate_tokens`):
+    its ``text`` plus, for chat, the JSON of its tool definitions (``tools``, legacy
+    ``functions``) and of its messages' ``tool_calls``, which providers bill as prompt tokens
+    too (they are not text the classifier reads)."""
+    tokens = estimate_tokens(text)
+    if endpoint != "chat":
+        return tokens
+    extra = [body[k] for k in ("tools", "functions") if body.get(k)]
+    extra += [m["tool_calls"] for m in body.get("messages") or () if isinstance(m, dict) and m.get("tool_calls")]
+    if extra:
+        import orjson
+
+        try:
+            tokens += estimate_tokens(orjson.dumps(extra).decode())
+        except TypeError:  # not JSON (the schema refuses such bodies before routing)
+            pass
+    return tokens
+
+
+#: Output tokens per completion at or above which a hard cost limit's output-token limit is
+#: not sent (no model generates that much in one completion; a larger integer could
+#: overflow a provider's 32- or 64-bit field): the limit does not bind there.
+UNBOUNDED_OUTPUT = 1_000_000
+
+
 class Router:
     """Routes requests under one loaded policy.
 
@@ -212,13 +238,19 @@ class Router:
         cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
         for c in cands:
             c.quality_sd = prediction.quality_sd.get(c.backend)
+        scored = cands
         if ruled.max_cost_usd is not None:
+            for c in cands:
+                if c.expected_cost_usd > ruled.max_cost_usd:
+                    c.note = f"expected cost {c.expected_cost_usd:.6g} USD over the limit of {ruled.max_cost_usd} USD"
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if ruled.hard_cost_usd is not None:
             cands = self._within(req, text, cands, ruled.hard_cost_usd)
         if not cands:
-            raise NoAllowedCandidate(f"No backend of route '{route.name}' is within the cost limits "
+            exc = NoAllowedCandidate(f"No backend of route '{route.name}' is within the cost limits "
                                      f"({'; '.join(ruled.notes)})")
+            exc.candidates = scored  # recorded by _refusal, each with the note that left it out
+            raise exc
         qb = route.quality_bar
         share = ctl = None
         price = qb.willingness_to_pay  # USD per unit of quality: the bar's, or the route's (below)
@@ -294,14 +326,15 @@ class Router:
                 alone would fit somewhere, else ``messages``, or ``prompt`` for legacy completions).
         """
         limit = max_tokens_asked(req.body)
-        needed = estimate_tokens(text) + (limit or 0)
+        tokens = prompt_tokens(req.endpoint, req.body, text)
+        needed = tokens + (limit or 0)
         fitting = [b for b in backends if (self.context.get(b.name) or needed) >= needed]
         if not fitting:
-            prompt_only = any((self.context.get(b.name) or needed) >= estimate_tokens(text) for b in backends)
+            prompt_only = any((self.context.get(b.name) or needed) >= tokens for b in backends)
             if prompt_only and limit is not None:
-                raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens plus max_tokens {limit}) "
+                raise ContextTooLong(f"The request (~{tokens} prompt tokens plus max_tokens {limit}) "
                                      f"exceeds the context window of {where}; lower max_tokens", param="max_tokens")
-            raise ContextTooLong(f"The request (~{estimate_tokens(text)} prompt tokens) exceeds the context window of "
+            raise ContextTooLong(f"The request (~{tokens} prompt tokens) exceeds the context window of "
                                  f"{where}", param="prompt" if req.endpoint == "completions" else "messages")
         return fitting
 
@@ -322,7 +355,7 @@ class Router:
                phash: str | None = None) -> list[Candidate]:
         from router.predict import DEFAULT_OUTPUT_TOKENS
 
-        tokens_in = estimate_tokens(text)
+        tokens_in = prompt_tokens(req.endpoint, req.body, text)
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
         limit = max_tokens_asked(req.body)
         if limit is not None:
@@ -346,21 +379,30 @@ class Router:
     def _within(self, req: RoutingRequest, text: str, cands: list[Candidate], limit_usd: float) -> list[Candidate]:
         """The candidates that can answer within a hard cost limit (``max_cost_mode: hard``),
         each with the output-token limit that keeps it there
-        (:func:`router.cost.output_tokens_within`, on the engine's prompt-token estimate):
-        where that is below the client's ``max_tokens`` (or there is none) it becomes the
-        candidate's :attr:`~router.decision.Candidate.output_token_cap`, and its expected
-        output, expected cost and cost ceiling are those of the capped call. A candidate that
-        cannot produce one token within the limit is left out. Modifies the kept candidates."""
-        tokens_in = estimate_tokens(text)
+        (:func:`router.cost.output_tokens_within`, on the engine's prompt-token estimate,
+        :func:`prompt_tokens`). Where that limit binds (it is below the client's smallest of
+        ``max_tokens`` / ``max_completion_tokens``, or there is none, and below what the
+        backend's known context window leaves after the prompt, and under
+        :data:`UNBOUNDED_OUTPUT` tokens) it becomes the candidate's
+        :attr:`~router.decision.Candidate.output_token_cap`, and its expected output,
+        expected cost and cost ceiling are those of the capped call. A candidate that cannot
+        produce one token within the limit is left out, with a note. Modifies ``cands``."""
+        tokens_in = prompt_tokens(req.endpoint, req.body, text)
         n = completions_asked(req.endpoint, req.body)
-        asked = max_tokens_asked(req.body)
+        limits = [v for v in (req.body.get("max_tokens"), req.body.get("max_completion_tokens"))
+                  if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+        asked = min(limits) if limits else None
         kept = []
         for c in cands:
             pricing = self.pricing[c.backend]
             room = output_tokens_within(pricing, tokens_in, limit_usd, n)
             if room is not None and room < 1:
+                c.note = (f"over the hard cost limit of {limit_usd} USD with its prompt "
+                          f"(~{tokens_in} tokens){' and one output token' if pricing.output_per_1m else ''}")
                 continue
-            if room is not None and (asked is None or room < asked):
+            context = self.context.get(c.backend)
+            binds = room is not None and room < UNBOUNDED_OUTPUT and (context is None or room < context - tokens_in)
+            if binds and (asked is None or room < asked):
                 c.output_token_cap = room
                 c.expected_output_tokens = min(c.expected_output_tokens, room * n)
                 c.expected_cost_usd = cost_usd(pricing, tokens_in, c.expected_output_tokens, c.expected_cached_tokens)

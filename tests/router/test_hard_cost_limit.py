@@ -127,3 +127,51 @@ rules:
     with pytest.raises(PolicyError) as info:
         parse_policy(text, source="policy.yaml")
     assert f"policy.yaml:{line}" in str(info.value) and fragment in str(info.value)
+
+
+WINDOWED = """version: 1
+backends:
+  - {name: small-window, kind: fake, model: s, quality: 0.8, context_tokens: 1000, pricing: {input_per_1m: 0, output_per_1m: 1}}
+  - {name: cheap-huge, kind: fake, model: h, quality: 0.8, pricing: {input_per_1m: 0, output_per_1m: 0.000001}}
+routes:
+  - {name: auto, backends: [small-window, cheap-huge], quality_bar: {min_quality: 0}}
+rules:
+  - {name: cap, max_cost_usd: LIMIT, max_cost_mode: hard}
+"""
+
+
+@pytest.mark.parametrize("limit, window_cap", [
+    (0.01, None),        # 10,000 tokens: more than the 1,000-token window leaves: nothing to send
+    (0.0005, 500),       # 500 tokens: within the window, so it is sent
+    (1e300, None),       # no integer any provider takes: the limit does not bind
+])
+async def test_a_cap_is_sent_only_where_it_binds(limit, window_cap):
+    d = await Router(parse_policy(WINDOWED.replace("LIMIT", repr(limit)))).decide(_req("auto"))
+    assert d.token_cap("small-window") == window_cap
+    assert d.token_cap("cheap-huge") is None  # 1e-6 USD per 1M tokens: over UNBOUNDED_OUTPUT tokens
+
+
+async def test_the_smallest_client_limit_counts():
+    d = await Router(parse_policy(POLICY)).decide(_req("capped", max_tokens=5, max_completion_tokens=1000))
+    assert all(c.output_token_cap is None for c in d.candidates)  # 5 tokens are within the limit everywhere
+
+
+async def test_tool_definitions_count_as_prompt_tokens():
+    tools = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Look something up. " * 20,
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for i in range(10)]  # about 1,300 tokens of JSON
+    plain = await Router(parse_policy(POLICY)).decide(_req("expected"))
+    with_tools = await Router(parse_policy(POLICY)).decide(_req("expected", tools=tools))
+    cost = {c.backend: c.expected_cost_usd for c in plain.candidates}
+    assert all(c.expected_cost_usd > cost[c.backend] for c in with_tools.candidates)
+    # strong: ~1,300 prompt tokens at 10 USD per 1M are over the 0.001 USD hard limit by themselves
+    d = await Router(parse_policy(POLICY)).decide(_req("capped", tools=tools))
+    assert "strong" not in {c.backend for c in d.candidates}
+
+
+async def test_a_refusal_records_the_candidates_the_limits_left_out():
+    with pytest.raises(NoAllowedCandidate) as info:
+        await Router(parse_policy(POLICY)).decide(_req("tiny"))
+    notes = {c["backend"]: c["note"] for c in info.value.record.candidates}
+    assert set(notes) == {"strong", "mid"}
+    assert all(n.startswith("over the hard cost limit of 1e-08 USD with its prompt") for n in notes.values())
