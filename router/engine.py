@@ -6,10 +6,12 @@ candidates C and quality bar q:
 1. The predictor reads the prompt once: quality per candidate, expected output length
    and signals (``pii``, ``injection``, ``domain``...) (:mod:`router.predict`).
 2. Rules (:mod:`router.rules`) may block, redirect, or narrow the candidates (tenant
-   allow lists, tags, signal thresholds) and cap the expected cost.
+   allow lists, tags, signal thresholds) and cap the expected cost, or (``max_cost_mode:
+   hard``) the most a call can cost, by an output-token limit per candidate
+   (:meth:`Router._within`).
 3. Each candidate gets an expected cost (:mod:`router.cost`; input tokens estimated from
-   the prompt, output tokens = min(predicted length, ``max_tokens``)) and a predicted
-   TTFT from live state (:mod:`router.live`).
+   the prompt and its tool definitions, :func:`prompt_tokens`, output tokens = min(predicted
+   length, ``max_tokens``)) and a predicted TTFT from live state (:mod:`router.live`).
 4. The bar: ``min_quality`` (absolute), ``target x max(predicted quality)`` (relative), or
    for ``willingness_to_pay`` w the predicted quality of the candidate maximising
    ``w x quality - cost`` (no candidate costs less and predicts as much, so the cheapest
