@@ -186,7 +186,8 @@ class Router:
                         if not self._within(req, text, decision.candidates, ruled.hard_cost_usd):
                             raise BackendNotAllowed(f"Backend '{pinned.name}' cannot answer this request within the "
                                                     f"policy's hard limit of {ruled.hard_cost_usd} USD (the prompt "
-                                                    "alone, or with one output token per completion, costs more)", param="model")
+                                                    "alone, or with one output token per completion, costs more)",
+                                                    param="model")
                         decision.record.candidates = [vars(decision.candidates[0]).copy()]
                     decision.record.signals["rules"] = ruled.notes
             except REFUSALS as exc:

@@ -100,7 +100,8 @@ async def test_a_prompt_too_dear_for_the_limit_leaves_the_backend_out():
 
 async def test_pinned_requests_obey_a_hard_limit_unless_an_admin_sends_them():
     # hard-cap alone: a route's rules hold for a request pinned to any of its backends
-    policy = "".join(line for line in POLICY.splitlines(keepends=True) if "soft-cap" not in line and "no-room" not in line)
+    policy = "".join(line for line in POLICY.splitlines(keepends=True)
+                     if "soft-cap" not in line and "no-room" not in line)
     router = Router(parse_policy(policy))
     d = await router.decide(_req("strong", max_tokens=1000))  # strong is in route 'capped'
     assert d.record.reason == "pinned" and 20 < d.token_cap("strong") < 1000
