@@ -383,8 +383,9 @@ class Router:
         """The candidates that can answer within a hard cost limit (``max_cost_mode: hard``),
         each with the output-token limit that keeps it there
         (:func:`router.cost.output_tokens_within`, on the engine's prompt-token estimate,
-        :func:`prompt_tokens`). Where that limit binds (it is below the client's smallest of
-        ``max_tokens`` / ``max_completion_tokens``, or there is none, and below what the
+        :func:`prompt_tokens`). Where that limit binds (it is below the client's limit as
+        backends read it, :func:`~backends.openai_shapes.max_tokens_asked`, or there is
+        none, and below what the
         backend's known context window leaves after the prompt, and under
         :data:`UNBOUNDED_OUTPUT` tokens) it becomes the candidate's
         :attr:`~router.decision.Candidate.output_token_cap`, and its expected output,
@@ -392,9 +393,7 @@ class Router:
         produce one token within the limit is left out, with a note. Modifies ``cands``."""
         tokens_in = prompt_tokens(req.endpoint, req.body, text)
         n = completions_asked(req.endpoint, req.body)
-        limits = [v for v in (req.body.get("max_tokens"), req.body.get("max_completion_tokens"))
-                  if isinstance(v, int) and not isinstance(v, bool) and v > 0]
-        asked = min(limits) if limits else None
+        asked = max_tokens_asked(req.body)  # the limit backends read: max_completion_tokens first
         kept = []
         for c in cands:
             pricing = self.pricing[c.backend]

@@ -61,7 +61,8 @@ def test_a_long_answer_is_cut_and_billed_within_the_limit(gateway):
     ({"max_completion_tokens": 500}, "max_completion_tokens"),
     ({"max_tokens": 2}, None),  # the client's own limit is within the cost limit: unchanged
     ({"max_tokens": 500, "max_completion_tokens": 400}, "both"),
-    ({"max_tokens": 2, "max_completion_tokens": 500}, "unchanged"),  # the smaller client limit stands
+    # backends read max_completion_tokens (500): capped; the smaller max_tokens is not raised
+    ({"max_tokens": 2, "max_completion_tokens": 500}, "each lowered"),
 ])
 def test_the_backend_receives_the_limit_in_the_clients_field(gateway, upstream, extra, field):
     upstream.state.reset()
@@ -70,8 +71,8 @@ def test_the_backend_receives_the_limit_in_the_clients_field(gateway, upstream, 
     sent = upstream.state.last_body
     if field is None:
         assert sent["max_tokens"] == 2 and "max_completion_tokens" not in sent
-    elif field == "unchanged":
-        assert (sent["max_tokens"], sent["max_completion_tokens"]) == (2, 500)
+    elif field == "each lowered":
+        assert (sent["max_tokens"], sent["max_completion_tokens"]) == (2, CAP)
     elif field == "both":
         assert sent["max_tokens"] == sent["max_completion_tokens"] == CAP
     else:

@@ -152,9 +152,14 @@ async def test_a_cap_is_sent_only_where_it_binds(limit, window_cap):
     assert d.token_cap("cheap-huge") is None  # 1e-6 USD per 1M tokens: over UNBOUNDED_OUTPUT tokens
 
 
-async def test_the_smallest_client_limit_counts():
+async def test_the_client_limit_backends_read_counts():
+    """With both fields, backends (vLLM, the fake backend) read ``max_completion_tokens``:
+    1,000 tokens here, over what the limit buys on strong and mid, so the cap binds there
+    (dispatch then lowers each field only where it is larger than the cap)."""
     d = await Router(parse_policy(POLICY)).decide(_req("capped", max_tokens=5, max_completion_tokens=1000))
-    assert all(c.output_token_cap is None for c in d.candidates)  # 5 tokens are within the limit everywhere
+    by = {c.backend: c for c in d.candidates}
+    assert 20 < by["strong"].output_token_cap < by["mid"].output_token_cap < 1000
+    assert by["weak"].output_token_cap is None  # 9,800 tokens fit: the client's 1,000 stand
 
 
 async def test_tool_definitions_count_as_prompt_tokens():
