@@ -30,6 +30,26 @@ def prompt_text(endpoint: str, body: dict) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(map(str, prompt))
 
 
+def prompt_tokens(endpoint: str, body: dict, text: str) -> int:
+    """Estimated prompt tokens of a request (:func:`estimate_tokens`):
+    its ``text`` plus, for chat, the JSON of its tool definitions (``tools``, legacy
+    ``functions``) and of its messages' ``tool_calls``, which providers bill as prompt tokens
+    too (they are not text the classifier reads)."""
+    tokens = estimate_tokens(text)
+    if endpoint != "chat":
+        return tokens
+    extra = [body[k] for k in ("tools", "functions") if body.get(k)]
+    extra += [m["tool_calls"] for m in body.get("messages") or () if isinstance(m, dict) and m.get("tool_calls")]
+    if extra:
+        import orjson
+
+        try:
+            tokens += estimate_tokens(orjson.dumps(extra).decode())
+        except TypeError:  # not JSON (the schema refuses such bodies before routing)
+            pass
+    return tokens
+
+
 def completions_asked(endpoint: str, body: dict) -> int:
     """How many completions a request body asks the model to generate (and the provider
     bills): ``n`` for chat; for legacy completions ``max(n, best_of)`` per prompt, one

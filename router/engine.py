@@ -10,7 +10,7 @@ candidates C and quality bar q:
    hard``) the most a call can cost, by an output-token limit per candidate
    (:meth:`Router._within`).
 3. Each candidate gets an expected cost (:mod:`router.cost`; input tokens estimated from
-   the prompt and its tool definitions, :func:`prompt_tokens`, output tokens = min(predicted
+   the prompt and its tool definitions, :func:`~backends.openai_shapes.prompt_tokens`, output tokens = min(predicted
    length, ``max_tokens``)) and a predicted TTFT from live state (:mod:`router.live`).
 4. The bar: ``min_quality`` (absolute), ``target x max(predicted quality)`` (relative), or
    for ``willingness_to_pay`` w the predicted quality of the candidate maximising
@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
 
-from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text
+from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text, prompt_tokens
 from router.aggregate import BAR_TOLERANCE
-from router.cost import cost_usd, output_tokens_within, resolve_context, resolve_pricing
+from router.cost import cost_usd, resolve_context, resolve_pricing, within_hard_limit
 from router.choice import choose, note
 from router.decision import Candidate, Decision, RoutingRequest
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
@@ -69,32 +69,6 @@ def stable_prefix_text(body: dict) -> str:
 
         parts.append(orjson.dumps(body["tools"]).decode())
     return "\n".join(parts)
-
-
-def prompt_tokens(endpoint: str, body: dict, text: str) -> int:
-    """Estimated prompt tokens of a request (:func:`~backends.openai_shapes.estimate_tokens`):
-    its ``text`` plus, for chat, the JSON of its tool definitions (``tools``, legacy
-    ``functions``) and of its messages' ``tool_calls``, which providers bill as prompt tokens
-    too (they are not text the classifier reads)."""
-    tokens = estimate_tokens(text)
-    if endpoint != "chat":
-        return tokens
-    extra = [body[k] for k in ("tools", "functions") if body.get(k)]
-    extra += [m["tool_calls"] for m in body.get("messages") or () if isinstance(m, dict) and m.get("tool_calls")]
-    if extra:
-        import orjson
-
-        try:
-            tokens += estimate_tokens(orjson.dumps(extra).decode())
-        except TypeError:  # not JSON (the schema refuses such bodies before routing)
-            pass
-    return tokens
-
-
-#: Output tokens per completion at or above which a hard cost limit's output-token limit is
-#: not sent (no model generates that much in one completion; a larger integer could
-#: overflow a provider's 32- or 64-bit field): the limit does not bind there.
-UNBOUNDED_OUTPUT = 1_000_000
 
 
 class Router:
@@ -158,6 +132,7 @@ class Router:
         # ("[mixroute: values of the placeholders ...]") is not the user's text, and its
         # instruction-like wording would read as an injection attempt.
         original = text if body is req.body else prompt_text(req.endpoint, req.body)
+        tokens_in = prompt_tokens(req.endpoint, req.body, text)  # once: the context check, costs and limits read it
         body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         override = req.headers.get(OVERRIDE_HEADER)
         if override and req.admin and route is None:
@@ -175,7 +150,7 @@ class Router:
                     if needs_signals(self.policy, pinned):
                         signals = (await self.predictor.predict(original, [pinned])).signals
                     ruled = pinned_rules(self.policy, pinned, req.tenant, req.headers, signals)
-                decision = await self._pinned(req, body, phash, text, pinned)
+                decision = await self._pinned(req, body, phash, tokens_in, pinned)
                 if ruled is not None:
                     cost = decision.candidates[0].expected_cost_usd
                     if ruled.max_cost_usd is not None and cost > ruled.max_cost_usd:
@@ -183,7 +158,7 @@ class Router:
                                                 f"request, over the policy's limit of {ruled.max_cost_usd} USD",
                                                 param="model")
                     if ruled.hard_cost_usd is not None:
-                        if not self._within(req, text, decision.candidates, ruled.hard_cost_usd):
+                        if not self._within(req, tokens_in, decision.candidates, ruled.hard_cost_usd):
                             raise BackendNotAllowed(f"Backend '{pinned.name}' cannot answer this request within the "
                                                     f"policy's hard limit of {ruled.hard_cost_usd} USD (the prompt "
                                                     "alone, or with one output token per completion, costs more)",
@@ -201,7 +176,7 @@ class Router:
         backends = self._backends_of(route)
         prediction = await self.predictor.predict(original, backends)
         try:
-            return self._route(req, route, backends, prediction, body, phash, text, rewritten)
+            return self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
         except REFUSALS as exc:
             exc.record = self._refusal(req, route.name, exc, {**prediction.signals, "predictor": prediction.source},
                                        rewritten, phash)
@@ -222,7 +197,7 @@ class Router:
         )
 
     def _route(self, req: RoutingRequest, route: RouteConfig, backends: list[BackendConfig], prediction,
-               body: dict, phash: str, text: str, rewritten) -> Decision:
+               body: dict, phash: str, tokens_in: int, rewritten) -> Decision:
         """The decision for a request to ``route`` (steps 2-6 of the module docstring).
 
         Raises:
@@ -236,9 +211,9 @@ class Router:
                                      f"({'; '.join(ruled.notes)})")
         quality = {b.name: prediction.quality.get(b.name, b.quality if b.quality is not None else UNKNOWN_QUALITY)
                    for b in ruled.backends}
-        fitting = self._fitting(req, text, ruled.backends, f"every backend of route '{route.name}'")
+        fitting = self._fitting(req, tokens_in, ruled.backends, f"every backend of route '{route.name}'")
         by_name = {b.name: b for b in fitting}
-        cands = self._score(req, text, fitting, quality, prediction.output_tokens, body, phash)
+        cands = self._score(req, tokens_in, fitting, quality, prediction.output_tokens, body, phash)
         for c in cands:
             c.quality_sd = prediction.quality_sd.get(c.backend)
         scored = cands
@@ -248,7 +223,7 @@ class Router:
                     c.note = f"expected cost {c.expected_cost_usd:.6g} USD over the limit of {ruled.max_cost_usd} USD"
             cands = [c for c in cands if c.expected_cost_usd <= ruled.max_cost_usd]
         if ruled.hard_cost_usd is not None:
-            cands = self._within(req, text, cands, ruled.hard_cost_usd)
+            cands = self._within(req, tokens_in, cands, ruled.hard_cost_usd)
         if not cands:
             exc = NoAllowedCandidate(f"No backend of route '{route.name}' is within the cost limits "
                                      f"({'; '.join(ruled.notes)})")
@@ -319,17 +294,16 @@ class Router:
         return Decision(record=record, body=body, candidates=cands, bar=bar, on_fallback=on_fallback,
                         reserve=[c.backend for c in rest][route.max_attempts - 1:])
 
-    def _fitting(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
+    def _fitting(self, req: RoutingRequest, tokens: int, backends: Sequence[BackendConfig],
                  where: str) -> list[BackendConfig]:
-        """The ``backends`` whose context window (when known) holds the prompt (estimated
-        tokens) plus its ``max_tokens``.
+        """The ``backends`` whose context window (when known) holds the prompt (``tokens``,
+        estimated: :func:`~backends.openai_shapes.prompt_tokens`) plus its ``max_tokens``.
 
         Raises:
             router.errors.ContextTooLong: none does (param ``max_tokens`` when the prompt
                 alone would fit somewhere, else ``messages``, or ``prompt`` for legacy completions).
         """
         limit = max_tokens_asked(req.body)
-        tokens = prompt_tokens(req.endpoint, req.body, text)
         needed = tokens + (limit or 0)
         fitting = [b for b in backends if (self.context.get(b.name) or needed) >= needed]
         if not fitting:
@@ -341,9 +315,10 @@ class Router:
                                  f"{where}", param="prompt" if req.endpoint == "completions" else "messages")
         return fitting
 
-    async def _pinned(self, req: RoutingRequest, body: dict, phash: str, text: str, b: BackendConfig) -> Decision:
-        self._fitting(req, text, [b], f"backend '{b.name}' ({self.context.get(b.name)} tokens)")
-        cands = self._score(req, text, [b], {}, None, body, phash)
+    async def _pinned(self, req: RoutingRequest, body: dict, phash: str, tokens_in: int,
+                      b: BackendConfig) -> Decision:
+        self._fitting(req, tokens_in, [b], f"backend '{b.name}' ({self.context.get(b.name)} tokens)")
+        cands = self._score(req, tokens_in, [b], {}, None, body, phash)
         cands[0].predicted_quality = b.quality  # no prediction is made for a pinned request
         cands[0].eligible = True
         record = DecisionRecord(
@@ -353,12 +328,11 @@ class Router:
         )
         return Decision(record=record, body=body, candidates=cands)
 
-    def _score(self, req: RoutingRequest, text: str, backends: Sequence[BackendConfig],
+    def _score(self, req: RoutingRequest, tokens_in: int, backends: Sequence[BackendConfig],
                quality: dict[str, float], output_tokens: int | None, body: dict | None = None,
                phash: str | None = None) -> list[Candidate]:
         from router.predict import DEFAULT_OUTPUT_TOKENS
 
-        tokens_in = prompt_tokens(req.endpoint, req.body, text)
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
         limit = max_tokens_asked(req.body)
         if limit is not None:
@@ -379,39 +353,13 @@ class Router:
             ))
         return cands
 
-    def _within(self, req: RoutingRequest, text: str, cands: list[Candidate], limit_usd: float) -> list[Candidate]:
+    def _within(self, req: RoutingRequest, tokens_in: int, cands: list[Candidate], limit_usd: float) -> list[Candidate]:
         """The candidates that can answer within a hard cost limit (``max_cost_mode: hard``),
-        each with the output-token limit that keeps it there
-        (:func:`router.cost.output_tokens_within`, on the engine's prompt-token estimate,
-        :func:`prompt_tokens`). Where that limit binds (it is below the client's limit as
-        backends read it, :func:`~backends.openai_shapes.max_tokens_asked`, or there is
-        none, and below what the
-        backend's known context window leaves after the prompt, and under
-        :data:`UNBOUNDED_OUTPUT` tokens) it becomes the candidate's
-        :attr:`~router.decision.Candidate.output_token_cap`, and its expected output,
-        expected cost and cost ceiling are those of the capped call. A candidate that cannot
-        produce one token within the limit is left out, with a note. Modifies ``cands``."""
-        tokens_in = prompt_tokens(req.endpoint, req.body, text)
-        n = completions_asked(req.endpoint, req.body)
-        asked = max_tokens_asked(req.body)  # the limit backends read: max_completion_tokens first
-        kept = []
-        for c in cands:
-            pricing = self.pricing[c.backend]
-            room = output_tokens_within(pricing, tokens_in, limit_usd, n)
-            if room is not None and room < 1:
-                c.note = (f"over the hard cost limit of {limit_usd} USD with its prompt "
-                          f"(~{tokens_in} tokens){' and one output token' if pricing.output_per_1m else ''}")
-                continue
-            context = self.context.get(c.backend)
-            binds = room is not None and room < UNBOUNDED_OUTPUT and (context is None or room < context - tokens_in)
-            if binds and (asked is None or room < asked):
-                c.output_token_cap = room
-                c.expected_output_tokens = min(c.expected_output_tokens, room * n)
-                c.expected_cost_usd = cost_usd(pricing, tokens_in, c.expected_output_tokens, c.expected_cached_tokens)
-                c.output_tokens_ceiling = room * n
-                c.cost_ceiling_usd = cost_usd(pricing, tokens_in, room * n, c.expected_cached_tokens)
-            kept.append(c)
-        return kept
+        each capped to it: :func:`router.cost.within_hard_limit` with this router's prices
+        and context windows, the request's completions and its output-token limit as
+        backends read it (:func:`~backends.openai_shapes.max_tokens_asked`). Modifies ``cands``."""
+        return within_hard_limit(cands, self.pricing, self.context, tokens_in, completions_asked(req.endpoint, req.body),
+                                 max_tokens_asked(req.body), limit_usd)
 
     @staticmethod
     def _bar(route: RouteConfig, cands: list[Candidate], share: float | None, held: dict[str, float],
