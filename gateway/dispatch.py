@@ -20,8 +20,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
-import orjson
-
 from backends.base import Backend
 from backends.errors import BackendContextExceeded, BackendError
 from backends.openai_shapes import estimate_tokens, prompt_text
@@ -247,15 +245,3 @@ def _all_failed(last: BackendError, failures: list[tuple[str, str]], skipped: li
         rest = "; " + ", ".join(f"{name} ({why})" for name, why in skipped) if skipped else ""
         last.message = f"{head}{rest}. Last error: {last.message}"
     return last
-
-
-def sse(data: dict) -> bytes:
-    return b"data: " + orjson.dumps(data) + b"\n\n"
-
-
-DONE = b"data: [DONE]\n\n"
-
-
-def error_event(exc: BackendError) -> bytes:
-    return sse(exc.to_envelope())
-

@@ -23,8 +23,14 @@ _HTTP_TYPES = {401: ("authentication_error", "invalid_api_key"), 403: ("permissi
 
 
 def envelope(status: int, message: str, type_: str, code: str | None, param: str | None = None,
-             headers: dict[str, str] | None = None) -> FastJSONResponse:
-    body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
+             headers: dict[str, str] | None = None, request: Request | None = None) -> FastJSONResponse:
+    """The error response: in the envelope of the door that took ``request`` (a door sets
+    ``request.state.door`` before anything can fail), else OpenAI's."""
+    door = getattr(request.state, "door", None) if request is not None else None
+    if door is not None:
+        body = door.error_body(status, message, type_, code, param)
+    else:
+        body = {"error": {"message": message, "type": type_, "param": param, "code": code}}
     return FastJSONResponse(body, status_code=status, headers=headers)
 
 
@@ -32,6 +38,8 @@ async def _mixroute_error(request: Request, exc: MixrouteError) -> FastJSONRespo
     headers = dict(getattr(exc, "headers", None) or {})
     if isinstance(exc, RequestRejected):
         headers["retry-after"] = str(max(1, round(exc.retry_after_s)))
+    if getattr(request.state, "door", None) is not None:
+        return envelope(exc.status, exc.message, exc.type, exc.code, exc.param, headers, request)
     return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)
 
 
@@ -41,19 +49,20 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> FastJSON
     msg = exc.detail if isinstance(exc.detail, str) else "Request failed"
     if exc.status_code == 404:
         msg = f"Unknown path {request.url.path}"
-    return envelope(exc.status_code, msg, type_, code, headers=getattr(exc, "headers", None))
+    return envelope(exc.status_code, msg, type_, code, headers=getattr(exc, "headers", None), request=request)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> FastJSONResponse:
     err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
     param = ".".join(str(p) for p in err["loc"] if p != "body") or None
     return envelope(400, f"{param}: {err['msg']}" if param else err["msg"], "invalid_request_error",
-                    "invalid_value", param)
+                    "invalid_value", param, request=request)
 
 
 async def _unexpected(request: Request, exc: Exception) -> FastJSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
-    return envelope(500, "The gateway hit an internal error; it has been logged.", "api_error", "internal_error")
+    return envelope(500, "The gateway hit an internal error; it has been logged.", "api_error", "internal_error",
+                    request=request)
 
 
 def install(app: FastAPI) -> None:

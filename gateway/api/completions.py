@@ -17,6 +17,8 @@ from backends.base import CACHE_WRITE_KEY, COST_KEY
 from backends.errors import BackendError
 from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
+from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
+from gateway.doors.chat import CHAT, COMPLETIONS
 from gateway.auth.guard import OPEN, PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
 from gateway.request_body import read_json, refuse_cross_site
@@ -43,7 +45,7 @@ async def _read(request: Request, settings, principal: Principal) -> dict:
 
 async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, principal: Principal,
                   request_id: str | None = None, dry_run: bool = False,
-                  raw: dict | None = None) -> tuple[Decision, dict]:
+                  raw: dict | None = None, door: str | None = None) -> tuple[Decision, dict]:
     if raw is None:
         raw = await _read(request, settings, principal)
     body = validate(_SCHEMAS[endpoint], raw)
@@ -59,7 +61,10 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, p
                          admin=principal.admin, dry_run=dry_run)
     if request_id:
         req.request_id = request_id
-    return await observability.decide(runtime.router, req), body
+    decision = await observability.decide(runtime.router, req)
+    if door is not None and door != endpoint:
+        decision.record.signals["door"] = door
+    return decision, body
 
 
 def _record_refusal(store, runtime: Runtime, request_id: str, endpoint: str, principal: Principal,
@@ -125,12 +130,13 @@ async def _cancel_on_disconnect(request: Request, task: asyncio.Task) -> bool:
 
 
 def _error_response(exc: BackendError, decision: Decision, attempt: dispatch.Attempt,
-                    limit_headers: dict[str, str]) -> FastJSONResponse:
-    """The envelope of the last backend error, with its own headers (an upstream's
+                    limit_headers: dict[str, str], door: Door) -> FastJSONResponse:
+    """The door's envelope of the last backend error, with its own headers (an upstream's
     ``retry-after``), the key's ``x-ratelimit-*`` ones and the ``x-mixroute-*`` ones."""
     headers = {**(getattr(exc, "headers", None) or {}), **limit_headers,
                **_headers(decision, attempt.backend.name if attempt.backend else None)}
-    return FastJSONResponse(exc.to_envelope(), status_code=exc.status, headers=headers)
+    body = door.error_body(exc.status, exc.message, exc.type, exc.code, exc.param)
+    return FastJSONResponse(body, status_code=exc.status, headers=headers)
 
 
 def _headers(decision: Decision, backend: str | None, tried: list[str] | None = None) -> dict[str, str]:
@@ -152,13 +158,13 @@ def _headers(decision: Decision, backend: str | None, tried: list[str] | None = 
 @router.post("/v1/chat/completions")
 async def chat_completions(request: Request):
     runtime, settings, principal = await hot_path_deps(request)
-    return await _complete(request, runtime, settings, principal, "chat")
+    return await complete(request, runtime, settings, principal, CHAT)
 
 
 @router.post("/v1/completions")
 async def completions(request: Request):
     runtime, settings, principal = await hot_path_deps(request)
-    return await _complete(request, runtime, settings, principal, "completions")
+    return await complete(request, runtime, settings, principal, COMPLETIONS)
 
 
 @router.post("/v1/route")
@@ -210,26 +216,35 @@ def _replica_preview(runtime: Runtime, chosen: str | None, body: dict) -> tuple[
     return found if found is not None else (None, None)
 
 
-async def _complete(request: Request, runtime: Runtime, settings, principal: Principal, endpoint: str):
+async def complete(request: Request, runtime: Runtime, settings, principal: Principal, door: Door,
+                   raw: dict | None = None):
+    """The shared pipeline of every generation door: parse the dialect into the canonical
+    request, decide (decision row), admit (limits), dispatch with fallback, render the answer
+    in the door's dialect, record the outcome after the last byte."""
     state = request.app.state
     request_id = new_request_id()
+    ctx = DoorContext(request=request, runtime=runtime, settings=settings, principal=principal, store=state.store)
     try:
-        decision, body = await _decide(request, runtime, settings, endpoint, principal, request_id)
+        if raw is None:
+            raw = await _read(request, settings, principal)
+        call = await door.parse(raw, ctx)
+        decision, body = await _decide(request, runtime, settings, call.endpoint, principal, request_id,
+                                       raw=call.body, door=door.name)
     except REFUSALS as exc:  # recorded: a decision with no choice and a 'rejected' outcome
-        _record_refusal(state.store, runtime, request_id, endpoint, principal, exc)
+        _record_refusal(state.store, runtime, request_id, door.name, principal, exc)
         raise
     decision.record.key_id = _key_id(principal)
     try:
         admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
     except RequestRejected as exc:
-        _record_refusal(state.store, runtime, request_id, endpoint, principal, exc, decision)
+        _record_refusal(state.store, runtime, request_id, door.name, principal, exc, decision)
         raise
     observability.record_decision(state.store, decision.record)
     limit_headers = admission.headers()
-    attempt = dispatch.Attempt(decision=decision, endpoint=endpoint)
+    attempt = dispatch.Attempt(decision=decision, endpoint=call.endpoint)
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
-        return await _stream(request, runtime, finish, attempt, decision.body, limit_headers)
+        return await _stream(request, runtime, finish, attempt, decision.body, limit_headers, door, call, ctx)
     try:
         resp = await _unless_client_leaves(request, dispatch.send(runtime, attempt, decision.body))
     except ClientGone:
@@ -237,16 +252,21 @@ async def _complete(request: Request, runtime: Runtime, settings, principal: Pri
         return Response(status_code=CLIENT_CLOSED)  # nobody reads it
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
-        return _error_response(exc, decision, attempt, limit_headers)
+        return _error_response(exc, decision, attempt, limit_headers, door)
     recorded, written = resp.pop(COST_KEY, None), resp.pop(CACHE_WRITE_KEY, None)
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
                               recorded_cost=recorded, ttft=elapsed, cache_write=written)
-    finish(outcome)
+    rendered = door.render(resp, call, Rendered(request_id=request_id, backend=attempt.backend.name,
+                                                model=attempt.backend.model, cost_usd=outcome.cost_usd))
+    try:
+        await door.after(call, rendered, ctx)
+    finally:
+        finish(outcome)
     headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
-    return FastJSONResponse(resp, headers=headers)
+    return FastJSONResponse(rendered, headers=headers)
 
 
 def _finisher(store, admission: Admission, live, prefix_hash: str | None = None) -> Callable[[OutcomeRecord], None]:
@@ -266,7 +286,7 @@ def _finisher(store, admission: Admission, live, prefix_hash: str | None = None)
 
 
 async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict,
-                  limit_headers: dict[str, str]):
+                  limit_headers: dict[str, str], door: Door, call: DoorCall, ctx: DoorContext):
     decision = attempt.decision
     try:
         first, chunks = await _unless_client_leaves(request, dispatch.open_stream(runtime, attempt, body))
@@ -275,17 +295,17 @@ async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.
         return Response(status_code=CLIENT_CLOSED)
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
-        return _error_response(exc, decision, attempt, limit_headers)
-    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-    gen = _relay(runtime, finish, attempt, first, chunks, wants_usage)
+        return _error_response(exc, decision, attempt, limit_headers, door)
+    encoder = door.encoder(call, decision.record.request_id, attempt.backend.name, attempt.backend.model)
+    gen = _relay(runtime, finish, attempt, first, chunks, encoder, door, call, ctx)
     return StreamingResponse(gen, media_type="text/event-stream",
                              headers={**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried),
                                       "cache-control": "no-cache"})
 
 
 async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],
-                 wants_usage: bool) -> AsyncIterator[bytes]:
-    """Relay chunks as SSE; record the outcome when the stream ends, breaks or is cancelled."""
+                 encoder: StreamEncoder, door: Door, call: DoorCall, ctx: DoorContext) -> AsyncIterator[bytes]:
+    """Relay chunks as the door's SSE; record the outcome when the stream ends, breaks or is cancelled."""
     ttft = (attempt.first_at or time.perf_counter()) - attempt.started
     last_at, gaps, usage, recorded, written, text = time.perf_counter(), [], None, None, None, []
     status, error = "client_disconnected", None
@@ -300,10 +320,14 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
                 if piece:
                     text.append(piece)
             if chunk.get("choices"):
-                yield dispatch.sse(_strip_usage(chunk) if not wants_usage else chunk)
-            elif wants_usage and usage is not None:
+                out = encoder.chunk(chunk)
+                if out:
+                    yield out
+            elif usage is not None:
                 cost = dispatch.call_cost(runtime, attempt.backend.name, usage, recorded)
-                yield dispatch.sse({**chunk, "usage": {**usage, "cost_usd": cost}})
+                out = encoder.usage(chunk, {**usage, "cost_usd": cost})
+                if out:
+                    yield out
             try:
                 chunk = await chunks.__anext__()
             except StopAsyncIteration:
@@ -312,21 +336,17 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
             gaps.append(now - last_at)
             last_at = now
         status = "ok"
-        yield dispatch.DONE
+        yield encoder.done()
     except BackendError as exc:
         status, error = "error", exc
-        yield dispatch.error_event(exc)
-        yield dispatch.DONE
+        yield encoder.error(exc)
     finally:
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
-        finish(attempt.outcome(
-            runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error, ttft=ttft,
-            itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
-
-
-def _strip_usage(chunk: dict) -> dict:
-    if "usage" in chunk:
-        chunk = {k: v for k, v in chunk.items() if k != "usage"}
-    return chunk
-
+        try:
+            if status == "ok":
+                await door.after(call, getattr(encoder, "final", None) or {}, ctx)
+        finally:
+            finish(attempt.outcome(
+                runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
+                ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
