@@ -4,7 +4,8 @@ A backend receives an OpenAI request body (a ``dict`` already validated by the g
 with ``model`` replaced by the backend's own model id) and answers with OpenAI response
 objects as ``dict``: a ``chat.completion`` / ``text_completion`` for :meth:`Backend.send`,
 or an async iterator of ``chat.completion.chunk`` / ``text_completion`` chunk dicts for
-:meth:`Backend.stream`. Every failure is raised as a :class:`backends.errors.BackendError`
+:meth:`Backend.stream`; an embedding backend (policy ``task: embedding``) answers
+:meth:`Backend.embed` with OpenAI's embeddings ``list``. Every failure is raised as a :class:`backends.errors.BackendError`
 subclass (translated at the edge, never a raw httpx/litellm exception).
 
 Usage is reported in the usual OpenAI ``usage`` object (``prompt_tokens``,
@@ -24,6 +25,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Literal
+
+from backends.errors import BackendError
 
 if TYPE_CHECKING:
     from router.policy.models import BackendConfig
@@ -74,6 +77,27 @@ class Backend(ABC):
         :class:`BackendError`; errors after it raise :class:`BackendStreamError`.
         Closing the iterator (client disconnect) must cancel the upstream request.
         """
+
+    async def embed(self, body: dict) -> dict:
+        """Embed the inputs of an OpenAI embeddings request (``POST /v1/embeddings``).
+
+        Args:
+            body: the validated request body: ``input`` (a string, strings, token ids or
+                token-id lists), ``dimensions``, ``user``; ``model`` is already this
+                backend's model. ``encoding_format`` is never sent: the gateway asks for
+                floats and encodes base64 itself.
+
+        Returns:
+            OpenAI's ``list`` object: ``data`` (``{"object": "embedding", "index",
+            "embedding": [float, ...]}`` per input, in input order), ``model`` and ``usage``
+            (``prompt_tokens``, ``total_tokens``).
+
+        Raises:
+            backends.errors.BackendError: any upstream failure; this default, for a kind
+                that serves no embeddings (policy validation keeps them off embedding routes).
+        """
+        raise BackendError(f"{self.name}: a {self.config.kind} backend does not serve embeddings", backend=self.name,
+                           code="embeddings_unsupported")
 
     async def start(self) -> None:
         """Open pooled clients. Called once when the policy is loaded."""

@@ -15,8 +15,31 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+def embedding_inputs(body: dict) -> list[str | list[int]]:
+    """The inputs of an embeddings request body, one per vector asked for: ``input`` as a
+    string, a list of strings, one list of token ids (one input) or a list of token-id lists
+    (OpenAI API reference, embeddings). Items of other types are left out (the door refuses
+    such bodies before routing)."""
+    value = body.get("input")
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list):
+        return []
+    if value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [value]
+    return [v for v in value if isinstance(v, (str, list))]
+
+
+def embedding_tokens(item: str | list[int]) -> int:
+    """Tokens of one embedding input: its length for token ids, else :func:`estimate_tokens`."""
+    return len(item) if isinstance(item, list) else estimate_tokens(item)
+
+
 def prompt_text(endpoint: str, body: dict) -> str:
-    """All prompt text of a request body (chat messages or completion prompt), joined."""
+    """All prompt text of a request body (chat messages, completion prompt or embedding
+    inputs, token ids written out as numbers), joined."""
+    if endpoint == "embeddings":
+        return "\n".join(i if isinstance(i, str) else " ".join(map(str, i)) for i in embedding_inputs(body))
     if endpoint == "chat":
         parts = []
         for m in body.get("messages", []):
@@ -82,6 +105,13 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) ->
         "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached_tokens},
     }
+
+
+def embedding_list(model: str, vectors: list[list[float]], prompt_tokens: int) -> dict:
+    """OpenAI's embeddings answer: one ``embedding`` object per vector, in input order."""
+    return {"object": "list", "model": model,
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}}
 
 
 def new_id(prefix: str) -> str:
@@ -175,11 +205,15 @@ def check_completion(endpoint: str, body: dict) -> None:
     non-empty list of objects (chat: each with a ``message`` object whose ``content`` is a
     string or null and whose ``tool_calls``, if any, is a list of objects; completions:
     ``text`` a string), ``usage`` token counts non-negative
-    integers. Other fields are not checked and pass through.
+    integers; an embeddings answer as :func:`check_embeddings`. Other fields are not
+    checked and pass through.
 
     Raises:
         ShapeError: the first problem found.
     """
+    if endpoint == "embeddings":
+        check_embeddings(body)
+        return
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices:
         raise ShapeError("'choices' is missing or not a non-empty list")
@@ -189,6 +223,28 @@ def check_completion(endpoint: str, body: dict) -> None:
             raise ShapeError("a choice has no 'message' object")
         if endpoint == "completions" and not isinstance(choice.get("text"), str):
             raise ShapeError("a choice has no 'text' string")
+    _check_usage(body.get("usage"))
+
+
+def check_embeddings(body: dict) -> None:
+    """Check an upstream embeddings answer:
+    ``data`` a non-empty list of objects, each with an integer ``index`` and an
+    ``embedding`` list of numbers (the gateway asks for floats and encodes base64 itself),
+    ``usage`` token counts non-negative integers.
+
+    Raises:
+        ShapeError: the first problem found.
+    """
+    data = body.get("data")
+    if not isinstance(data, list) or not data:
+        raise ShapeError("'data' is missing or not a non-empty list")
+    for item in data:
+        if not isinstance(item, dict) or not _is_count(item.get("index")):
+            raise ShapeError("an embedding is not an object with an integer 'index'")
+        vector = item.get("embedding")
+        if not isinstance(vector, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                   for x in vector):
+            raise ShapeError("an 'embedding' is not a list of numbers")
     _check_usage(body.get("usage"))
 
 

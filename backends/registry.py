@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.policy.base import Number
+from router.policy.base import Integer, Number
 
 if TYPE_CHECKING:
     from backends.base import Backend
@@ -32,12 +32,15 @@ class FakeOptions(BaseModel):
     Attributes:
         first_token_delay_s: seconds before the first token.
         token_delay_s: seconds between chunks.
+        embedding_dimensions: length of the vectors an embedding backend (``task:
+            embedding``) answers when the request sets no ``dimensions``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     first_token_delay_s: Number = Field(default=0.5, ge=0)
     token_delay_s: Number = Field(default=0.02, ge=0)
+    embedding_dimensions: Integer = Field(default=256, ge=1, le=16384)
 
 
 class NoOptions(BaseModel):

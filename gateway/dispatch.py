@@ -238,7 +238,7 @@ def _all_failed(last: BackendError, failures: list[tuple[str, str]], skipped: li
     was; a ``context_length_exceeded`` whose upstream named no ``param`` (vLLM's does not)
     blames the field that holds the prompt, as OpenAI's does."""
     if isinstance(last, BackendContextExceeded) and last.param is None:
-        last.param = "prompt" if endpoint == "completions" else "messages"
+        last.param = {"completions": "prompt", "embeddings": "input"}.get(endpoint, "messages")
     if len(failures) + len(skipped) > 1:
         tried = ", ".join(f"{name} ({code})" for name, code in failures)
         head = f"All {len(failures)} backends tried failed: {tried}" if len(failures) > 1 else f"Backend {tried}"

@@ -40,11 +40,13 @@ from router.aggregate import BAR_TOLERANCE
 from router.cost import cost_usd, resolve_context, resolve_pricing, within_hard_limit
 from router.choice import choose, note
 from router.decision import Candidate, Decision, RoutingRequest
+from router.embeddings import decide_embedding
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
-                           RequestRejected, UnknownModel)
+                           RequestRejected, UnknownModel, WrongTask)
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import BackendConfig, Pricing, RouteConfig
+from router.policy.tasks import ENDPOINT_TASK, target_task, wrong_task_message
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
@@ -109,6 +111,9 @@ class Router:
 
         Raises:
             router.errors.UnknownModel: ``model`` names neither a route nor a backend.
+            router.errors.WrongTask: ``model`` serves the other task (an embedding model on a
+                chat endpoint, a chat model on ``/v1/embeddings``, which
+                :func:`router.embeddings.decide_embedding` decides for).
             router.errors.NoCandidate: ``on_no_candidate: reject`` and no candidate clears the
                 bar (422); :class:`~router.errors.NoAllowedCandidate` (403): rules or cost
                 limits left none.
@@ -122,6 +127,11 @@ class Router:
             known = [r.name for r in self.policy.routes] + [b.name for b in self.policy.backends]
             raise UnknownModel(f"The model '{model[:100]}{'...' if len(model) > 100 else ''}' does not exist (routes and backends: {', '.join(known)})",
                                param="model")
+        task, wanted = target_task(self.policy, route, pinned), ENDPOINT_TASK.get(req.endpoint, "chat")
+        if task != wanted:
+            raise WrongTask(wrong_task_message(self.policy, model, task, wanted), param="model")
+        if req.endpoint == "embeddings":
+            return decide_embedding(self.loaded, self.pricing, req, route, pinned)
         with req.span("mixroute.rewrite") if req.span else nullcontext():
             rewritten = rewrite(req.body, RewriteOptions(enabled=route.rewrite if route else True,
                                                          volatile_patterns=tuple(self.policy.rewrite.volatile_patterns),

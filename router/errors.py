@@ -7,7 +7,8 @@ Tree::
     │   ├── ContextTooLarge             413 invalid_request_error  request_too_large
     │   ├── UnsupportedMediaType        415 invalid_request_error  unsupported_media_type
     │   ├── ContextTooLong              400 invalid_request_error  context_length_exceeded
-    │   └── UnknownModel                404 invalid_request_error  model_not_found
+    │   ├── UnknownModel                404 invalid_request_error  model_not_found
+    │   └── WrongTask                   400 invalid_request_error  model_task_mismatch
     ├── NoCandidate                     422 invalid_request_error  no_candidate
     │   └── NoAllowedCandidate          403 permission_error   no_candidate
     ├── RequestRejected                 429 rate_limit_error   route_saturated
@@ -71,6 +72,13 @@ class ContextTooLong(InvalidRequest):
 class UnknownModel(InvalidRequest):
     status = 404
     code = "model_not_found"
+
+
+class WrongTask(InvalidRequest):
+    """``model`` names a route or backend of the other task: an embedding model on a chat
+    endpoint, or a chat model on ``/v1/embeddings`` (:mod:`router.policy.tasks`)."""
+
+    code = "model_task_mismatch"
 
 
 class BackendNotAllowed(MixrouteError):

@@ -28,29 +28,53 @@ user message. Request fields it honours, as a real model would:
 - ``max_completion_tokens`` / ``max_tokens``: the text is cut to that many estimated tokens
   (:func:`backends.openai_shapes.estimate_tokens`, 4 characters a token), finish_reason
   ``length``.
+
+As an embedding backend (``task: embedding``) it answers each input with a deterministic
+unit vector drawn from a hash of the input (:func:`fake_vector`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from array import array
+from functools import cached_property
 
 import orjson
 
 from backends.base import Endpoint
 from backends.errors import BackendRateLimited, BackendServerError, from_status
-from backends.openai_shapes import prompt_text
+from backends.openai_shapes import embedding_inputs, embedding_list, embedding_tokens, prompt_text
+from backends.registry import FakeOptions
 from backends.synthetic import Answer, SyntheticBackend
 
 _SAMPLE = {"string": "example", "integer": 1, "number": 1.0, "boolean": True, "array": [], "object": {},
            "null": None}
 _CHARS_PER_TOKEN = 4  # the inverse of backends.openai_shapes.estimate_tokens
 _MAX_SCHEMA_DEPTH = 8  # a self-referencing $ref stops here
+_PROMPT_PARAM = {"completions": "prompt", "embeddings": "input"}  # the field holding the prompt
 
 
 class FakeBackend(SyntheticBackend):
     """See module docstring."""
 
-    async def answer(self, endpoint: Endpoint, body: dict) -> Answer:
+    async def embed(self, body: dict) -> dict:
+        """Deterministic unit vectors (:func:`fake_vector`), ``dimensions`` long (else
+        ``options.embedding_dimensions``); usage: :func:`backends.openai_shapes.embedding_tokens`
+        per input. The failure suffixes behave as for chat (``-error-context``: param ``input``)."""
+        self._fail("embeddings")
+        inputs = embedding_inputs(body)
+        asked = body.get("dimensions")
+        size = asked if isinstance(asked, int) and asked > 0 else self._options.embedding_dimensions
+        vectors = [fake_vector(i if isinstance(i, str) else orjson.dumps(i).decode(), size) for i in inputs]
+        return embedding_list(self.model, vectors, sum(embedding_tokens(i) for i in inputs))
+
+    @cached_property
+    def _options(self) -> FakeOptions:
+        return FakeOptions.model_validate(self.config.options)
+
+    def _fail(self, endpoint: str) -> None:
+        """Raise the failure the model name's suffix asks for (see the module docstring), if any."""
         model = self.model
         if model.endswith("-error-429"):
             raise BackendRateLimited(f"{self.name}: rate limited (fake)", backend=self.name, upstream_status=429)
@@ -58,10 +82,14 @@ class FakeBackend(SyntheticBackend):
             raise BackendServerError(f"{self.name}: internal error (fake)", backend=self.name, upstream_status=500)
         if model.endswith("-error-context"):
             raise from_status(400, f"{self.name}: this model's maximum context length is exceeded (fake)",
-                              backend=self.name, param="prompt" if endpoint == "completions" else "messages",
+                              backend=self.name, param=_PROMPT_PARAM.get(endpoint, "messages"),
                               code="context_length_exceeded")
         if model.endswith("-adapter-bug"):
             raise RuntimeError(f"{self.name}: simulated adapter bug (fake)")
+
+    async def answer(self, endpoint: Endpoint, body: dict) -> Answer:
+        self._fail(endpoint)
+        model = self.model
         text = prompt_text(endpoint, body)
         digest = hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
         answer = _answer(endpoint, body, model, text, digest)
@@ -71,6 +99,16 @@ class FakeBackend(SyntheticBackend):
         if model.endswith("-drop-mid-stream"):
             answer.fail_after_chunks = 3
         return answer
+
+
+def fake_vector(text: str, size: int) -> list[float]:
+    """A unit vector of ``size`` numbers drawn from SHAKE-256 of ``text``: the same text
+    always gets the same vector, different texts unrelated ones. Each number is a float32
+    value, as real embedding models return, so base64 encoding (float32) loses nothing."""
+    raw = array("H", hashlib.shake_256(text.encode("utf-8", "replace")).digest(2 * size))
+    centred = [x - 32767.5 for x in raw]
+    norm = math.sqrt(sum(x * x for x in centred)) or 1.0
+    return array("f", (x / norm for x in centred)).tolist()
 
 
 def _answer(endpoint: Endpoint, body: dict, model: str, text: str, digest: str) -> Answer:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -185,14 +185,20 @@ def record_decision(store, record: DecisionRecord) -> None:
         store.record_decision(record)
 
 
+def _call(backend, endpoint: str, body: dict) -> Awaitable[dict]:
+    """The backend's non-streaming call for ``endpoint``: ``embed`` for embeddings, else ``send``."""
+    return backend.embed(body) if endpoint == "embeddings" else backend.send(endpoint, body)
+
+
 async def send(backend, endpoint: str, body: dict) -> dict:
-    """``await backend.send(endpoint, body)`` as one observed attempt."""
+    """``await backend.send(endpoint, body)`` (``backend.embed(body)`` for ``embeddings``) as
+    one observed attempt."""
     ctx = _current.get()
     if ctx is None:
-        return await backend.send(endpoint, body)
+        return await _call(backend, endpoint, body)
     ctx.begin(backend, endpoint, body)
     try:
-        resp = await backend.send(endpoint, body)
+        resp = await _call(backend, endpoint, body)
     except BaseException as exc:
         ctx.close(error=exc)
         raise

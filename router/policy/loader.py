@@ -6,8 +6,8 @@ Steps: parse to a YAML node tree (keeps line marks; :mod:`router.policy.yamltree
 ``${VAR:-default}`` in scalar values -> validate with pydantic -> check cross-references,
 each backend's ``options`` against its kind's typed model
 (:func:`backends.registry.options_model`), that replay ``data`` paths exist and that litellm
-knows a provider and a price for each hosted ``model`` (:mod:`router.policy.hosted_checks`),
-so that a policy that validates also starts.
+knows a provider and a price for each hosted ``model`` (:mod:`router.policy.hosted_checks`)
+and that chat and embedding backends stay apart (:mod:`router.policy.tasks`), so that a policy that validates also starts.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from router.policy.locate import line_of, loc_text
 from router.policy.models import Policy
+from router.policy.tasks import task_problems
 from router.policy.yamltree import PolicyProblem, check_tree, substitute_env, with_env, yaml_hint
 
 
@@ -131,7 +132,7 @@ def parse_policy(text: str, *, source: str = "<policy>", base_dir: Path | None =
     except ValidationError as exc:
         raise PolicyError(source, with_env(env_problems, _schema_problems(exc, root))) from None
     problems = (_cross_references(policy, root) + _options(policy, root) + _data_paths(policy, root, base_dir)
-                + _hosted(policy, root))
+                + _hosted(policy, root) + _located(root, task_problems(policy)))
     problems = with_env(env_problems, problems)
     if problems:
         raise PolicyError(source, problems)
@@ -294,6 +295,11 @@ def _options(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
             known = f" (known: {names})" if names else f" (a {b.kind} backend takes no options)"
             problems += _schema_problems(exc, root, ("backends", i, "options"), known)
     return problems
+
+
+def _located(root: yaml.Node, problems: list[tuple[tuple, str]]) -> list[PolicyProblem]:
+    """``(location, message)`` pairs as problems at their lines."""
+    return [PolicyProblem(line_of(root, loc), loc_text(loc), msg) for loc, msg in problems]
 
 
 def _hosted(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:

@@ -140,6 +140,9 @@ class BackendConfig(_Strict):
             :class:`backends.registry.FakeOptions`, ``replay`` none; ``hosted``: extra
             keyword arguments passed to the provider call, unchecked.
         demo: marks a backend of the bundled demo policy in ``/v1/models``.
+        task: what the backend serves: ``chat`` (``/v1/chat/completions`` and
+            ``/v1/completions``) or ``embedding`` (``/v1/embeddings``); a route's backends all
+            serve one task (:mod:`router.policy.tasks`).
     """
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -159,6 +162,7 @@ class BackendConfig(_Strict):
     data: list[Path] = Field(default_factory=list)
     options: dict[str, Any] = Field(default_factory=dict)
     demo: bool = False
+    task: Literal["chat", "embedding"] = "chat"
 
     #: Fields that only some kinds read: set on another kind they would be ignored in silence.
     KIND_ONLY: ClassVar[dict[str, tuple[str, ...]]] = {
