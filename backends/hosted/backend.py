@@ -1,7 +1,8 @@
 """The ``hosted`` backend: any litellm provider (``config.model`` in litellm's
 ``provider/model`` form, e.g. ``openai/gpt-4o-mini``, ``anthropic/claude-...``).
 
-Calls ``litellm.acompletion`` (chat) or ``litellm.atext_completion`` (completions) with
+Calls ``litellm.acompletion`` (chat) or ``litellm.atext_completion`` (completions), or
+``litellm.aembedding`` (:mod:`backends.hosted.embeddings`), with
 ``model=config.model``, ``api_base``, ``api_key`` (the secret's value), ``timeout``
 (``httpx.Timeout(timeout_s, connect=connect_timeout_s)``) and ``max_retries=0`` (fallback
 is the dispatcher's job; a hidden SDK retry would double the latency of a failing
@@ -62,6 +63,8 @@ from backends.base import CACHE_WRITE_KEY, COST_KEY, Backend, Endpoint
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
+from backends.hosted.embeddings import embedding_dict, embedding_kwargs
+from backends.openai_shapes import ShapeError
 from backends.vllm.upstream_text import retry_after_seconds, upstream_fields
 from router.cost import resolve_pricing
 from router.policy.models import Pricing
@@ -224,6 +227,15 @@ class HostedBackend(Backend):
             # (no text, no tool call and no usage, where usage is always asked for).
             raise BackendServerError(f"{self.name}: the upstream stream carried no output and no usage "
                                      "(not an SSE stream?)", backend=self.name)
+
+    async def embed(self, body: dict) -> dict:
+        """``litellm.aembedding`` (:mod:`backends.hosted.embeddings`); errors: :func:`translate_error`."""
+        try:
+            return embedding_dict(await load_litellm().aembedding(**embedding_kwargs(self.config, body)))
+        except ShapeError as exc:
+            raise BackendServerError(f"{self.name}: upstream sent a malformed answer ({exc})", backend=self.name) from exc
+        except Exception as exc:  # noqa: BLE001  # the edge: every provider failure is translated
+            raise self._error(exc, started=False) from exc
 
     @cached_property
     def pricing(self) -> Pricing:

@@ -2,7 +2,7 @@
 
 One pooled :class:`aiohttp.ClientSession` per backend (created by :meth:`VllmBackend.start`,
 or lazily on first use; closed by :meth:`VllmBackend.aclose`) sends requests to
-``{replica}/chat/completions`` or ``{replica}/completions``. aiohttp is used directly
+``{replica}/chat/completions``, ``{replica}/completions`` or ``{replica}/embeddings``. aiohttp is used directly
 because it is the cheapest well-kept asyncio HTTP client here: ``python -m
 bench.http_clients`` measures the CPU time per upstream call of httpx, raw aiohttp and this
 backend's ``send`` side by side (docs/BENCHMARKS.md). The session keeps no cookies (one
@@ -93,7 +93,7 @@ from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_fie
 
 log = logging.getLogger(__name__)
 
-PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions"}
+PATHS: dict[str, str] = {"chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings"}
 CONNECT_ATTEMPTS = 2
 """Replicas tried for one request when connecting fails (the first choice plus one other)."""
 MAX_RESPONSE_BYTES = 64 << 20
@@ -205,6 +205,14 @@ class VllmBackend(Backend):
         """
         payload = {k: v for k, v in body.items() if k not in ("stream_options", CACHE_SCOPE_KEY)}
         payload["stream"] = False
+        return await self._post(endpoint, payload)
+
+    async def embed(self, body: dict) -> dict:
+        """POST ``/embeddings`` to a replica: the pool's choice, with :meth:`send`'s connect
+        retry, size cap, shape check (:func:`backends.openai_shapes.check_embeddings`) and errors."""
+        return await self._post("embeddings", {k: v for k, v in body.items() if k != CACHE_SCOPE_KEY})
+
+    async def _post(self, endpoint: str, payload: dict) -> dict:
         content = orjson.dumps(payload)
         tried: list[Replica] = []
         while True:
@@ -226,7 +234,7 @@ class VllmBackend(Backend):
         if observe is not None and isinstance(usage, dict):
             observe(payload, usage.get("prompt_tokens"))
 
-    async def _send_to(self, replica: Replica, endpoint: Endpoint, content: bytes) -> dict:
+    async def _send_to(self, replica: Replica, endpoint: str, content: bytes) -> dict:
         with self.pool.occupy(replica):
             try:
                 async with self._http().post(replica.base_url + PATHS[endpoint], data=content, headers=_JSON,

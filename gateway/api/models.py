@@ -10,6 +10,7 @@ from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
 from router.aggregate import DEFAULT_WINDOW
 from router.errors import UnknownModel
+from router.policy.tasks import route_task
 
 router = APIRouter()
 
@@ -35,18 +36,21 @@ def _bar(qb) -> dict:
 
 def _models(runtime: Runtime) -> list[dict]:
     """OpenAI ``model`` objects: the routes, then the backends; ``mixroute`` says whether each
-    id is a route (routed) or a backend (pinned), and marks demo backends."""
+    id is a route (routed) or a backend (pinned), what it serves (``task``: ``chat`` or
+    ``embedding``, for ``/v1/embeddings``), and marks demo backends."""
     policy = runtime.loaded.policy
     created = int(policy.version)
     data = [
         {"id": r.name, "object": "model", "created": created, "owned_by": "mixroute",
          "mixroute": {"type": "route", "default": r.name == policy.default_route, "backends": r.backends,
-                      "description": r.description, "quality_bar": _bar(r.quality_bar)}}
+                      "task": route_task(policy, r), "description": r.description,
+                      "quality_bar": _bar(r.quality_bar)}}
         for r in policy.routes
     ]
     data += [
         {"id": b.name, "object": "model", "created": created, "owned_by": "mixroute",
-         "mixroute": {"type": "backend", "kind": b.kind, "model": b.model, "tags": b.tags, "demo": b.demo,
+         "mixroute": {"type": "backend", "kind": b.kind, "model": b.model, "task": b.task, "tags": b.tags,
+                      "demo": b.demo,
                       "description": (f"DEMO: simulated by the fake backend, not the real {b.model}"
                                       if b.demo else f"{b.kind} backend serving {b.model}")}}
         for b in policy.backends

@@ -35,7 +35,7 @@ def match_label(lookup: dict[str, str], name: str) -> str | None:
 
 
 def quality_notes(policy: Any, labels: Sequence[str]) -> list[str]:
-    """Advice on the backends of ``policy``'s routes that the ``quality`` head (``labels``)
+    """Advice on the chat backends of ``policy``'s routes that the ``quality`` head (``labels``)
     cannot predict for, so that every prompt gets one fixed quality for them: a
     ``quality_model`` that matches none of the labels (a typo turns per-prompt prediction
     off for that backend, silently), or a backend whose ``model`` matches none and that has
@@ -47,7 +47,7 @@ def quality_notes(policy: Any, labels: Sequence[str]) -> list[str]:
     routed = {n for r in policy.routes for n in r.backends}
     notes = []
     for b in policy.backends:
-        if b.name not in routed or match_label(lookup, b.quality_model or b.model) is not None:
+        if b.name not in routed or b.task == "embedding" or match_label(lookup, b.quality_model or b.model) is not None:
             continue
         prior = f"its prior quality {b.quality}" if b.quality is not None else f"the unknown prior {UNKNOWN_QUALITY}"
         if b.quality_model is not None:

@@ -3,7 +3,8 @@
 Tests fake remote providers only at the HTTP edge: the backends under test talk to this
 ASGI app through a real socket, so their httpx / litellm transport code runs unchanged.
 
-Routes: ``POST [/{replica}]/v1/chat/completions`` and ``POST [/{replica}]/v1/completions``.
+Routes: ``POST [/{replica}]/v1/chat/completions``, ``POST [/{replica}]/v1/completions`` and
+``POST [/{replica}]/v1/embeddings`` (:func:`embedding_answer`).
 The optional ``{replica}`` path prefix lets one server stand for several pool replicas
 (``http://127.0.0.1:PORT/r1/v1``, ``.../r2/v1``); the replica that served each request is
 recorded.
@@ -208,6 +209,23 @@ def _chunks(endpoint: str, model: str, body: dict) -> list[dict]:
     return [_extras(model, chunk, "delta") for chunk in out]
 
 
+def fake_embedding(item: str | list[int], dimensions: int = 4) -> list[float]:
+    """The vector the fake upstream answers for one embedding input: its length (characters,
+    or token ids), then 0.5, -0.25, 0.125 ... up to ``dimensions`` numbers."""
+    return [float(len(item))] + [0.5 * (-0.5) ** i for i in range(dimensions - 1)]
+
+
+def embedding_answer(model: str, body: dict) -> dict:
+    """OpenAI's embeddings answer for ``body``: one :func:`fake_embedding` per input;
+    ``usage.prompt_tokens`` = words of the text inputs plus the token ids."""
+    value = body.get("input")
+    items = [value] if isinstance(value, str) or (value and isinstance(value[0], int)) else list(value or [])
+    dims = body.get("dimensions") or 4
+    tokens = sum(len(i) if isinstance(i, list) else len(i.split()) for i in items)
+    data = [{"object": "embedding", "index": i, "embedding": fake_embedding(item, dims)} for i, item in enumerate(items)]
+    return {"object": "list", "data": data, "model": model, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
 class _Cut(Exception):
     """Raised inside a response body to make the server drop the connection."""
 
@@ -231,6 +249,8 @@ def create_app(state: UpstreamState) -> Starlette:
         if model.endswith("-html"):  # a proxy's error page with status 200, whatever was asked
             return Response("<html><body>Service temporarily unavailable</body></html>", media_type="text/html")
         slow = model.endswith("-slow")
+        if request.url.path.endswith("/embeddings"):
+            return Response(orjson.dumps(embedding_answer(model, body)), media_type="application/json")
         if body.get("stream"):
             return StreamingResponse(_sse(endpoint, model, body, slow), media_type="text/event-stream")
         if slow:
@@ -266,7 +286,8 @@ def create_app(state: UpstreamState) -> Starlette:
                 record.closed_early = True
             record.closed.set()
 
-    paths = ["/v1/chat/completions", "/v1/completions", "/{replica}/v1/chat/completions", "/{replica}/v1/completions"]
+    paths = [f"{prefix}/v1/{name}" for prefix in ("", "/{replica}") for name in ("chat/completions", "completions",
+                                                                                  "embeddings")]
     return Starlette(routes=[Route(p, handle, methods=["POST"]) for p in paths])
 
 

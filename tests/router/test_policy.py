@@ -263,7 +263,7 @@ def test_fake_and_replay_options_are_checked(tmp_path):
     assert _problem(text).splitlines() == [
         "policy.yaml:7 backends[0].options.first_token_delay_s: Input should be greater than or equal to 0",
         "policy.yaml:7 backends[0].options.token_delay: unknown key 'token_delay' "
-        "(known: first_token_delay_s, token_delay_s)",
+        "(known: first_token_delay_s, token_delay_s, embedding_dimensions)",
     ]
     assert parse_policy(text.replace("-1, token_delay:", "0.1, token_delay_s:")).policy.backends[0].options == {
         "first_token_delay_s": 0.1, "token_delay_s": 0.1}
