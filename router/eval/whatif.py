@@ -300,6 +300,9 @@ async def _redecide(policy: LoadedPolicy, rows: list[Logged], predictor: LoggedP
         if row.refused:
             skipped["refused when logged"] += 1
             continue
+        if row.endpoint == "embeddings":  # no quality to compare: the cheapest embedding backend answers
+            skipped["embeddings"] += 1
+            continue
         if not policy.policy.route(row.route):
             # A client that named the route gets 404 model_not_found under the new policy
             # (one that named no model would reach its default route: the log cannot tell).

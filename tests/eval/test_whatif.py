@@ -285,3 +285,10 @@ def test_the_summary_says_how_many_moves_it_leaves_out():
                ipw_note="", changed=0.7, moves=moves)
     text = w.summary()
     assert text.count(" -> x") == 5 and "... and 2 more request(s) in 2 other move(s)" in text
+
+
+def test_logged_embeddings_are_counted_not_re_decided():
+    """An embeddings request has no quality to compare: the cheapest embedding backend answers."""
+    rows = [Logged.from_row({**r, "endpoint": "embeddings"}) for r in _log(4)] + [Logged.from_row(r) for r in _log(2)]
+    result = what_if(parse_policy(_policy(0.6)), rows, bootstrap=0)
+    assert result.n == 2 and result.skipped == {"embeddings": 4}
