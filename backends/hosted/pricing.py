@@ -160,3 +160,11 @@ def hosted_context(model: str) -> int | None:
         return None
     window = entry.get("max_input_tokens") or entry.get("max_tokens")
     return int(window) if isinstance(window, (int, float)) and window > 0 else None
+
+
+def hosted_mode(model: str) -> str | None:
+    """What litellm's bundled map says the model serves (its ``mode``: ``chat``,
+    ``completion``, ``embedding``, ``rerank``...), or ``None`` when the map does not know it."""
+    entry = _entry(load_litellm().model_cost, model)
+    mode = entry.get("mode") if entry is not None else None
+    return mode if isinstance(mode, str) else None

@@ -7,6 +7,8 @@ prices its backends.
   ``invalid_request_error``, and a route never fell back from it.
 - A model without ``pricing`` that litellm's bundled price map does not price: it was priced
   at zero, silently, and so chosen for every request as the cheapest candidate.
+- A model the map lists as an embedding model on a chat backend, or the reverse
+  (:mod:`router.policy.tasks`): every call would fail upstream.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ def hosted_problems(policy: Policy) -> list[Problem]:
     if not hosted:
         return []
     from backends.hosted.backend import load_litellm
+    from backends.hosted.pricing import hosted_mode
 
     litellm = load_litellm()
     problems: list[Problem] = []
@@ -37,6 +40,12 @@ def hosted_problems(policy: Policy) -> list[Problem]:
             problems.append((loc, f"litellm knows no provider for model '{b.model}': write it as "
                                   "provider/model, e.g. openai/gpt-4o-mini or anthropic/claude-3-5-haiku-latest"))
             continue
+        mode = hosted_mode(b.model)
+        if mode is not None and (mode == "embedding") != (b.task == "embedding"):
+            problems.append((("backends", i, "task"),
+                             f"litellm lists '{b.model}' as {'an' if mode[0] in 'aeiou' else 'a'} {mode} model, but the backend says task: {b.task}"
+                             f"{'' if b.task == 'embedding' else ' (the default)'}: set task: "
+                             f"{'embedding' if mode == 'embedding' else 'chat'}"))
         if known_pricing(b) is None:
             problems.append((loc, f"litellm's bundled price map has no price for '{b.model}': give the backend "
                                   "pricing: {input_per_1m: X, output_per_1m: Y} (USD per 1M tokens, both; 0 and 0 "

@@ -118,3 +118,20 @@ async def test_rules_hold_for_embeddings():
     with pytest.raises(NoAllowedCandidate) as info:
         await router.decide(_req("embed", tenant="nobody"))
     assert info.value.record.route == "embed" and info.value.record.endpoint == "embeddings"
+
+
+def test_a_hosted_model_of_the_other_task_is_refused():
+    hosted = """version: 1
+backends:
+  - {name: chat, kind: hosted, model: openai/text-embedding-3-small, api_key: sk-x}
+  - {name: emb, kind: hosted, model: openai/gpt-4o-mini, task: embedding, api_key: sk-x}
+  - {name: ok, kind: hosted, model: openai/text-embedding-3-small, task: embedding, api_key: sk-x}
+routes:
+  - {name: auto, backends: [chat]}
+"""
+    problems = _problem(hosted).splitlines()
+    assert problems == [
+        "policy.yaml:3 backends[0].task: litellm lists 'openai/text-embedding-3-small' as an embedding model, but the "
+        "backend says task: chat (the default): set task: embedding",
+        "policy.yaml:4 backends[1].task: litellm lists 'openai/gpt-4o-mini' as a chat model, but the backend says "
+        "task: embedding: set task: chat"]
