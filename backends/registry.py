@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.policy.base import Number
+from backends.config import BackendConfig
+from backends.fields import Number
 
 if TYPE_CHECKING:
     from backends.base import Backend
-    from router.policy.models import BackendConfig
 
 _KINDS = {
     "fake": ("backends.fake.backend", "FakeBackend"),
@@ -55,7 +55,7 @@ _OPTIONS = {
 }
 
 
-def build_backend(config: "BackendConfig") -> "Backend":
+def build_backend(config: BackendConfig) -> "Backend":
     """Instantiate the backend class registered for ``config.kind``.
 
     Raises:

@@ -35,20 +35,23 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
 
+from backends.catalog import resolve_context, resolve_pricing
+from backends.config import BackendConfig, Pricing
 from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text, prompt_tokens
+from backends.pricing import cost_usd
 from router.aggregate import BAR_TOLERANCE
-from router.cost import cost_usd, resolve_context, resolve_pricing, within_hard_limit
 from router.choice import choose, note
+from router.cost import within_hard_limit
 from router.decision import Candidate, Decision, RoutingRequest
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel)
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
-from router.policy.models import BackendConfig, Pricing, RouteConfig
+from router.policy.models import RouteConfig
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
+from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 
 #: What the engine refuses a read request with (after the model is resolved): each carries
 #: ``record``, the refusal's :class:`DecisionRecord`, for the store.
