@@ -20,6 +20,7 @@ from router.policy.base import NAME_PATTERN, Integer, Number, Version, _Strict
 from router.policy.endpoints import check_distinct, check_endpoint, check_one_authorization
 from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
+from router.policy.session_config import SessionConfig
 from router.policy.signals import SignalName, Threshold
 
 
@@ -204,6 +205,7 @@ class RouteConfig(_Strict):
         description: shown in ``/v1/models``.
         rewrite: rewrite prompts for prefix caches (:mod:`router.rewrite`); off: the
             request is sent as received (its ``prefix_hash`` is still computed).
+        session: how conversations are kept on one model (:class:`SessionConfig`).
     """
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -215,6 +217,7 @@ class RouteConfig(_Strict):
     on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
     rewrite: bool = True
+    session: SessionConfig = SessionConfig()
 
 
 class RuleConfig(_Strict):
