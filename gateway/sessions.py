@@ -136,6 +136,7 @@ class Sessions:
         state.prefix_tokens = answered_tokens(tokens_in, text_out, tokens_out)
         state.replica = replica or state.replica
         state.last_seen = time.time()
+        state.held[backend] = [state.prefix_tokens, state.last_seen]
         try:
             await self.store.put(ticket.key, state, ticket.idle_s)
             if ticket.lineage is not None:

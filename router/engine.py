@@ -346,15 +346,15 @@ class Router:
         if chosen is stay:
             return stay, "session_kept", pricing
         pricing.move_to, pricing.move_usd = chosen.backend, chosen.expected_cost_usd
+        warm = min(tokens_in, session.prefix_tokens)
         pricing.move_warm_usd = cost_usd(self.pricing[chosen.backend], tokens_in, chosen.expected_output_tokens,
-                                         min(tokens_in, session.prefix_tokens))
-        capped = session.switches >= route.session.max_switches
+                                         warm, tokens_in - warm)
         if not (stay.eligible and stay.meets_slo):
-            if capped:
-                pricing.verdict = "stay_max_switches"
-                return stay, "session_kept", pricing
+            # The bar is the route's promise: a turn its model cannot clear moves, whatever
+            # the switches so far.
             pricing.verdict = "escalate"
             return chosen, "session_escalated", pricing
+        capped = session.switches >= route.session.max_switches
         if route.session.allow_downgrade and not capped and weigh(
                 stay.expected_cost_usd, chosen.expected_cost_usd, pricing.move_warm_usd, pricing.expected_rest):
             pricing.verdict = "move"
@@ -383,7 +383,7 @@ class Router:
                 # The session's real cache state: its backend reads the conversation's prefix;
                 # any other prefills all of it cold and writes it to its own cache.
                 cached = max(cached, cached_tokens_of(session, b.name, tokens_in))
-                written = tokens_in - cached if b.name != session.backend else 0
+                written = tokens_in - cached
             cands.append(Candidate(
                 backend=b.name, model=b.model, predicted_quality=float(quality.get(b.name, 0.5)),
                 expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n, cached, written),

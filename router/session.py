@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from backends.openai_shapes import estimate_tokens
+from router.live import PREFIX_TTL_S
 
 #: Most sessions an in-process store keeps (least recently used dropped first).
 MAX_SESSIONS = 100_000
@@ -43,6 +44,9 @@ class SessionState:
         switches: moves made for price or quality.
         prefix_tokens: tokens the backend has cached for it: the last turn's prompt plus its
             answer (tokens, estimated).
+        held: backend -> ``[tokens, time]``: the prefix each backend the session visited was
+            last sent (prompt plus answer, tokens) and when (``time.time()``); a backend it left
+            may still hold an older part of the conversation within its cache's lifetime.
         replica: the vLLM replica that answered its last turn, if any.
         last_seen: time of the last turn (``time.time()``, seconds).
         explicit: the client named the session (header or body field) rather than the gateway
@@ -54,6 +58,7 @@ class SessionState:
     turns: int = 0
     switches: int = 0
     prefix_tokens: int = 0
+    held: dict[str, list[float]] = field(default_factory=dict)
     replica: str | None = None
     last_seen: float = field(default_factory=time.time)
     explicit: bool = True
@@ -139,12 +144,19 @@ class SwitchPricing:
         return {k: (round(v, 10) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
 
-def cached_tokens_of(state: SessionState | None, backend: str, tokens_in: int) -> int:
+def cached_tokens_of(state: SessionState | None, backend: str, tokens_in: int, now: float | None = None) -> int:
     """Prompt tokens ``backend`` is expected to read from its cache for this session's next
-    turn: the cached prefix when the session is on ``backend``, else none."""
-    if state is None or state.backend != backend:
+    turn: the prefix it was last sent for the session, while within the cache lifetime
+    (:data:`router.live.PREFIX_TTL_S`), else none."""
+    if state is None:
         return 0
-    return max(0, min(tokens_in, state.prefix_tokens))
+    held = state.held.get(backend)
+    if held is None:
+        return max(0, min(tokens_in, state.prefix_tokens)) if state.backend == backend else 0
+    tokens, at = held
+    if (now if now is not None else time.time()) - at > PREFIX_TTL_S:
+        return 0
+    return max(0, min(tokens_in, int(tokens)))
 
 
 def expected_rest(state: SessionState) -> int:

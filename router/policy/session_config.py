@@ -21,8 +21,9 @@ class SessionConfig(_Strict):
         allow_downgrade: a session may move to a cheaper model mid-conversation when that
             pays over the expected rest of the session; off: it moves only up (escalation,
             when its model no longer clears the bar) or when rules leave its model out.
-        max_switches: moves a session may make for price or quality; after that it stays
-            (a rule that leaves its model out still moves it).
+        max_switches: moves down (for price) a session may make; after that it stays
+            where it is unless its model no longer clears the bar (escalation) or a rule
+            leaves its model out.
     """
 
     enabled: bool = True

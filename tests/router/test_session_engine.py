@@ -17,7 +17,7 @@ backends:
 routes:
   - {name: auto, backends: [strong, mid, weak], quality_bar: {target: 0.95}}
   - {name: thrifty, backends: [strong, mid, weak], quality_bar: {target: 0.95}, session: {allow_downgrade: true}}
-  - {name: once, backends: [strong, mid, weak], quality_bar: {target: 0.95}, session: {max_switches: 0}}
+  - {name: once, backends: [strong, mid, weak], quality_bar: {target: 0.95}, session: {max_switches: 0, allow_downgrade: true}}
   - {name: alone, backends: [strong, mid, weak], quality_bar: {target: 0.95}, session: {enabled: false}}
 """
 
@@ -74,11 +74,13 @@ async def test_a_cheap_session_is_escalated_when_its_turn_needs_a_stronger_model
     assert sw["stay_usd"] < sw["move_usd"]  # the priced switch: the stronger model costs more
 
 
-async def test_max_switches_holds_a_session_in_place(router):
-    spent = SessionState(id="s", backend="mid", turns=2, switches=0, prefix_tokens=3900)
-    d = await router.decide(_req("once", spent, "PROVE it. " + "x " * 4000))
-    assert d.record.chosen == "mid"
-    assert d.record.signals["session"]["switch"]["verdict"] == "stay_max_switches"
+async def test_max_switches_holds_a_session_in_place_but_never_below_the_bar(router):
+    spent = SessionState(id="s", backend="strong", turns=10, switches=0, prefix_tokens=3900)
+    once = await router.decide(_req("once", spent))
+    assert once.record.chosen == "strong"  # no downgrade allowed beyond max_switches: 0
+    on_mid = SessionState(id="s", backend="mid", turns=2, switches=5, prefix_tokens=3900)
+    d = await router.decide(_req("once", on_mid, "PROVE it. " + "x " * 4000))
+    assert d.record.chosen == "strong" and d.record.reason == "session_escalated"
 
 
 async def test_sessions_off_decides_alone(router):
