@@ -79,6 +79,11 @@ class Attempt:
         )
 
 
+def prompt_estimate(attempt: Attempt) -> int:
+    """The prompt tokens of the attempt's request, estimated (chars/4) for an upstream that sent no usage."""
+    return estimate_tokens(prompt_text(attempt.endpoint, attempt.decision.body))
+
+
 def call_cost(runtime: Runtime, backend: str, usage: dict, recorded: float | None) -> float:
     """USD cost of one call: the backend's recorded cost when it gave one, else priced from
     ``usage`` (OpenAI usage object) with the backend's prices (:func:`backends.pricing.cost_usd`)."""

@@ -22,6 +22,7 @@ from backends.fields import NAME_PATTERN, Integer, Number, Strict, Version
 from backends.pricing import sets_base_price
 from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
+from router.policy.session_config import SessionConfig
 from router.policy.signals import SignalName, Threshold
 
 
@@ -56,6 +57,7 @@ class RouteConfig(Strict):
         description: shown in ``/v1/models``.
         rewrite: rewrite prompts for prefix caches (:mod:`router.rewrite`); off: the
             request is sent as received (its ``prefix_hash`` is still computed).
+        session: how conversations are kept on one model (:class:`SessionConfig`).
     """
 
     name: str = Field(pattern=NAME_PATTERN)
@@ -67,6 +69,7 @@ class RouteConfig(Strict):
     on_saturated: Literal["best_effort", "degrade", "reject"] = "best_effort"
     description: str = ""
     rewrite: bool = True
+    session: SessionConfig = SessionConfig()
 
 
 class RuleConfig(Strict):
