@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from router.policy.base import Integer, _Strict
+from backends.fields import Integer, Strict
 
 
-class SessionConfig(_Strict):
+class SessionConfig(Strict):
     """Per-route session settings.
 
     Attributes:
