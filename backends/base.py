@@ -24,17 +24,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
+from backends.config import BackendConfig
 from backends.errors import BackendError
-
-if TYPE_CHECKING:
-    from router.policy.models import BackendConfig
 
 Endpoint = Literal["chat", "completions"]
 
 COST_KEY = "x_mixroute_cost_usd"
 CACHE_WRITE_KEY = "x_mixroute_cache_write"
+CACHE_SCOPE_KEY = "x_mixroute_cache"
+"""Private request-body key the engine adds for backends: ``{"tenant", "prefix_hash"}``.
+Backends that send the body upstream remove it (vllm, hosted); the hosted backend uses it
+for ``prompt_cache_key``."""
 
 
 class Backend(ABC):
@@ -44,7 +46,7 @@ class Backend(ABC):
         config: the backend's resolved policy entry.
     """
 
-    def __init__(self, config: "BackendConfig"):
+    def __init__(self, config: BackendConfig):
         self.config = config
         self.name = config.name
 

@@ -1,27 +1,58 @@
-"""Backend errors: every transport or provider failure is translated at the backend
-edge into one of these, so the dispatcher decides on fallback from the class alone.
+"""The root of every mixroute error, and the backends' errors: every transport or provider
+failure is translated at the backend edge into one of these, so the dispatcher decides on
+fallback from the class alone.
+
+:class:`MixrouteError` stands here, on the floor, so that the backends need nothing from the
+layers above; the routing layer's errors (:mod:`router.errors`) derive from it too.
 
 Tree::
 
-    BackendError                 502 api_error        upstream_error   (retryable)
-    ├── BackendConnectError      502                  upstream_connect_error   (retryable)
-    ├── BackendTimeout           504                  upstream_timeout         (retryable)
-    ├── BackendRateLimited       429 rate_limit_error upstream_rate_limited    (retryable)
-    ├── BackendServerError       502                  upstream_server_error    (retryable)
-    │   (401/403/404 upstream:   code upstream_unavailable: a bad provider key or a model
-    │    missing upstream is the backend's fault; retryable)
-    ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
-    │   │                                             the same request fails everywhere;
-    │   │                                             the upstream's param is kept)
-    │   └── BackendContextExceeded 400                context_length_exceeded  (retryable: a
-    │                                                 candidate with a larger window can answer)
-    └── BackendStreamError       502                  upstream_stream_error    (after first byte;
-                                                      ends the stream with an error event)
+    MixrouteError                    500 api_error        internal_error
+    ├── (the routing layer's errors: see :mod:`router.errors`)
+    └── BackendError                 502 api_error        upstream_error   (retryable)
+        ├── BackendConnectError      502                  upstream_connect_error   (retryable)
+        ├── BackendTimeout           504                  upstream_timeout         (retryable)
+        ├── BackendRateLimited       429 rate_limit_error upstream_rate_limited    (retryable)
+        ├── BackendServerError       502                  upstream_server_error    (retryable)
+        │   (401/403/404 upstream:   code upstream_unavailable: a bad provider key or a model
+        │    missing upstream is the backend's fault; retryable)
+        ├── BackendRejected          400 invalid_request_error upstream_rejected   (not retryable:
+        │   │                                             the same request fails everywhere;
+        │   │                                             the upstream's param is kept)
+        │   └── BackendContextExceeded 400                context_length_exceeded  (retryable: a
+        │                                                 candidate with a larger window can answer)
+        └── BackendStreamError       502                  upstream_stream_error    (after first byte;
+                                                          ends the stream with an error event)
 """
 
 from __future__ import annotations
 
-from router.errors import MixrouteError
+
+class MixrouteError(Exception):
+    """Base error. Subclasses set ``status``, ``type`` and ``code``.
+
+    Args:
+        message: human-readable message, safe to show to the client (no secrets).
+        param: the request field at fault, if any.
+        code: overrides the class's stable ``code``.
+    """
+
+    status: int = 500
+    type: str = "api_error"
+    code: str = "internal_error"
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+    def to_envelope(self) -> dict:
+        """The OpenAI error envelope for this error, plus any top-level ``envelope_extra``
+        (the ``mixroute`` view of a refused dry run)."""
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code},
+                **getattr(self, "envelope_extra", {})}
 
 
 class BackendError(MixrouteError):

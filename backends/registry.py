@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.policy.base import Integer, Number
+from backends.config import BackendConfig
+from backends.fields import Integer, Number
 
 if TYPE_CHECKING:
     from backends.base import Backend
-    from router.policy.models import BackendConfig
 
 _KINDS = {
     "fake": ("backends.fake.backend", "FakeBackend"),
@@ -58,7 +58,7 @@ _OPTIONS = {
 }
 
 
-def build_backend(config: "BackendConfig") -> "Backend":
+def build_backend(config: BackendConfig) -> "Backend":
     """Instantiate the backend class registered for ``config.kind``.
 
     Raises:

@@ -52,8 +52,8 @@ async def _aiohttp(url: str, n: int) -> float:
 async def _backend(url: str, n: int) -> float:
     """The vllm backend's own ``send`` (replica choice, body encoding, error handling
     included), i.e. what the gateway's pass-through path pays per upstream call."""
+    from backends.config import BackendConfig
     from backends.vllm.backend import VllmBackend
-    from router.policy.models import BackendConfig
 
     base = url.removesuffix("/chat/completions")
     backend = VllmBackend(BackendConfig(name="bench", kind="vllm", model="m", endpoints=[base],

@@ -50,11 +50,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from backends.config import BackendConfig
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.backend import VllmBackend
 from backends.vllm.pool import LeastLoadedChooser, Replica
 from bench.fake_vllm import MISS_KINDS, ReplicaModel, serve_replicas
-from router.policy.models import BackendConfig
 from router.rewrite import rewrite
 
 

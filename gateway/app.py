@@ -19,6 +19,7 @@ from gateway import dashboard, errors, observability
 from gateway.api import completions, embeddings, feedback, health, models
 from gateway.auth.guard import Authenticator
 from gateway.runtime import PolicyHolder
+from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
 
 log = logging.getLogger("mixroute.gateway")
@@ -95,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.store = store
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
+        app.state.sessions = Sessions(RedisSessions(settings.redis_url, settings.redis_prefix)
+                                      if settings.redis_url else None)
         from gateway.store.spend import recorded_spend
 
         app.state.limiter.recorded_spend = lambda subject, since: recorded_spend(store.engine, subject, since)
@@ -146,6 +149,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 await broadcast.aclose()
             await holder.aclose()
             await app.state.limiter.aclose()
+            if isinstance(app.state.sessions.store, RedisSessions):
+                await app.state.sessions.store.aclose()
             await store.stop()
             from gateway.dashboard import worker as dashboard_worker
 
@@ -155,6 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.ready = False
     app.state.policies = PolicyHolder(settings.policy_path, None)
+    app.state.sessions = Sessions()
     errors.install(app)
     # The completion routes come first: a request is matched against routes in order, and
     # these carry nearly all traffic.

@@ -4,7 +4,7 @@ Fallback rule: on a retryable :class:`~backends.errors.BackendError` (connect er
 timeout, 429, 5xx, an upstream 401/403/404, a 400 ``context_length_exceeded``) *before the
 first byte reached the client*, the next backend of the decision's order is tried. After a
 ``context_length_exceeded`` from a backend whose context window is known
-(:func:`router.cost.resolve_context`), later backends whose known window is no larger are
+(:func:`backends.catalog.resolve_context`), later backends whose known window is no larger are
 skipped: the upstream counted the prompt, and it would not fit them either. A skipped
 backend is not an attempt: the next candidate beyond the recorded fallbacks takes its place,
 up to the route's ``max_attempts`` backends tried. For streams the gateway waits for the
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from backends.base import Backend
 from backends.errors import BackendContextExceeded, BackendError
 from backends.openai_shapes import estimate_tokens, prompt_text
+from backends.pricing import cost_usd
 from gateway import observability
 from gateway.runtime import Runtime
-from router.cost import cost_usd
 from router.decision import Decision
 from router.records import OutcomeRecord
 
@@ -79,9 +79,14 @@ class Attempt:
         )
 
 
+def prompt_estimate(attempt: Attempt) -> int:
+    """The prompt tokens of the attempt's request, estimated (chars/4) for an upstream that sent no usage."""
+    return estimate_tokens(prompt_text(attempt.endpoint, attempt.decision.body))
+
+
 def call_cost(runtime: Runtime, backend: str, usage: dict, recorded: float | None) -> float:
     """USD cost of one call: the backend's recorded cost when it gave one, else priced from
-    ``usage`` (OpenAI usage object) with the backend's prices (:func:`router.cost.cost_usd`)."""
+    ``usage`` (OpenAI usage object) with the backend's prices (:func:`backends.pricing.cost_usd`)."""
     if recorded is not None:
         return float(recorded)
     details = usage.get("prompt_tokens_details") or {}

@@ -13,7 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from gateway.responses import FastJSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from router.errors import MixrouteError, RequestRejected
+from backends.errors import MixrouteError
+from router.errors import RequestRejected
 
 log = logging.getLogger("mixroute.gateway")
 

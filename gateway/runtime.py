@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import Backend
+from backends.data import DataFormatError
 from backends.registry import build_backend
-from router.data import DataFormatError
 from router.classify.labels import quality_notes
 from router.engine import Router
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
 from router.policy.loader import check_replay_data
-from router.predict import Predictor
 from router.policy.models import pricing_notes
+from router.predict import Predictor
 
 log = logging.getLogger("mixroute.policy")
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from router.records import DecisionRecord
+from router.session import SessionState
 
 
 @dataclass
@@ -114,6 +115,8 @@ class RoutingRequest:
             (the gateway passes its OpenTelemetry tracer's; ``None``: no tracing).
         dry_run: decide without changing live state (``POST /v1/route``): a ``route_target``
             route's window does not see the request.
+        session: the conversation this request continues (:mod:`router.session`), looked up
+            by the gateway; ``None``: decided alone.
     """
 
     endpoint: str
@@ -124,6 +127,7 @@ class RoutingRequest:
     request_id: str = field(default_factory=lambda: new_request_id())
     span: Callable[[str], AbstractContextManager] | None = None
     dry_run: bool = False
+    session: SessionState | None = None
 
 
 def candidate_dict(c: Candidate) -> dict[str, Any]:

@@ -17,12 +17,13 @@ does not apply.
 
 from __future__ import annotations
 
+from backends.config import BackendConfig, Pricing
 from backends.openai_shapes import embedding_inputs, embedding_tokens
-from router.cost import cost_usd
+from backends.pricing import cost_usd
 from router.decision import Candidate, Decision, RoutingRequest
 from router.errors import BackendNotAllowed, NoAllowedCandidate
 from router.policy.loader import LoadedPolicy
-from router.policy.models import BackendConfig, Policy, Pricing, RouteConfig
+from router.policy.models import Policy, RouteConfig
 from router.records import DecisionRecord
 from router.rules import PromptBlocked, matching
 

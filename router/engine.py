@@ -35,22 +35,26 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
 
+from backends.catalog import resolve_context, resolve_pricing
+from backends.config import BackendConfig, Pricing
 from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text, prompt_tokens
+from backends.pricing import cost_usd
 from router.aggregate import BAR_TOLERANCE
-from router.cost import cost_usd, resolve_context, resolve_pricing, within_hard_limit
 from router.choice import choose, note
+from router.cost import within_hard_limit
 from router.decision import Candidate, Decision, RoutingRequest
 from router.embeddings import decide_embedding
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel, WrongTask)
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
-from router.policy.models import BackendConfig, Pricing, RouteConfig
+from router.policy.models import RouteConfig
 from router.policy.tasks import ENDPOINT_TASK, target_task, wrong_task_message
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
+from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
+from router.session import SwitchPricing, cached_tokens_of, expected_rest, weigh
 
 #: What the engine refuses a read request with (after the model is resolved): each carries
 #: ``record``, the refusal's :class:`DecisionRecord`, for the store.
@@ -223,7 +227,8 @@ class Router:
                    for b in ruled.backends}
         fitting = self._fitting(req, tokens_in, ruled.backends, f"every backend of route '{route.name}'")
         by_name = {b.name: b for b in fitting}
-        cands = self._score(req, tokens_in, fitting, quality, prediction.output_tokens, body, phash)
+        session = req.session if route.session.enabled and req.session is not None else None
+        cands = self._score(req, tokens_in, fitting, quality, prediction.output_tokens, body, phash, session)
         for c in cands:
             c.quality_sd = prediction.quality_sd.get(c.backend)
         scored = cands
@@ -268,6 +273,9 @@ class Router:
         except (NoCandidate, RequestRejected) as exc:
             exc.candidates, exc.bar = cands, bar
             raise
+        switch = None
+        if session is not None and session.backend is not None:
+            chosen, reason, switch = self._keep_session(route, session, cands, chosen, reason, tokens_in)
         on_fallback = None
         if ctl is not None and not req.dry_run:
             row = ctl.chose(held[chosen.backend])
@@ -297,7 +305,8 @@ class Router:
                          **({"route_share": share} if price is None else
                             {"route_wtp_usd": price if isfinite(price) else None})}
                         if ctl is not None else {}),
-                     "rewrite": rewritten.signals()},
+                     "rewrite": rewritten.signals(),
+                     **({"session": _session_signal(session, switch)} if session is not None else {})},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
         )
@@ -338,9 +347,37 @@ class Router:
         )
         return Decision(record=record, body=body, candidates=cands)
 
+    def _keep_session(self, route: RouteConfig, session, cands: list[Candidate], chosen: Candidate, reason: str,
+                      tokens_in: int) -> tuple[Candidate, str, SwitchPricing]:
+        """Keep the session on its backend unless moving pays (:mod:`router.session`):
+        ``(chosen, reason, pricing)``, where pricing holds both sides of the weighed switch."""
+        stay = next((c for c in cands if c.backend == session.backend), None)
+        if stay is None:  # a rule, a cost limit or the context window left its backend out
+            return chosen, reason, SwitchPricing(on=session.backend, stay_usd=None, move_to=chosen.backend,
+                                                 move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
+        pricing = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, expected_rest=expected_rest(session))
+        if chosen is stay:
+            return stay, "session_kept", pricing
+        pricing.move_to, pricing.move_usd = chosen.backend, chosen.expected_cost_usd
+        warm = min(tokens_in, session.prefix_tokens)
+        pricing.move_warm_usd = cost_usd(self.pricing[chosen.backend], tokens_in, chosen.expected_output_tokens,
+                                         warm, tokens_in - warm)
+        if not (stay.eligible and stay.meets_slo):
+            # The bar is the route's promise: a turn its model cannot clear moves, whatever
+            # the switches so far.
+            pricing.verdict = "escalate"
+            return chosen, "session_escalated", pricing
+        capped = session.switches >= route.session.max_switches
+        if route.session.allow_downgrade and not capped and weigh(
+                stay.expected_cost_usd, chosen.expected_cost_usd, pricing.move_warm_usd, pricing.expected_rest):
+            pricing.verdict = "move"
+            return chosen, "session_moved", pricing
+        pricing.verdict = "stay"
+        return stay, "session_kept", pricing
+
     def _score(self, req: RoutingRequest, tokens_in: int, backends: Sequence[BackendConfig],
                quality: dict[str, float], output_tokens: int | None, body: dict | None = None,
-               phash: str | None = None) -> list[Candidate]:
+               phash: str | None = None, session=None) -> list[Candidate]:
         from router.predict import DEFAULT_OUTPUT_TOKENS
 
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
@@ -354,9 +391,15 @@ class Router:
             # Expected prefix-cache hit: the stable prefix, when this backend answered the
             # same prefix hash within the cache TTL (router.live.PREFIX_TTL_S).
             cached = stable if phash and self.live.prefix_warm(b.name, phash) else 0
+            written = 0
+            if session is not None and session.backend is not None:
+                # The session's real cache state: its backend reads the conversation's prefix;
+                # any other prefills all of it cold and writes it to its own cache.
+                cached = max(cached, cached_tokens_of(session, b.name, tokens_in))
+                written = tokens_in - cached
             cands.append(Candidate(
                 backend=b.name, model=b.model, predicted_quality=float(quality.get(b.name, 0.5)),
-                expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n, cached),
+                expected_cost_usd=cost_usd(self.pricing[b.name], tokens_in, out * n, cached, written),
                 expected_output_tokens=out * n, expected_cached_tokens=cached,
                 cost_ceiling_usd=None if limit is None else cost_usd(self.pricing[b.name], tokens_in, limit * n, cached),
                 output_tokens_ceiling=None if limit is None else limit * n,
@@ -390,3 +433,12 @@ class Router:
             top = max(c.utility_usd for c in cands) - tolerance
             return max(held[c.backend] for c in cands if c.utility_usd >= top)
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
+
+
+def _session_signal(session, switch: SwitchPricing | None) -> dict:
+    """The decision's ``signals.session``: the session, its turn and the switch weighed."""
+    out = {"id": session.id, "turn": session.turns + 1, "on": session.backend, "switches": session.switches,
+           "explicit": session.explicit}
+    if switch is not None:
+        out["switch"] = switch.to_dict()
+    return out

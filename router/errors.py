@@ -1,8 +1,12 @@
 """Errors of the routing layer, each mapped to one HTTP status and OpenAI error type.
 
+Their base, :class:`~backends.errors.MixrouteError`, lives on the floor
+(:mod:`backends.errors`) beside the backends' own errors, so that nothing there imports this
+layer; it is re-exported here.
+
 Tree::
 
-    MixrouteError                       500 api_error          internal_error
+    MixrouteError (backends.errors)     500 api_error          internal_error
     ├── InvalidRequest                  400 invalid_request_error  invalid_request
     │   ├── ContextTooLarge             413 invalid_request_error  request_too_large
     │   ├── UnsupportedMediaType        415 invalid_request_error  unsupported_media_type
@@ -21,32 +25,12 @@ The gateway renders every one of them as the OpenAI envelope
 
 from __future__ import annotations
 
+from backends.errors import MixrouteError
 
-class MixrouteError(Exception):
-    """Base error. Subclasses set ``status``, ``type`` and ``code``.
-
-    Args:
-        message: human-readable message, safe to show to the client (no secrets).
-        param: the request field at fault, if any.
-        code: overrides the class's stable ``code``.
-    """
-
-    status: int = 500
-    type: str = "api_error"
-    code: str = "internal_error"
-
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        if code is not None:
-            self.code = code
-
-    def to_envelope(self) -> dict:
-        """The OpenAI error envelope for this error, plus any top-level ``envelope_extra``
-        (the ``mixroute`` view of a refused dry run)."""
-        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code},
-                **getattr(self, "envelope_extra", {})}
+__all__ = [
+    "BackendNotAllowed", "ContextTooLarge", "ContextTooLong", "InvalidRequest", "MixrouteError", "NoAllowedCandidate",
+    "NoCandidate", "RequestRejected", "UnknownModel", "UnsupportedMediaType",
+]
 
 
 class InvalidRequest(MixrouteError):

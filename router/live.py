@@ -23,8 +23,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from backends.config import BackendConfig
 from router.aggregate import DEFAULT_WINDOW, RouteTarget
-from router.policy.models import BackendConfig
 from router.policy.quality_bar import DEFAULT_ALLOCATION
 
 ALPHA = 0.2

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from router.policy.models import BackendConfig
+from backends.config import BackendConfig
 
 #: Prior quality assumed for a backend with neither a policy ``quality`` nor a head output.
 UNKNOWN_QUALITY = 0.5

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.config import BackendConfig
 from router.errors import BackendNotAllowed, InvalidRequest
-from router.policy.models import BackendConfig, Policy, RouteConfig, RuleConfig
+from router.policy.models import Policy, RouteConfig, RuleConfig
 
 
 class PromptBlocked(InvalidRequest):

@@ -29,7 +29,7 @@ How the request body is passed through:
   raised as a retryable :class:`BackendError` (code ``upstream_unsupported_params``), since
   another backend may support the parameter.
 
-litellm is imported on first use (:func:`load_litellm`), with
+litellm is imported on first use (:func:`backends.hosted.sdk.load_litellm`), with
 ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so the import never fetches the price map over the
 network. HTTP connections are pooled by litellm's own client cache (keyed by key, base URL
 and timeout), so :meth:`HostedBackend.aclose` has nothing to close.
@@ -51,24 +51,23 @@ translated into :mod:`backends.errors` by :func:`translate_error`, the one edge.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import Any
 
 import httpx
 
-from backends.base import CACHE_WRITE_KEY, COST_KEY, Backend, Endpoint
+from backends.base import CACHE_SCOPE_KEY, CACHE_WRITE_KEY, COST_KEY, Backend, Endpoint
+from backends.catalog import resolve_pricing
+from backends.config import Pricing
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
 from backends.hosted.embeddings import embedding_dict, embedding_kwargs
+from backends.hosted.pricing import billed_cost, cache_write_counts
+from backends.hosted.sdk import load_litellm
 from backends.openai_shapes import ShapeError
 from backends.vllm.upstream_text import retry_after_seconds, upstream_fields
-from router.cost import resolve_pricing
-from router.policy.models import Pricing
-from router.rewrite import CACHE_SCOPE_KEY
 
 OPENAI_PARAMS = frozenset({
     # chat.completions
@@ -106,30 +105,6 @@ signatures, which a client must send back on the assistant turn of a tool-use co
 fields through)."""
 
 _NONE_DROPPED = ("function_call", "audio")  # deprecated or on request only: absent, not null, in OpenAI's answers
-_litellm: Any = None
-
-
-def load_litellm() -> Any:
-    """Import litellm once, offline-safe, with its stdout debug banners off and its log
-    records left to the gateway's logging: litellm gives its loggers (``LiteLLM``,
-    ``LiteLLM Router``, ``LiteLLM Proxy``) a stderr handler of their own and lets them
-    propagate too, so every line it logged was printed twice, once in each format."""
-    global _litellm  # the imported module, cached: importing litellm takes about a second
-    if _litellm is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
-
-        litellm.suppress_debug_info = True
-        for name in LITELLM_LOGGERS:
-            logger = logging.getLogger(name)
-            for handler in list(logger.handlers):
-                logger.removeHandler(handler)
-        _litellm = litellm
-    return _litellm
-
-
-#: litellm's loggers (``litellm/_logging.py``).
-LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 
 class HostedBackend(Backend):
@@ -239,7 +214,7 @@ class HostedBackend(Backend):
 
     @cached_property
     def pricing(self) -> Pricing:
-        """The backend's prices (:func:`router.cost.resolve_pricing`: the policy's, else litellm's map)."""
+        """The backend's prices (:func:`backends.catalog.resolve_pricing`: the policy's, else litellm's map)."""
         return resolve_pricing(self.config)
 
     def _billed(self, raw: Any, data: dict) -> dict:
@@ -249,7 +224,6 @@ class HostedBackend(Backend):
         usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
         if not usage:  # every stream chunk but the last
             return data
-        from backends.hosted.pricing import billed_cost, cache_write_counts  # they import load_litellm from here
 
         cost = billed_cost(self.pricing, usage)
         if cost is not None:

@@ -27,7 +27,7 @@ shard. When the client did not set one, it is ``"mr-" + sha256(tenant NUL prefix
 
 Other providers get nothing. Cached prompt tokens come back in
 ``usage.prompt_tokens_details.cached_tokens`` (litellm maps Anthropic's
-``cache_read_input_tokens`` there), which :func:`router.cost.cost_usd` prices at the
+``cache_read_input_tokens`` there), which :func:`backends.pricing.cost_usd` prices at the
 cached rate.
 """
 

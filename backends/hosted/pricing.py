@@ -4,7 +4,7 @@ the billed cost of a hosted answer whose provider wrote a prompt-cache prefix.
 The map gives USD per token (``input_cost_per_token``, ``output_cost_per_token``,
 ``cache_read_input_token_cost``, ``cache_creation_input_token_cost`` for a 5-minute cache write,
 ``cache_creation_input_token_cost_above_1hr`` for a 1-hour one);
-:class:`router.policy.models.Pricing` wants USD per 1M tokens. The bundled copy is used
+:class:`backends.config.Pricing` wants USD per 1M tokens. The bundled copy is used
 (``LITELLM_LOCAL_MODEL_COST_MAP=True``), never a download, so prices are those of the
 installed litellm release.
 
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.hosted.backend import load_litellm
-from router.cost import cache_write_1h_price, cache_write_price, cost_usd
-from router.policy.models import Pricing
+from backends.config import Pricing
+from backends.hosted.sdk import load_litellm
+from backends.pricing import cache_write_1h_price, cache_write_price, cost_usd
 
 PER_1M = 1_000_000
 
@@ -71,12 +71,12 @@ def billed_cost(pricing: Pricing, usage: Any) -> float | None:
     """USD cost of a hosted answer whose provider wrote prompt tokens to its cache.
 
     Args:
-        pricing: the backend's prices (:func:`router.cost.resolve_pricing`).
+        pricing: the backend's prices (:func:`backends.catalog.resolve_pricing`).
         usage: litellm's usage (its ``Usage`` object or that object's ``model_dump()``)
             before the cut to OpenAI's keys.
 
     Returns:
-        :func:`router.cost.cost_usd` of the usage, cache writes (:func:`cache_write_tokens`)
+        :func:`backends.pricing.cost_usd` of the usage, cache writes (:func:`cache_write_tokens`)
         billed at ``cache_write_input_per_1m`` and those to the 1-hour cache
         (:func:`cache_write_1h_tokens`) at ``cache_write_1h_input_per_1m``; ``None`` when
         nothing was written or the writes cost what other prompt tokens cost, so that the

@@ -32,9 +32,9 @@ from __future__ import annotations
 import asyncio
 
 from backends.base import Endpoint
+from backends.data import OutcomeRow
 from backends.replay.index import ReplayIndex, load_model_index
 from backends.synthetic import Answer, SyntheticBackend
-from router.data import OutcomeRow
 
 
 def placeholder_no_response(model: str, score: float) -> str:
@@ -56,7 +56,7 @@ class ReplayBackend(SyntheticBackend):
         """Load (or reuse) the data index in a worker thread.
 
         Raises:
-            router.data.DataFormatError: a data file is missing or of no known format,
+            backends.data.DataFormatError: a data file is missing or of no known format,
                 or ``model`` is not a model of the data.
         """
         await self.index()

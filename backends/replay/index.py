@@ -1,7 +1,7 @@
 """Recorded outcome rows indexed by prompt text, shared by every replay backend of a
 process and by ``mixroute replay`` (which scores answers with the same lookup).
 
-Rows are keyed by :func:`router.data.normalise_prompt` text; when a prompt occurs more
+Rows are keyed by :func:`backends.data.normalise_prompt` text; when a prompt occurs more
 than once in the data the first row wins, for the backend and the scorer alike.
 """
 
@@ -11,8 +11,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from backends.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
 from backends.openai_shapes import prompt_text
-from router.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
 
 _CACHE: dict[tuple, "ReplayIndex"] = {}
 _LOCK = threading.Lock()
@@ -89,7 +89,7 @@ def load_index(paths: Iterable[str | Path]) -> ReplayIndex:
     Thread-safe (backends load it with :func:`asyncio.to_thread`).
 
     Raises:
-        router.data.DataFormatError: a path is missing or of no known format.
+        backends.data.DataFormatError: a path is missing or of no known format.
     """
     resolved = [Path(p).resolve() for p in paths]
     key = tuple((str(p), *_stamp(p)) for p in resolved)
@@ -119,7 +119,7 @@ def load_model_index(paths: list[str | Path], backend: str, model: str) -> Repla
 
     Raises:
         ModelNotInData: ``model`` is not in the data.
-        router.data.DataFormatError: as :func:`load_index`.
+        backends.data.DataFormatError: as :func:`load_index`.
     """
     index = load_index(paths)
     if model not in index.models:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from backends.data import Dataset
 from backends.openai_shapes import estimate_tokens
-from router.data import Dataset
 
 #: USD per 1M tokens (input and output alike) attached to models whose data records no
 #: cost. GPT-4 and Mixtral: the blended prices the RouteLLM paper uses (about $24.7 and
@@ -36,7 +36,7 @@ PRICE_PER_1M_TOKENS = {
 DEFAULT_PRICE_PER_1M_TOKENS = 0.20
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:/@-]")
-#: Pattern of policy names (:data:`router.policy.models.NAME_PATTERN`).
+#: Pattern of policy names (:data:`backends.fields.NAME_PATTERN`).
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$")
 ROUTE = "auto"
 

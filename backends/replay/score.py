@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from router.data import OutcomeRow
+from backends.data import OutcomeRow
 
 
 @dataclass

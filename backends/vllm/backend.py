@@ -73,8 +73,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import orjson
 
-from backends.base import Backend, Endpoint
-from backends.openai_shapes import ShapeError, check_chunk, check_completion
+from backends.base import CACHE_SCOPE_KEY, Backend, Endpoint
 from backends.errors import (
     BackendConnectError,
     BackendError,
@@ -83,11 +82,11 @@ from backends.errors import (
     BackendTimeout,
     from_status,
 )
+from backends.openai_shapes import ShapeError, check_chunk, check_completion
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper, read_capped
 from backends.vllm.options import PoolOptions
 from backends.vllm.pool import Pool, Replica
-from router.rewrite import CACHE_SCOPE_KEY
 from backends.vllm.sse import SSEDecodeError, decode_events, iter_sse_data, sse_lines
 from backends.vllm.upstream_text import retry_after_seconds, scrub, upstream_fields, upstream_message
 

@@ -24,6 +24,7 @@ from gateway.limits.admission import Admission, admit
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
+from gateway.sessions import Ticket
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from router.decision import Decision, RoutingRequest, candidate_dict, new_request_id
 from router.engine import OVERRIDE_HEADER, REFUSALS
@@ -45,7 +46,8 @@ async def _read(request: Request, settings, principal: Principal) -> dict:
 
 async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, principal: Principal,
                   request_id: str | None = None, dry_run: bool = False,
-                  raw: dict | None = None, door: str | None = None) -> tuple[Decision, dict]:
+                  raw: dict | None = None, door: str | None = None,
+                  session: Ticket | None = None) -> tuple[Decision, dict]:
     if raw is None:
         raw = await _read(request, settings, principal)
     # The embeddings door checked its body itself (gateway.doors.embeddings.check_body).
@@ -59,7 +61,7 @@ async def _decide(request: Request, runtime: Runtime, settings, endpoint: str, p
         raise PermissionDenied(f"{OVERRIDE_HEADER} needs the admin key (MIXROUTE_ADMIN_KEY)",
                                param=OVERRIDE_HEADER, code="override_not_allowed")
     req = RoutingRequest(endpoint=endpoint, body=body, tenant=principal.tenant, headers=headers,
-                         admin=principal.admin, dry_run=dry_run)
+                         admin=principal.admin, dry_run=dry_run, session=session.state if session else None)
     if request_id:
         req.request_id = request_id
     decision = await observability.decide(runtime.router, req)
@@ -182,7 +184,9 @@ async def route(request: Request):
                              "one of the endpoint you mean to call", param="prompt", code="ambiguous_body")
     endpoint = "completions" if "prompt" in raw else "chat"
     try:
-        decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw)
+        ticket = await _open_session(request, runtime, principal, endpoint, raw)
+        decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw,
+                                    session=ticket)
     except REFUSALS as exc:
         # The same error a real request gets, with what the engine saw: which candidates it
         # scored against which bar, and the signals the rules read.
@@ -229,8 +233,9 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
         if raw is None:
             raw = await _read(request, settings, principal)
         call = await door.parse(raw, ctx)
+        ticket = await _open_session(request, runtime, principal, call.endpoint, call.body)
         decision, body = await _decide(request, runtime, settings, call.endpoint, principal, request_id,
-                                       raw=call.body, door=door.name)
+                                       raw=call.body, door=door.name, session=ticket)
     except REFUSALS as exc:  # recorded: a decision with no choice and a 'rejected' outcome
         _record_refusal(state.store, runtime, request_id, door.name, principal, exc)
         raise
@@ -245,7 +250,7 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
     attempt = dispatch.Attempt(decision=decision, endpoint=call.endpoint)
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
-        return await _stream(request, runtime, finish, attempt, decision.body, limit_headers, door, call, ctx)
+        return await _stream(request, runtime, finish, attempt, decision.body, limit_headers, door, call, ctx, ticket)
     try:
         resp = await _unless_client_leaves(request, dispatch.send(runtime, attempt, decision.body))
     except ClientGone:
@@ -263,11 +268,22 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
                                                 model=attempt.backend.model, cost_usd=outcome.cost_usd))
     try:
         await door.after(call, rendered, ctx)
+        if ticket is not None:
+            await state.sessions.close(ticket, outcome.backend, True, outcome.tokens_in, tokens_out=outcome.tokens_out)
     finally:
         finish(outcome)
     headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
     return FastJSONResponse(rendered, headers=headers)
+
+
+async def _open_session(request: Request, runtime: Runtime, principal: Principal, endpoint: str,
+                        body: dict) -> Ticket | None:
+    """The chat request's session (:mod:`gateway.sessions`); ``None`` for other endpoints,
+    pinned requests and routes with sessions off."""
+    if endpoint != "chat" or not isinstance(body, dict):
+        return None
+    return await request.app.state.sessions.open(runtime.router, principal.tenant, request.headers, body)
 
 
 def _finisher(store, admission: Admission, live, prefix_hash: str | None = None) -> Callable[[OutcomeRecord], None]:
@@ -287,7 +303,8 @@ def _finisher(store, admission: Admission, live, prefix_hash: str | None = None)
 
 
 async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.Attempt, body: dict,
-                  limit_headers: dict[str, str], door: Door, call: DoorCall, ctx: DoorContext):
+                  limit_headers: dict[str, str], door: Door, call: DoorCall, ctx: DoorContext,
+                  ticket: Ticket | None = None):
     decision = attempt.decision
     try:
         first, chunks = await _unless_client_leaves(request, dispatch.open_stream(runtime, attempt, body))
@@ -298,14 +315,15 @@ async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
         return _error_response(exc, decision, attempt, limit_headers, door)
     encoder = door.encoder(call, decision.record.request_id, attempt.backend.name, attempt.backend.model)
-    gen = _relay(runtime, finish, attempt, first, chunks, encoder, door, call, ctx)
+    gen = _relay(runtime, finish, attempt, first, chunks, encoder, door, call, ctx, ticket)
     return StreamingResponse(gen, media_type="text/event-stream",
                              headers={**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried),
                                       "cache-control": "no-cache"})
 
 
 async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dict, chunks: AsyncIterator[dict],
-                 encoder: StreamEncoder, door: Door, call: DoorCall, ctx: DoorContext) -> AsyncIterator[bytes]:
+                 encoder: StreamEncoder, door: Door, call: DoorCall, ctx: DoorContext,
+                 ticket: Ticket | None = None) -> AsyncIterator[bytes]:
     """Relay chunks as the door's SSE; record the outcome when the stream ends, breaks or is cancelled."""
     ttft = (attempt.first_at or time.perf_counter()) - attempt.started
     last_at, gaps, usage, recorded, written, text = time.perf_counter(), [], None, None, None, []
@@ -337,6 +355,11 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
             gaps.append(now - last_at)
             last_at = now
         status = "ok"
+        if ticket is not None:  # before the last event: the client's next turn may follow at once
+            tokens_in = int((usage or {}).get("prompt_tokens") or 0) or dispatch.prompt_estimate(attempt)
+            await ctx.request.app.state.sessions.close(
+                ticket, attempt.backend.name, True, tokens_in, text_out="".join(text),
+                tokens_out=(usage or {}).get("completion_tokens"))
         yield encoder.done()
     except BackendError as exc:
         status, error = "error", exc

@@ -10,10 +10,10 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from backends.errors import MixrouteError
 from gateway.auth.guard import Principal
 from gateway.runtime import Runtime
 from gateway.settings import Settings
-from router.errors import MixrouteError
 
 
 class NotReady(MixrouteError):

@@ -28,13 +28,14 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from sqlalchemy.exc import SQLAlchemyError
 
+from backends.errors import MixrouteError
 from gateway.api.deps import PrincipalDep, SettingsDep
 from gateway.auth.guard import OPEN, Principal
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.schemas import validate
 from gateway.store.feedback import DecisionRef, FeedbackRecord, new_feedback_id
-from router.errors import InvalidRequest, MixrouteError
+from router.errors import InvalidRequest
 
 log = logging.getLogger("mixroute.gateway")
 router = APIRouter()

@@ -20,8 +20,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+from backends.errors import MixrouteError
 from gateway.auth.keys import KeyInfo, any_keys, find_key, hash_key
-from router.errors import MixrouteError
 
 log = logging.getLogger(__name__)
 

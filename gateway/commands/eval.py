@@ -1,7 +1,7 @@
 """``mixroute eval``: offline cost-quality evaluation of routers on outcome data.
 
 Every ``--test`` PATH (a file, or a folder = one dataset of all its files, any format of
-:mod:`router.data`) is evaluated with each ``--router`` (default: all): the router's
+:mod:`backends.data`) is evaluated with each ``--router`` (default: all): the router's
 curve over its threshold, its NDCH, AIQ (cost-range and max-cost normalisations), and on
 two-model data APGR, CPT(50%) and CPT(80%), with 95% bootstrap intervals
 (:mod:`router.eval`). With ``--train``, learned routers, ``mixroute``'s heads included

@@ -104,7 +104,7 @@ def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
     repeated; such a key could use nothing, and ``keys list`` showed it as two routes)."""
     import re
 
-    from router.policy.base import NAME_PATTERN
+    from backends.fields import NAME_PATTERN
 
     if not routes:
         return

@@ -57,9 +57,9 @@ from gateway.commands.replay_report import Progress, build_report, print_summary
 if TYPE_CHECKING:
     import httpx
 
+    from backends.data import OutcomeRow
     from backends.replay.plan import ReplayPlan
     from backends.replay.score import Answered
-    from router.data import OutcomeRow
 
 #: The classifier's prompt-hash splits (``--split``), and ``heldout``: ``calib`` and ``test``
 #: together, every row outside the heads' training rows and the outcome memory.
@@ -211,8 +211,8 @@ def prepare(paths: list[Path], *, n: int | None = None, seed: int | None = None,
     """
     if split is not None and split not in SPLITS:
         raise ReplayFailed(f"--split {split!r}: one of {', '.join(SPLITS)}")
+    from backends.data import DataFormatError, Dataset, load, normalise_prompt
     from backends.replay.plan import ReplayPlan
-    from router.data import DataFormatError, Dataset, load, normalise_prompt
 
     try:
         datasets = [load(p) for p in paths]

@@ -76,7 +76,7 @@ def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str =
         "price_source": plan.price_source,
         "price_per_call_usd": plan.prices,
         # One entry per request, so every figure above can be recomputed from the data:
-        # ``row`` indexes the rows of router.data.load(data) (concatenated in --data order).
+        # ``row`` indexes the rows of backends.data.load(data) (concatenated in --data order).
         # ``source``: the row's file (its stem), to follow the order rows were sent in.
         "requests": [{"row": position[id(a.row)], "source": a.row.source, "backend": a.backend, "model": a.model,
                       "score": a.row.scores[a.model] if a.model else None,

@@ -35,9 +35,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Engine, select
 
+from backends.config import Pricing
+from backends.pricing import cost_usd
 from gateway.store.models import Decision, Outcome
-from router.cost import cost_usd
-from router.policy.models import Pricing
 
 log = logging.getLogger("mixroute.dashboard")
 

@@ -31,13 +31,14 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
+from backends.errors import MixrouteError
 from gateway.api.feedback import StoreUnavailable
 from gateway.auth.guard import AuthError
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
 from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
 from gateway.responses import FastJSONResponse
-from router.errors import InvalidRequest, MixrouteError
+from router.errors import InvalidRequest
 
 STATIC = Path(__file__).parent / "static"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")

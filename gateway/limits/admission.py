@@ -11,10 +11,10 @@ import asyncio
 import logging
 from dataclasses import dataclass, field
 
+from backends.errors import MixrouteError
 from gateway.auth.guard import Principal
 from gateway.limits.base import TENANT_SUBJECT, Limiter, LimiterUnavailable, Limits, Reservation
 from router.decision import Decision
-from router.errors import MixrouteError
 from router.records import OutcomeRecord
 
 log = logging.getLogger("mixroute.limits")

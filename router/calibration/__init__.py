@@ -77,7 +77,7 @@ class Calibration:
 def split_holdout(data: EvalData, fraction: float, seed: int = 0) -> tuple[EvalData, EvalData | None]:
     """``(calibration, held-out)`` rows: a row is held out when a hash of its normalised
     prompt and ``seed`` falls below ``fraction`` (duplicates land on the same side)."""
-    from router.data import normalise_prompt
+    from backends.data import normalise_prompt
 
     if fraction <= 0:
         return data, None

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from backends.config import BackendConfig
 from router.classify.batching import MicroBatcher
 from router.classify.labels import label_lookup, match_label
 from router.neighbours import posterior_sd
-from router.policy.models import BackendConfig
 from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Prediction
 
 

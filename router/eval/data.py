@@ -1,6 +1,6 @@
 """Outcome data as arrays for evaluation: ``EvalData`` (scores and costs per row and model).
 
-Loading (:func:`load_eval_data`) goes through :func:`router.data.load` (format detected
+Loading (:func:`load_eval_data`) goes through :func:`backends.data.load` (format detected
 from content, a folder is one dataset, RouteLLM contaminated prompts next to the data
 dropped; a folder of dataset folders is one dataset too, see :func:`load_tree`), then:
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from router.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
+from backends.data import DataFormatError, Dataset, OutcomeRow, load, normalise_prompt
 from router.eval.errors import EvalDataError
 
 
@@ -192,13 +192,13 @@ def _is_log_export(path: Path) -> bool:
 
 
 def load_tree(path: Path) -> Dataset:
-    """:func:`router.data.load`, and for a folder with no data files of its own, the rows of
+    """:func:`backends.data.load`, and for a folder with no data files of its own, the rows of
     its sub-folders as ONE dataset named after the folder (``routellm/`` = MMLU + GSM8K as
     mixed traffic). Sub-folders without data (e.g. only a contaminated-prompt list) are
     skipped; the others must share one model set.
 
     Raises:
-        DataFormatError: as :func:`router.data.load`; sub-folders with different model sets.
+        DataFormatError: as :func:`backends.data.load`; sub-folders with different model sets.
     """
     try:
         return load(path)
@@ -228,9 +228,9 @@ def load_tree(path: Path) -> Dataset:
 
 def data_files(path: Path) -> set[Path]:
     """The files :func:`load_tree` reads for ``path``, resolved: the file itself; a folder's
-    data files (:func:`router.data.loader.is_data_file`), or, with none, its sub-folders'.
+    data files (:func:`backends.data.loader.is_data_file`), or, with none, its sub-folders'.
     Empty where there is nothing to read (loading then says why)."""
-    from router.data.loader import is_data_file
+    from backends.data.loader import is_data_file
 
     path = Path(path)
     if not path.is_dir():

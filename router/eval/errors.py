@@ -4,7 +4,7 @@
     ├── EvalDataError         a test/train/exclude path is unusable (names the path and the problem)
     └── RouterUnavailable     a router cannot run here (e.g. no trained heads); others still run
 
-:class:`router.data.DataFormatError` (unknown format, malformed file) is re-raised as
+:class:`backends.data.DataFormatError` (unknown format, malformed file) is re-raised as
 :class:`EvalDataError` with the same path and reason.
 """
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from router.data import normalise_prompt
+from backends.data import normalise_prompt
 from router.eval import routers as registry
 from router.eval.data import EvalData, load_eval_data
-from router.eval.prices import unused_prices
 from router.eval.errors import EvalDataError, RouterUnavailable
+from router.eval.prices import unused_prices
 from router.eval.routers.base import Context
 from router.eval.summary import BOOTSTRAP, Result, skipped, summarise
 

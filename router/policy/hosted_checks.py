@@ -13,7 +13,9 @@ prices its backends.
 
 from __future__ import annotations
 
-from router.cost import known_pricing
+from backends.catalog import known_pricing
+from backends.hosted.pricing import hosted_mode
+from backends.hosted.sdk import load_litellm
 from router.policy.models import Policy
 
 Problem = tuple[tuple, str]
@@ -25,9 +27,6 @@ def hosted_problems(policy: Policy) -> list[Problem]:
     hosted = [(i, b) for i, b in enumerate(policy.backends) if b.kind == "hosted"]
     if not hosted:
         return []
-    from backends.hosted.backend import load_litellm
-    from backends.hosted.pricing import hosted_mode
-
     litellm = load_litellm()
     problems: list[Problem] = []
     for i, b in hosted:

@@ -331,10 +331,10 @@ def _data_paths(policy: Policy, root: yaml.Node, base_dir: Path | None) -> list[
 
 def _data_format_problem(path: Path) -> str | None:
     """Why the replay backend could not read ``path``, from a cheap look
-    (:func:`router.data.loader.sniff`: each file's first 256 KiB), or ``None``. Content
+    (:func:`backends.data.loader.sniff`: each file's first 256 KiB), or ``None``. Content
     errors deeper in a file still surface when the backend loads it."""
-    from router.data import DataFormatError
-    from router.data.loader import sniff
+    from backends.data import DataFormatError
+    from backends.data.loader import sniff
 
     try:
         sniff(path)
@@ -364,8 +364,8 @@ def check_replay_data(loaded: LoadedPolicy) -> None:
         PolicyError: at the backend's ``model`` line (a model not in its data, with the data's
             models) or ``data`` line (content the loader refuses).
     """
+    from backends.data import DataFormatError
     from backends.replay.index import ModelNotInData, load_model_index
-    from router.data import DataFormatError
 
     root = None
     problems: list[PolicyProblem] = []

@@ -7,11 +7,11 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from backends.fields import Integer, Number, Strict
 from router.aggregate import ALLOCATIONS
-from router.policy.base import Integer, Number, _Strict
 
 
-class CalibrationEvidence(_Strict):
+class CalibrationEvidence(Strict):
     """How ``mixroute calibrate`` chose a route's bar (:mod:`router.calibration`). Informational:
     the engine reads only ``min_quality`` / ``target`` / ``willingness_to_pay``.
 
@@ -60,7 +60,7 @@ DEFAULT_UNCERTAINTY_Z = 2.5
 DEFAULT_ALLOCATION = "lagrangian"
 
 
-class QualityBar(_Strict):
+class QualityBar(Strict):
     """The quality a route requires. Exactly one of:
 
     Attributes:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field, model_validator
 
-from router.policy.base import _Strict
+from backends.fields import Strict
 
 
 _TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
@@ -30,14 +30,14 @@ def _marker(value: str) -> str:
     return value
 
 
-class DocumentMarker(_Strict):
+class DocumentMarker(Strict):
     """A literal delimiter pair around a document (``start`` ... ``end``, both included)."""
 
     start: Annotated[str, Field(max_length=200), AfterValidator(_marker)]
     end: Annotated[str, Field(max_length=200), AfterValidator(_marker)]
 
 
-class DocumentsConfig(_Strict):
+class DocumentsConfig(Strict):
     """Where the rewriter finds retrieved documents and how it orders them
     (:mod:`router.rewrite.documents`).
 
@@ -66,7 +66,7 @@ class DocumentsConfig(_Strict):
         return self
 
 
-class RewriteConfig(_Strict):
+class RewriteConfig(Strict):
     """Policy-wide settings of the prompt rewriter (:mod:`router.rewrite`).
 
     Attributes:

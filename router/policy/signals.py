@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from router.policy.base import Number
+from backends.fields import Number
 
 
 #: The shipped classifier's number signals (probabilities in [0, 1]) a rule can test;

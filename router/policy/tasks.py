@@ -12,7 +12,8 @@ requests to a backend of the other task. Each problem is reported at its policy 
 
 from __future__ import annotations
 
-from router.policy.models import BackendConfig, Policy, RouteConfig
+from backends.config import BackendConfig
+from router.policy.models import Policy, RouteConfig
 
 Problem = tuple[tuple, str]
 """``(location in the policy, e.g. ("routes", 1, "backends", 0), message)``."""

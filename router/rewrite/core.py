@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 
+from backends.base import CACHE_SCOPE_KEY
 from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
 from router.rewrite.documents import DocumentOptions, move_documents, split_section, user_section
 from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans
@@ -53,10 +54,6 @@ log = logging.getLogger(__name__)
 
 STABLE_ROLES = frozenset({"system", "developer"})
 NOTE_HEADER = "[mixroute: values of the placeholders in the system prompt]"
-CACHE_SCOPE_KEY = "x_mixroute_cache"
-"""Private request-body key the engine adds for backends: ``{"tenant", "prefix_hash"}``.
-Backends that send the body upstream remove it (vllm, hosted); the hosted backend uses it
-for ``prompt_cache_key``."""
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest  # noqa: E402
 
 from backends.base import Backend  # noqa: E402
+from backends.config import BackendConfig  # noqa: E402
 from backends.registry import build_backend  # noqa: E402
-from router.policy.models import BackendConfig  # noqa: E402
 from tests.backends.fake_upstream import RunningServer, UpstreamState, serve_in_thread  # noqa: E402
 
 ALL_BEHAVIOURS = frozenset({"", "-error-429", "-error-500", "-error-400", "-error-context", "-drop-mid-stream",

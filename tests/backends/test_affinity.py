@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from backends.config import BackendConfig
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.backend import VllmBackend
 from backends.vllm.blocks import block_hashes
 from backends.vllm.metrics import metrics_url, parse_prometheus, to_metrics
 from backends.vllm.pool import Pool, Replica
 from bench.fake_vllm import ReplicaModel, serve_replicas
-from router.policy.models import BackendConfig
 
 FAST = ReplicaModel(prefill_base_s=0.0, prefill_s_per_token=0.0, itl_s=0.0, output_tokens=3, capacity_blocks=512)
 

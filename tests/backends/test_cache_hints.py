@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from backends.config import BackendConfig
 from backends.hosted.backend import HostedBackend
 from backends.hosted.cache_hints import MAX_BREAKPOINTS, add_cache_hints, anthropic_min_tokens, prompt_cache_key
 from bench.fake_vllm import ReplicaModel, serve_replicas
-from router.policy.models import BackendConfig
 from router.rewrite import CACHE_SCOPE_KEY
 
 LONG = "policy text " * 500  # ~1500 tokens by the chars/4 estimate

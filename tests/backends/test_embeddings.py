@@ -8,9 +8,9 @@ import math
 import pytest
 
 from backends.base import Backend
+from backends.config import BackendConfig
 from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendServerError
 from backends.registry import build_backend
-from router.policy.models import BackendConfig
 from tests.backends.fake_upstream import fake_embedding
 
 

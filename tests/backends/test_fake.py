@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from backends.config import BackendConfig
 from backends.fake.backend import FakeBackend
 from backends.openai_shapes import estimate_tokens
-from router.policy.models import BackendConfig
 from tests.gateway.conftest import Gateway, start_gateway
 
 USER = {"role": "user", "content": "please say hello to the whole world STOPHERE and then goodbye"}

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from backends.base import CACHE_WRITE_KEY, COST_KEY
+from backends.config import BackendConfig
 from backends.errors import BackendConnectError, BackendContextExceeded, BackendError, BackendRateLimited, BackendTimeout
-from backends.hosted.backend import OPENAI_KEYS, HostedBackend, load_litellm, translate_error
+from backends.hosted.backend import OPENAI_KEYS, HostedBackend, translate_error
 from backends.hosted.pricing import hosted_pricing
-from router.policy.models import BackendConfig
+from backends.hosted.sdk import load_litellm
 from tests.backends.test_vllm import dead_url
 
 CHAT = {"messages": [{"role": "user", "content": "hi there"}]}
@@ -182,7 +183,7 @@ def test_litellm_log_lines_are_printed_once():
     """litellm gives its loggers a stderr handler and lets them propagate: with the gateway's
     root handler every line came out twice, in two formats."""
     code = ("import logging; logging.basicConfig(format='ROOT %(name)s %(message)s')\n"
-            "from backends.hosted.backend import load_litellm; load_litellm()\n"
+            "from backends.hosted.sdk import load_litellm; load_litellm()\n"
             "logging.getLogger('LiteLLM').warning('one line')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})

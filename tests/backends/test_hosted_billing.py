@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from backends.base import CACHE_WRITE_KEY, COST_KEY
-from backends.hosted.backend import HostedBackend, load_litellm
+from backends.config import BackendConfig, Pricing
+from backends.hosted.backend import HostedBackend
 from backends.hosted.pricing import (billed_cost, cache_write_1h_tokens, cache_write_counts, cache_write_tokens,
                                      hosted_pricing)
-from router.cost import cost_usd
-from router.policy.models import BackendConfig, Pricing
+from backends.hosted.sdk import load_litellm
+from backends.pricing import cost_usd
 from tests.backends.fake_anthropic import create_app, tokens
 from tests.backends.fake_upstream import UpstreamState, serve_in_thread
 

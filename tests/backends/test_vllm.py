@@ -10,6 +10,7 @@ import httpx
 import orjson
 import pytest
 
+from backends.config import BackendConfig
 from backends.errors import (
     BackendConnectError,
     BackendRejected,
@@ -19,7 +20,6 @@ from backends.errors import (
 )
 from backends.vllm.backend import VllmBackend
 from backends.vllm.pool import LeastLoadedChooser, Pool, Replica
-from router.policy.models import BackendConfig
 from tests.backends.fake_upstream import serve_in_thread
 
 CHAT = {"messages": [{"role": "user", "content": "hi there"}]}

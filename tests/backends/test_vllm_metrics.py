@@ -12,10 +12,10 @@ from starlette.applications import Starlette
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-import backends.vllm.metrics as metrics_module
+from backends.config import BackendConfig
 from backends.vllm.backend import VllmBackend
+import backends.vllm.metrics as metrics_module
 from backends.vllm.metrics import MAX_METRICS_BYTES, PARSE_INLINE_BYTES
-from router.policy.models import BackendConfig
 from tests.backends.fake_upstream import serve_in_thread
 
 GOOD = (b"# TYPE vllm:num_requests_waiting gauge\n"

@@ -108,7 +108,7 @@ def test_shipped_predictor_blends_the_memory():
         # The gateway's Prediction carries the Beta posterior sd of each blended quality.
         import asyncio
 
-        from router.policy.models import BackendConfig
+        from backends.config import BackendConfig
 
         b = BackendConfig(name="b", kind="fake", model=labels[0])
         pred = asyncio.run(with_mem.predict(texts[0], [b]))

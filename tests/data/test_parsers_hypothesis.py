@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.data import load, normalise_prompt
+from backends.data import load, normalise_prompt
 
 # Text without NUL and surrogates; CSV writers cannot round-trip a lone "\r".
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\r"), min_size=1, max_size=60)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from router.data import DataFormatError, detect, load
+from backends.data import DataFormatError, detect, load
 
 ROUTERBENCH_MODELS = {
     "gpt-4-1106-preview", "gpt-3.5-turbo-1106", "claude-v2", "claude-v1", "claude-instant-v1",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.data import DataFormatError
+from backends.data import DataFormatError
 from router.eval.data import load_tree
 
 

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from backends.base import CACHE_WRITE_KEY, COST_KEY
-from backends.hosted.backend import load_litellm
+from backends.hosted.sdk import load_litellm
 from tests.backends.fake_anthropic import create_app, tokens
 from tests.backends.fake_upstream import RunningServer, UpstreamState, serve_in_thread
 from tests.gateway.conftest import Gateway, start_gateway, wait_row

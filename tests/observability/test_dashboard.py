@@ -12,9 +12,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from backends.pricing import cost_usd
 from gateway.auth.keys import create_key, revoke_key
 from gateway.dashboard.session import COOKIE
-from router.cost import cost_usd
 from router.policy import DEMO_POLICY, load_policy
 from tests.observability.conftest import chat, start_gateway, wait_row
 

@@ -8,10 +8,10 @@ from datetime import datetime, timedelta, timezone
 import pytest
 import sqlalchemy as sa
 
+from backends.config import Pricing
 from gateway.dashboard import queries
 from gateway.dashboard.session import Sessions, Viewer, is_loopback
 from gateway.store.models import Base, Decision, Outcome
-from router.policy.models import Pricing
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=timezone.utc)
 PRICES = {"big": Pricing(input_per_1m=10, output_per_1m=30), "small": Pricing(input_per_1m=1, output_per_1m=2)}

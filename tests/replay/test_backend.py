@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from backends.base import COST_KEY
+from backends.config import BackendConfig
+from backends.data import DataFormatError
 from backends.registry import build_backend
 from backends.replay.backend import ReplayBackend
-from router.data import DataFormatError
 from router.policy import parse_policy
-from router.policy.models import BackendConfig
 from tests.replay.tiny import write_bench, write_routellm
 
 
@@ -98,7 +98,7 @@ def test_policy_entry_with_relative_data(tmp_path):
 
 async def test_real_routerbench_rows(data_dir):
     path = data_dir / "routerbench" / "winograde_train.csv"
-    from router.data import load
+    from backends.data import load
 
     row = load(path).rows[0]
     backend = _backend("gpt-4-1106-preview", path)

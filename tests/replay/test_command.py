@@ -16,14 +16,14 @@ from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
 from backends.base import COST_KEY
+from backends.config import BackendConfig
+from backends.data import load
 from backends.registry import build_backend
 from backends.replay.plan import ReplayPlan
 from gateway.cli import app as cli_app
 from gateway.commands.replay import ReplayFailed, interleave, local_gateway, prepare, send_all
 from gateway.commands.replay_report import build_report
 from router.aggregate import DEFAULT_WINDOW
-from router.data import load
-from router.policy.models import BackendConfig
 from router.policy.quality_bar import DEFAULT_ALLOCATION, DEFAULT_UNCERTAINTY_Z
 from tests.replay.tiny import write_bench, write_routellm
 
@@ -43,7 +43,7 @@ def test_prepare_dedupes_shuffles_and_takes_n(tmp_path):
 
 
 def _rows(source: str, n: int) -> list:
-    from router.data import OutcomeRow
+    from backends.data import OutcomeRow
 
     return [OutcomeRow(prompt=f"{source} {k}", scores={}, costs={}, source=source) for k in range(n)]
 

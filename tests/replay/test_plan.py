@@ -9,12 +9,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from backends.data import load
+from backends.fields import NAME_PATTERN
 from backends.openai_shapes import estimate_tokens
 from backends.replay.plan import DEFAULT_PRICE_PER_1M_TOKENS, ReplayPlan, backend_name
 from backends.replay.score import Answered, summarize
-from router.data import load
 from router.policy import parse_policy
-from router.policy.models import NAME_PATTERN
 from tests.replay.tiny import write_bench, write_routellm
 
 
@@ -50,7 +50,7 @@ def test_policy_from_recorded_costs_validates(tmp_path):
 def _priced_rows(n: int, noise: float = 0.0):
     """A Dataset of ``n`` rows whose recorded costs are 2 USD per 1M prompt tokens plus 8 per 1M answer
     tokens for model ``a`` (times ``1 + noise`` on every other row), and 1e-4 flat for ``b``."""
-    from router.data import Dataset, OutcomeRow
+    from backends.data import Dataset, OutcomeRow
 
     rows = []
     for i in range(n):

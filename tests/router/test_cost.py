@@ -1,4 +1,4 @@
-"""The cost formula (router/cost.py): cache reads at a discount, cache writes (5-minute and 1-hour) at a surcharge."""
+"""The cost formula (backends/pricing.py): cache reads at a discount, cache writes (5-minute and 1-hour) at a surcharge."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.cost import cache_write_1h_price, cache_write_price, cost_usd, resolve_pricing
+from backends.catalog import resolve_pricing
+from backends.config import Pricing
+from backends.pricing import cache_write_1h_price, cache_write_price, cost_usd
 from router.policy import PolicyError, parse_policy
-from router.policy.models import Pricing
 
 # Claude Sonnet 4.5's shape of prices (USD per 1M): a write costs 1.25x the input, a read 0.1x.
 CLAUDE = Pricing(input_per_1m=3.0, output_per_1m=15.0, cached_input_per_1m=0.3, cache_write_input_per_1m=3.75,

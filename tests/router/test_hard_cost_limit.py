@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from backends.config import Pricing
 from router.cost import output_tokens_within, prompt_ceiling_usd
 from router.engine import Router, RoutingRequest
 from router.errors import BackendNotAllowed, NoAllowedCandidate
 from router.policy import PolicyError, parse_policy
-from router.policy.models import Pricing
 
 POLICY = """version: 1
 default_route: capped

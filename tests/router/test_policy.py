@@ -587,7 +587,7 @@ def test_route_to_outside_its_own_allow_list_is_refused():
 
 
 def test_gpu_pricing_and_token_prices_together_are_refused():
-    """gpu_usd_per_hour replaces the token prices (router.cost.gpu_pricing): both given, the
+    """gpu_usd_per_hour replaces the token prices (backends.pricing.gpu_pricing): both given, the
     token prices were dropped in silence."""
     both = GOOD.replace("    quality: 0.7\n", "    quality: 0.7\n    pricing: {input_per_1m: 1, gpu_usd_per_hour: 2, "
                         "output_tokens_per_s: 1000}\n")

@@ -1,4 +1,4 @@
-"""A vllm backend's ``endpoints`` at policy load (router/policy/endpoints.py): one replica per
+"""A vllm backend's ``endpoints`` at policy load (backends/endpoints.py): one replica per
 address, whatever its spelling, and credentials kept out of every message."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.policy.endpoints import endpoint_key, shown
+from backends.endpoints import endpoint_key, shown
 from router.policy.loader import PolicyError, parse_policy
 
 POLICY = """version: 1

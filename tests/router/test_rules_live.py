@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from router.cost import gpu_pricing, resolve_pricing
+from backends.catalog import resolve_pricing
+from backends.config import Pricing
+from backends.pricing import gpu_pricing
 from router.engine import Router, RoutingRequest
 from router.errors import InvalidRequest, NoCandidate, RequestRejected, UnknownModel
 from router.live import LiveState
 from router.policy import PolicyError, parse_policy
-from router.policy.models import Pricing
 from router.predict import Prediction
 from router.rules import PromptBlocked
 
@@ -200,8 +201,8 @@ async def test_context_window_filters_candidates():
 
 def test_hosted_context_from_litellm_map():
     pytest.importorskip("litellm")
-    from router.cost import resolve_context
-    from router.policy.models import BackendConfig
+    from backends.catalog import resolve_context
+    from backends.config import BackendConfig
 
     cfg = BackendConfig(name="h", kind="hosted", model="openai/gpt-4o-mini")
     assert (resolve_context(cfg) or 0) >= 100_000

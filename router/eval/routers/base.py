@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from router.data import normalise_prompt
+from backends.data import normalise_prompt
 from router.eval.data import EvalData
 from router.eval.sweep import NUM_RESULTS, lambda_grid, quantile_sweep, willingness_sweep
 

@@ -359,7 +359,7 @@ class MixrouteRouter(EvalRouter):
     def predicted(test: EvalData, outputs: list[dict[str, Any]], heads: Any) -> np.ndarray:
         """``(n, m)`` the quality the engine will see per prompt and model (the unknown prior
         where the head has no label), to place the sweep's targets."""
-        from router.policy.models import BackendConfig
+        from backends.config import BackendConfig
         from router.predict import UNKNOWN_QUALITY
 
         labels = [heads.head_model(BackendConfig(name="m", kind="fake", model=m)) for m in test.models]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from router.data.types import DataFormatError
+from backends.data.types import DataFormatError
 
 #: Bytes read to sniff a file's format.
 SNIFF_BYTES = 256 * 1024

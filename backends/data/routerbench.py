@@ -13,8 +13,8 @@ import ast
 import csv
 from pathlib import Path
 
-from router.data.routellm import FIELD_LIMIT
-from router.data.types import DataFormatError, Dataset, OutcomeRow
+from backends.data.routellm import FIELD_LIMIT
+from backends.data.types import DataFormatError, Dataset, OutcomeRow
 
 #: Non-model columns copied into ``OutcomeRow.meta``.
 META_COLUMNS = ("sample_id", "eval_name", "oracle_model_to_route_to")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from router.data.types import DataFormatError, Dataset, OutcomeRow, normalise_prompt
+from backends.data.types import DataFormatError, Dataset, OutcomeRow, normalise_prompt
 
 CONTAMINATED_FILE = "contaminated_prompts.jsonl"
 #: Largest CSV field accepted (characters); prompts and responses can be long.

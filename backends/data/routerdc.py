@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from router.data.types import DataFormatError, Dataset, OutcomeRow
+from backends.data.types import DataFormatError, Dataset, OutcomeRow
 
 
 def load_routerdc_json(path: Path) -> Dataset:

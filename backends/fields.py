@@ -1,4 +1,6 @@
-"""Shared building blocks of the policy models (:mod:`router.policy.models`)."""
+"""Typed field building blocks of the policy's models: the backends' configuration
+(:mod:`backends.config`) and the routing policy's (:mod:`router.policy.models`) share them, so
+they stand on the floor."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def _integer(value: Any) -> Any:
     return value
 
 
-#: A float field of the policy: finite (``_Strict``), never a boolean.
+#: A float field of the policy: finite (``Strict``), never a boolean.
 Number = Annotated[float, BeforeValidator(_number)]
 #: A whole-number field of the policy, never a boolean (lax mode read `context_tokens: true`
 #: as a 1-token context window).
@@ -40,7 +42,9 @@ Version = Annotated[Literal[1], BeforeValidator(_number)]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$"
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
+    """Base of every policy model: unknown keys rejected, frozen, finite numbers only."""
+
     # allow_inf_nan=False: `.inf` / `.nan` (or 1e400) in a policy is a typo, never a price,
     # bar or SLO; an infinite willingness_to_pay made every decision fail.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

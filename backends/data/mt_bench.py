@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from router.data.routellm import contaminated_prompts
-from router.data.types import DataFormatError, Dataset, OutcomeRow, normalise_prompt
+from backends.data.routellm import contaminated_prompts
+from backends.data.types import DataFormatError, Dataset, OutcomeRow, normalise_prompt
 
 
 def _jsonl(path: Path) -> list[dict]:

@@ -1,5 +1,5 @@
 """``load(path)``: one outcome dataset from a file or a folder, format detected from
-content (see :mod:`router.data.detect`).
+content (see :mod:`backends.data.detect`).
 
 A file is one dataset named after its stem. A folder is one dataset named after the
 folder, holding the rows of all its data files in name order (not recursive); the files
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from router.data.detect import detect
-from router.data.mt_bench import load_mt_bench
-from router.data.routellm import CONTAMINATED_FILE, load_routellm_csv
-from router.data.routerbench import load_routerbench_csv
-from router.data.routerdc import load_routerdc_json
-from router.data.types import DataFormatError, Dataset
+from backends.data.detect import detect
+from backends.data.mt_bench import load_mt_bench
+from backends.data.routellm import CONTAMINATED_FILE, load_routellm_csv
+from backends.data.routerbench import load_routerbench_csv
+from backends.data.routerdc import load_routerdc_json
+from backends.data.types import DataFormatError, Dataset
 
 _LOADERS: dict[str, Callable[[Path], Dataset]] = {
     "routellm_csv": load_routellm_csv,

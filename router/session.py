@@ -1,0 +1,177 @@
+"""Sessions: a conversation routed as a whole.
+
+An agent or a chat sends many requests per conversation, each repeating a growing prefix
+(system prompt, tools, every earlier turn). The backend that served the last turn holds that
+prefix in its prefix cache; another backend must prefill it again at its full input price
+(plus its cache-write price where the provider charges one) and with a cold TTFT. The engine
+therefore prices each candidate with its real cache state (:func:`price_turn`) and keeps the
+session where it is unless moving pays (:func:`weigh`):
+
+- its model no longer clears the bar (or a rule leaves it out): the session moves to the
+  normal choice (escalation);
+- the normal choice is cheaper even after paying the prefix again: the session moves only
+  under ``allow_downgrade``, within ``max_switches``, and when the move pays over the
+  expected rest of the session. The rest is estimated as as many turns as the session has
+  had (the "Copernican" estimate: with no other knowledge, an observed lifetime is as likely
+  to be in its first half as its second; Gott, Nature 363, 1993).
+
+State lives in a :class:`SessionStore`: in process here (bounded, idle sessions expire), in
+Redis for several gateway replicas (:mod:`gateway.sessions`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from backends.openai_shapes import estimate_tokens
+from router.live import PREFIX_TTL_S
+
+#: Most sessions an in-process store keeps (least recently used dropped first).
+MAX_SESSIONS = 100_000
+
+
+@dataclass
+class SessionState:
+    """What is known of one live session.
+
+    Attributes:
+        id: the session id (tenant-scoped by the store's key, never shared across tenants).
+        backend: the backend that answered its last turn (``None``: no turn answered yet).
+        turns: turns answered.
+        switches: moves made for price or quality.
+        prefix_tokens: tokens the backend has cached for it: the last turn's prompt plus its
+            answer (tokens, estimated).
+        held: backend -> ``[tokens, time]``: the prefix each backend the session visited was
+            last sent (prompt plus answer, tokens) and when (``time.time()``); a backend it left
+            may still hold an older part of the conversation within its cache's lifetime.
+        replica: the vLLM replica that answered its last turn, if any.
+        last_seen: time of the last turn (``time.time()``, seconds).
+        explicit: the client named the session (header or body field) rather than the gateway
+            finding it by prefix lineage.
+    """
+
+    id: str
+    backend: str | None = None
+    turns: int = 0
+    switches: int = 0
+    prefix_tokens: int = 0
+    held: dict[str, list[float]] = field(default_factory=dict)
+    replica: str | None = None
+    last_seen: float = field(default_factory=time.time)
+    explicit: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SessionState":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+class SessionStore(Protocol):
+    """Where sessions live. Keys are already tenant- and route-scoped by the caller."""
+
+    async def get(self, key: str, idle_s: float) -> SessionState | None: ...
+
+    async def put(self, key: str, state: SessionState, idle_s: float) -> None: ...
+
+    async def find_lineage(self, keys: list[str], idle_s: float) -> str | None: ...
+
+    async def add_lineage(self, key: str, session_key: str, idle_s: float) -> None: ...
+
+    def live(self) -> int: ...
+
+
+class InProcessSessions:
+    """A bounded in-process store (one gateway process): least recently used sessions are
+    dropped past ``max_sessions``, idle ones when read after ``idle_s``."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS):
+        self.max = max_sessions
+        self._s: OrderedDict[str, SessionState] = OrderedDict()
+        self._lineage: OrderedDict[str, tuple[str, float]] = OrderedDict()
+
+    async def get(self, key: str, idle_s: float) -> SessionState | None:
+        state = self._s.get(key)
+        if state is None:
+            return None
+        if time.time() - state.last_seen > idle_s:
+            del self._s[key]
+            return None
+        self._s.move_to_end(key)
+        return SessionState.from_dict(state.to_dict())  # a copy: callers may change theirs
+
+    async def put(self, key: str, state: SessionState, idle_s: float) -> None:
+        self._s[key] = state
+        self._s.move_to_end(key)
+        while len(self._s) > self.max:
+            self._s.popitem(last=False)
+
+    async def find_lineage(self, keys: list[str], idle_s: float) -> str | None:
+        now = time.time()
+        for k in keys:
+            hit = self._lineage.get(k)
+            if hit is not None and now - hit[1] <= idle_s:
+                return hit[0]
+        return None
+
+    async def add_lineage(self, key: str, session_key: str, idle_s: float) -> None:
+        self._lineage[key] = (session_key, time.time())
+        self._lineage.move_to_end(key)
+        while len(self._lineage) > self.max:
+            self._lineage.popitem(last=False)
+
+    def live(self) -> int:
+        return len(self._s)
+
+
+@dataclass
+class SwitchPricing:
+    """Both sides of a weighed switch (USD per turn; recorded in the decision's signals)."""
+
+    on: str
+    stay_usd: float | None
+    move_to: str | None = None
+    move_usd: float | None = None
+    move_warm_usd: float | None = None
+    expected_rest: int = 1
+    verdict: str = "stay"
+
+    def to_dict(self) -> dict:
+        return {k: (round(v, 10) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def cached_tokens_of(state: SessionState | None, backend: str, tokens_in: int, now: float | None = None) -> int:
+    """Prompt tokens ``backend`` is expected to read from its cache for this session's next
+    turn: the prefix it was last sent for the session, while within the cache lifetime
+    (:data:`router.live.PREFIX_TTL_S`), else none."""
+    if state is None:
+        return 0
+    held = state.held.get(backend)
+    if held is None:
+        return max(0, min(tokens_in, state.prefix_tokens)) if state.backend == backend else 0
+    tokens, at = held
+    if (now if now is not None else time.time()) - at > PREFIX_TTL_S:
+        return 0
+    return max(0, min(tokens_in, int(tokens)))
+
+
+def expected_rest(state: SessionState) -> int:
+    """Turns the session is expected to go on for (this one included): as many as it has had,
+    between 1 and 50 (module docstring)."""
+    return max(1, min(50, state.turns))
+
+
+def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int) -> bool:
+    """Whether moving pays over ``rest`` turns: the first turn elsewhere pays the prefix
+    cold (``move_usd``), later ones read it warm (``move_warm_usd``), against ``rest`` turns
+    at the current backend's warm price (``stay_usd``)."""
+    return move_usd + (rest - 1) * move_warm_usd < rest * stay_usd
+
+
+def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None = None) -> int:
+    """The prefix a backend holds after a turn: its prompt plus its answer (tokens)."""
+    return tokens_in + (tokens_out if tokens_out is not None else estimate_tokens(text_out))
