@@ -336,6 +336,9 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
             gaps.append(now - last_at)
             last_at = now
         status = "ok"
+        # Before the last event: a client may send its next request (previous_response_id
+        # on the Responses door) as soon as it has read it.
+        await door.after(call, getattr(encoder, "final", None) or {}, ctx)
         yield encoder.done()
     except BackendError as exc:
         status, error = "error", exc
@@ -343,10 +346,6 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
     finally:
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
-        try:
-            if status == "ok":
-                await door.after(call, getattr(encoder, "final", None) or {}, ctx)
-        finally:
-            finish(attempt.outcome(
-                runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
-                ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
+        finish(attempt.outcome(
+            runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
+            ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
