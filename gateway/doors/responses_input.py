@@ -225,6 +225,8 @@ def translate(raw: dict, history: list[dict]) -> ParsedRequest:
     if instructions is not None and not isinstance(instructions, str):
         raise _bad("must be a string", "instructions")
     body: dict[str, Any] = {"messages": messages(instructions, history + items)}
+    if not any(m["role"] != "system" for m in body["messages"]):
+        raise _bad("there is nothing to answer: no message, and no previous response", "input")
     if raw.get("model") is not None:
         body["model"] = raw["model"]
     if raw.get("tools"):

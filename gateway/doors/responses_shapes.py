@@ -31,7 +31,7 @@ def function_call_item(item_id: str, call_id: str, name: str, arguments: str, st
 
 def output_items(message: dict) -> list[dict]:
     """The output items of a chat completion's ``message``: its text (or refusal), then each
-    of its tool calls (function tools only)."""
+    of its tool calls (function tools only); one empty message when it has none of them."""
     items = []
     text, refusal = message.get("content"), message.get("refusal")
     if text or refusal:
@@ -40,7 +40,7 @@ def output_items(message: dict) -> list[dict]:
         fn = call.get("function") or {}
         items.append(function_call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name", ""),
                                         fn.get("arguments") or ""))
-    return items
+    return items or [message_item(new_id("msg"), "")]  # an empty answer is an empty message
 
 
 def usage(chat: dict | None) -> dict:

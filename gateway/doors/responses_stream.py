@@ -64,8 +64,10 @@ class ResponsesEncoder(StreamEncoder):
         return out
 
     def _response(self, status: str, **kw) -> dict:
-        return response_object(self.response_id, self.echo, self.model, [i.shape(status if i.open else "completed")
-                                                                         for i in self.items], status=status, created_at=self.created_at, **kw)
+        open_as = "incomplete" if status == "failed" else status  # items have no 'failed' status
+        items = [i.shape(open_as if i.open else "completed") for i in self.items]
+        return response_object(self.response_id, self.echo, self.model, items, status=status,
+                               created_at=self.created_at, **kw)
 
     def _start(self) -> bytes:
         if self.started:

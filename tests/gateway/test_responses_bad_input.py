@@ -50,7 +50,7 @@ def test_refusals_name_the_field(demo_gateway, body, param, code, words):
 def test_a_chat_rule_breach_after_translation_is_a_400(demo_gateway):
     # An image in a system message passes the door but not the chat rules: still a clear 400.
     resp = _post(demo_gateway, {"model": "auto", "input": [{"role": "system", "content": [
-        {"type": "input_image", "image_url": "https://example.com/a.png"}]}]})
+        {"type": "input_image", "image_url": "https://example.com/a.png"}]}, {"role": "user", "content": "hi"}]})
     assert resp.status_code == 400 and resp.json()["error"]["param"].startswith("messages.0.content")
 
 
@@ -131,3 +131,31 @@ def test_same_prompt_same_decision_as_chat(demo_gateway, prompt):
     assert _decision(demo_gateway, chat.headers["x-mixroute-request-id"]) == \
         _decision(demo_gateway, resp.headers["x-mixroute-request-id"])
     assert resp.parse().output_text == chat.parse().choices[0].message.content
+
+
+@pytest.mark.parametrize("raw", [[], [{"type": "reasoning", "id": "rs_1", "summary": []}]])
+def test_nothing_to_answer(demo_gateway, raw):
+    resp = _post(demo_gateway, {"model": "auto", "input": raw, "instructions": "Be brief."})
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "input"
+
+
+def test_backend_errors_in_the_openai_envelope(fallback_gateway):
+    client = openai.OpenAI(base_url=fallback_gateway.v1, api_key="unused", max_retries=0)
+    with pytest.raises(openai.RateLimitError) as err:
+        client.responses.create(model="all-broken", input="hi")
+    assert err.value.body["code"] == "upstream_rate_limited"
+
+
+def test_a_stream_broken_mid_way_ends_with_response_failed(fallback_gateway):
+    client = openai.OpenAI(base_url=fallback_gateway.v1, api_key="unused", max_retries=0)
+    events = list(client.responses.create(model="drop", input="tell me something long", stream=True))
+    assert [e.type for e in events[-2:]] == ["error", "response.failed"]
+    failed = events[-1].response
+    assert failed.status == "failed" and failed.error.code == "upstream_stream_error"
+    assert failed.output[0].status == "incomplete"
+    with pytest.raises(RuntimeError, match="response.completed"):  # the SDK's stream helper gives up
+        with client.responses.stream(model="drop", input="tell me something long") as stream:
+            stream.get_final_response()
+    # Nothing stored for a failed response.
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(failed.id)

@@ -164,3 +164,10 @@ def test_store_false_keeps_nothing(client):
     assert err.value.body["code"] == "previous_response_not_found"
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(created.id)
+
+
+def test_the_sdk_stream_helper(client):
+    with client.responses.stream(model="auto", input="Stream through the helper") as stream:
+        deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        final = stream.get_final_response()
+    assert final.output_text == "".join(deltas) and "Stream through the helper" in final.output_text
