@@ -155,6 +155,7 @@ class ResponsesEncoder(StreamEncoder):
 
     def error(self, exc: BackendError) -> bytes:
         out = self._start()
-        err = {"code": exc.code or "server_error", "message": exc.message}
+        # response.error.code takes OpenAI's codes only; the gateway's own is on the error event.
+        err = {"code": "rate_limit_exceeded" if exc.status == 429 else "server_error", "message": exc.message}
         return (out + self._event("error", code=exc.code, message=exc.message, param=exc.param)
                 + self._event("response.failed", response=self._response("failed", error=err)))

@@ -150,8 +150,9 @@ def test_a_stream_broken_mid_way_ends_with_response_failed(fallback_gateway):
     client = openai.OpenAI(base_url=fallback_gateway.v1, api_key="unused", max_retries=0)
     events = list(client.responses.create(model="drop", input="tell me something long", stream=True))
     assert [e.type for e in events[-2:]] == ["error", "response.failed"]
+    assert events[-2].code == "upstream_stream_error"
     failed = events[-1].response
-    assert failed.status == "failed" and failed.error.code == "upstream_stream_error"
+    assert failed.status == "failed" and failed.error.code == "server_error"
     assert failed.output[0].status == "incomplete"
     with pytest.raises(RuntimeError, match="response.completed"):  # the SDK's stream helper gives up
         with client.responses.stream(model="drop", input="tell me something long") as stream:
