@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 
 import openai
 import pytest
@@ -10,19 +11,24 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tests.gateway.conftest import start_gateway
+from tests.store.conftest import fresh_pg_schema
 
 
-@pytest.fixture(scope="module")
-def replicas(tmp_path_factory):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def replicas(request, tmp_path_factory):
+    """Two gateways on one store: a SQLite file, or a fresh PostgreSQL schema
+    (``MIXROUTE_TEST_DATABASE_URL``)."""
     tmp = tmp_path_factory.mktemp("replicas")
-    db = f"sqlite:///{tmp}/shared.db"
-    (tmp / "a").mkdir()
-    (tmp / "b").mkdir()
-    one = start_gateway(tmp / "a", database_url=db, store_journal_path=str(tmp / "a" / "journal.jsonl"))
-    two = start_gateway(tmp / "b", database_url=db, store_journal_path=str(tmp / "b" / "journal.jsonl"))
-    yield one, two
-    one.stop()
-    two.stop()
+    with ExitStack() as stack:
+        db = (f"sqlite:///{tmp}/shared.db" if request.param == "sqlite"
+              else stack.enter_context(fresh_pg_schema()))
+        gateways = []
+        for name in ("a", "b"):
+            (tmp / name).mkdir()
+            gw = start_gateway(tmp / name, database_url=db, store_journal_path=str(tmp / name / "journal.jsonl"))
+            stack.callback(gw.stop)
+            gateways.append(gw)
+        yield gateways
 
 
 def _client(gw) -> openai.OpenAI:
