@@ -32,6 +32,7 @@ IGNORED_FIELDS = {"include", "truncation", "prompt_cache_retention", "prompt_cac
                   "stream_options", "top_logprobs", "max_tool_calls", "background"}
 """Request fields without a chat equivalent that change nothing the door answers."""
 UNSUPPORTED_FIELDS = {"conversation": "conversations", "prompt": "stored prompt templates"}
+"""Request fields asking for server-side features this gateway does not have (refused unless null)."""
 PASSED = ("temperature", "top_p", "user", "safety_identifier", "service_tier", "prompt_cache_key", "seed")
 """Request fields with the same name and meaning in Chat Completions."""
 _OWN = {"model", "input", "instructions", "tools", "tool_choice", "text", "reasoning", "max_output_tokens",
@@ -253,7 +254,8 @@ def translate(raw: dict, history: list[dict]) -> ParsedRequest:
         if raw.get(key) is not None:
             body[key] = raw[key]
     # Fields the door does not know pass through, as the chat door passes them (top_k...).
-    body.update({k: v for k, v in raw.items() if k not in _OWN and k not in IGNORED_FIELDS})
+    body.update({k: v for k, v in raw.items()
+                 if k not in _OWN and k not in IGNORED_FIELDS and k not in UNSUPPORTED_FIELDS and v is not None})
     metadata = raw.get("metadata")
     if metadata is not None and not isinstance(metadata, dict):
         raise _bad("must be an object of string values", "metadata")

@@ -27,7 +27,7 @@ def _post(gw, body: dict, key: str | None = None) -> httpx.Response:
     ({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]}, "input.0.arguments", "invalid_value",
      "arguments"),
     ({"input": "hi", "tools": [{"type": "web_search"}]}, "tools.0.type", "unsupported_tool_type", "'web_search'"),
-    ({"input": "hi", "tools": [WEATHER := {"type": "function", "name": "f"}, {"type": "file_search"}]},
+    ({"input": "hi", "tools": [{"type": "function", "name": "f"}, {"type": "file_search"}]},
      "tools.1.type", "unsupported_tool_type", "'file_search'"),
     ({"input": "hi", "tools": [{"type": "mcp", "server_label": "x"}]}, "tools.0.type", "unsupported_tool_type", "'mcp'"),
     ({"input": "hi", "tool_choice": {"type": "web_search_preview"}}, "tool_choice", "invalid_value", "auto"),

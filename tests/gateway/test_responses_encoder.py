@@ -1,5 +1,6 @@
-"""The Responses door's shapes against the openai SDK's own pydantic types (validated, not
-just constructed), and the stream encoder over any chunking (Hypothesis)."""
+"""The Responses door without a server: its shapes against the openai SDK's own pydantic
+types (validated, not just constructed), the stream encoder over any chunking (Hypothesis),
+and which request fields reach the chat body."""
 
 from __future__ import annotations
 
@@ -90,3 +91,10 @@ def test_any_chunking_gives_a_valid_ordered_event_stream(text, tool_calls, faile
         assert [(i.name, i.arguments) for i in resp.output if i.type == "function_call"] == \
             [(name, "".join(parts)) for name, parts in tool_calls]
         assert final == {**enc.final, "completed_at": final["completed_at"]}
+
+
+def test_unknown_fields_pass_through_and_responses_only_ones_do_not():
+    body = translate({"model": "auto", "input": "hi", "top_k": 5, "prompt": None, "conversation": None,
+                      "include": ["reasoning.encrypted_content"], "truncation": "auto", "store": False,
+                      "metadata": {"a": "b"}, "stream": False, "previous_response_id": None}, []).body
+    assert body == {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "top_k": 5}
