@@ -12,7 +12,7 @@ INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
 def new_id(prefix: str) -> str:
-    """A fresh id of a Responses object: ``resp_``, ``msg_``, ``fc_`` and 32 hex digits."""
+    """A fresh id of a Responses object: ``resp_``, ``msg_``, ``fc_``, ``rs_`` and 32 hex digits."""
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
@@ -29,10 +29,24 @@ def function_call_item(item_id: str, call_id: str, name: str, arguments: str, st
             "status": status}
 
 
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
+    """A ``reasoning`` output item holding the model's reasoning text."""
+    return {"type": "reasoning", "id": item_id, "summary": [], "content": [{"type": "reasoning_text", "text": text}],
+            "status": status}
+
+
+def reasoning_text(message_or_delta: dict) -> str | None:
+    """The reasoning text of a chat message or delta: ``reasoning_content`` (vLLM's reasoning
+    parsers, litellm) or ``reasoning`` (newer vLLM)."""
+    text = message_or_delta.get("reasoning_content") or message_or_delta.get("reasoning")
+    return text if isinstance(text, str) and text else None
+
+
 def output_items(message: dict) -> list[dict]:
-    """The output items of a chat completion's ``message``: its text (or refusal), then each
-    of its tool calls (function tools only); one empty message when it has none of them."""
-    items = []
+    """The output items of a chat completion's ``message``: its reasoning, its text (or
+    refusal), then each of its tool calls; one empty message when it has no text or call."""
+    reasoning = reasoning_text(message)
+    items = [reasoning_item(new_id("rs"), reasoning)] if reasoning else []
     text, refusal = message.get("content"), message.get("refusal")
     if text or refusal:
         items.append(message_item(new_id("msg"), text or "", refusal=refusal if not text else None))
@@ -40,7 +54,9 @@ def output_items(message: dict) -> list[dict]:
         fn = call.get("function") or {}
         items.append(function_call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name", ""),
                                         fn.get("arguments") or ""))
-    return items or [message_item(new_id("msg"), "")]  # an empty answer is an empty message
+    if not any(i["type"] != "reasoning" for i in items):  # an empty answer is an empty message
+        items.append(message_item(new_id("msg"), ""))
+    return items
 
 
 def usage(chat: dict | None) -> dict:

@@ -3,6 +3,8 @@
 The event sequence, as OpenAI sends it (https://platform.openai.com/docs/api-reference/responses-streaming)::
 
     response.created, response.in_progress
+    per reasoning item: response.output_item.added, response.reasoning_text.delta...,
+                    response.reasoning_text.done, response.output_item.done
     per text item:  response.output_item.added, response.content_part.added,
                     response.output_text.delta..., response.output_text.done,
                     response.content_part.done, response.output_item.done
@@ -21,11 +23,13 @@ import time
 
 from backends.errors import BackendError
 from gateway.doors.base import StreamEncoder, sse
-from gateway.doors.responses_shapes import function_call_item, message_item, new_id, response_object, usage
+from gateway.doors.responses_shapes import (function_call_item, message_item, new_id, reasoning_item, reasoning_text,
+                                           response_object, usage)
 
 
 class _Item:
-    """An output item being streamed: a message (``text``) or a function call (``args``)."""
+    """An output item being streamed: reasoning, a message or a function call; ``parts`` are
+    its text (or arguments) as streamed."""
 
     def __init__(self, index: int, item_id: str, kind: str, call_id: str = "", name: str = ""):
         self.index, self.id, self.kind, self.call_id, self.name = index, item_id, kind, call_id, name
@@ -35,6 +39,8 @@ class _Item:
     def shape(self, status: str) -> dict:
         if self.kind == "message":
             return message_item(self.id, "".join(self.parts), status)
+        if self.kind == "reasoning":
+            return reasoning_item(self.id, "".join(self.parts), status)
         return function_call_item(self.id, self.call_id, self.name, "".join(self.parts), status)
 
 
@@ -52,11 +58,13 @@ class ResponsesEncoder(StreamEncoder):
         self.seq = 0
         self.items: list[_Item] = []
         self.text: _Item | None = None
+        self.reasoning: _Item | None = None
         self.calls: dict[int, _Item] = {}  # chat tool call index -> item
         self.finish_reason: str | None = None
         self.used: dict | None = None
         self.started = False
         self.created_at = int(time.time())
+        self._held = b""
 
     def _event(self, kind: str, **data) -> bytes:
         out = sse({"type": kind, "sequence_number": self.seq, **data}, event=kind)
@@ -78,7 +86,7 @@ class ResponsesEncoder(StreamEncoder):
                 + self._event("response.in_progress", response=snapshot))
 
     def _open(self, kind: str, **kw) -> tuple[_Item, bytes]:
-        item = _Item(len(self.items), new_id("msg" if kind == "message" else "fc"), kind, **kw)
+        item = _Item(len(self.items), new_id({"message": "msg", "reasoning": "rs"}.get(kind, "fc")), kind, **kw)
         self.items.append(item)
         out = self._event("response.output_item.added", output_index=item.index, item=item.shape("in_progress"))
         if kind == "message":
@@ -92,7 +100,9 @@ class ResponsesEncoder(StreamEncoder):
         item.open = False
         full = "".join(item.parts)
         where = {"item_id": item.id, "output_index": item.index}
-        if item.kind == "message":
+        if item.kind == "reasoning":
+            out = self._event("response.reasoning_text.done", **where, content_index=0, text=full)
+        elif item.kind == "message":
             out = (self._event("response.output_text.done", **where, content_index=0, text=full, logprobs=[])
                    + self._event("response.content_part.done", **where, content_index=0,
                                  part={"type": "output_text", "text": full, "annotations": []}))
@@ -107,8 +117,18 @@ class ResponsesEncoder(StreamEncoder):
             if choice.get("index", 0) != 0:
                 continue  # the Responses API has one answer per request
             delta = choice.get("delta") or {}
+            thought = reasoning_text(delta)
+            if thought and self.text is None and not self.calls:  # reasoning comes before the answer
+                if self.reasoning is None:
+                    self.reasoning, opened = self._open("reasoning")
+                    out += opened
+                self.reasoning.parts.append(thought)
+                out += self._event("response.reasoning_text.delta", item_id=self.reasoning.id,
+                                   output_index=self.reasoning.index, content_index=0, delta=thought)
             if delta.get("content"):
                 if self.text is None:
+                    if self.reasoning is not None:
+                        out += self._close(self.reasoning)
                     self.text, opened = self._open("message")
                     out += opened
                 self.text.parts.append(delta["content"])
@@ -125,7 +145,7 @@ class ResponsesEncoder(StreamEncoder):
         fn = call.get("function") or {}
         item = self.calls.get(call.get("index", 0))
         if item is None:
-            for other in [self.text, *self.calls.values()]:  # items are streamed one after another
+            for other in [self.reasoning, self.text, *self.calls.values()]:  # one item after another
                 if other is not None:
                     out += self._close(other)
             item, opened = self._open("function_call", call_id=call.get("id") or new_id("call"),
@@ -142,13 +162,24 @@ class ResponsesEncoder(StreamEncoder):
         self.used = usage(usage_)
         return b""
 
+    def _ensure_answer(self) -> None:
+        # An answer with no text and no call is one empty message, as when not streamed; its
+        # events are held until done() (final may be read first).
+        if not any(i.kind != "reasoning" for i in self.items):
+            self._held += self._start()
+            self._held += self._close(self.reasoning) if self.reasoning is not None else b""
+            self.text, opened = self._open("message")
+            self._held += opened
+
     @property
     def final(self) -> dict:
         """The completed response object (what ``response.completed`` carries)."""
+        self._ensure_answer()
         return self._response("completed", finish_reason=self.finish_reason, usage_=self.used)
 
     def done(self) -> bytes:
-        out = self._start()
+        self._ensure_answer()
+        out, self._held = self._held, b""
         for item in self.items:
             out += self._close(item)
         return out + self._event("response.completed", response=self.final)

@@ -42,13 +42,14 @@ def _chunk(delta: dict, finish: str | None = None) -> dict:
 def test_a_rendered_response_validates_as_the_sdks_response():
     call = DoorCall(endpoint="chat", body={}, extra={"response_id": "resp_1", "echo": ECHO})
     chat = {"model": "m-real", "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-        "role": "assistant", "content": "Let me look.", "tool_calls": [
+        "role": "assistant", "content": "Let me look.", "reasoning_content": "The user wants f.", "tool_calls": [
             {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12,
                   "prompt_tokens_details": {"cached_tokens": 2}}}
     body = RESPONSES.render(chat, call, Rendered(request_id="mr-1", backend="b", model="m", cost_usd=0.5))
     resp = Response.model_validate(body)
-    assert resp.output_text == "Let me look." and resp.output[1].call_id == "call_1"
+    assert resp.output_text == "Let me look." and resp.output[2].call_id == "call_1"
+    assert resp.output[0].type == "reasoning" and resp.output[0].content[0].text == "The user wants f."
     assert resp.usage.input_tokens_details.cached_tokens == 2 and resp.usage.total_tokens == 12
     assert resp.model == "m-real" and call.extra["request_id"] == "mr-1"
 
@@ -60,10 +61,12 @@ calls = st.lists(st.tuples(st.sampled_from(["f", "g"]), st.lists(st.sampled_from
 
 
 @settings(max_examples=60, deadline=None)
-@given(text=words, tool_calls=calls, failed=st.booleans())
-def test_any_chunking_gives_a_valid_ordered_event_stream(text, tool_calls, failed):
+@given(thoughts=words, text=words, tool_calls=calls, failed=st.booleans(), key=st.sampled_from(
+    ["reasoning_content", "reasoning"]))
+def test_any_chunking_gives_a_valid_ordered_event_stream(thoughts, text, tool_calls, failed, key):
     enc = ResponsesEncoder("resp_1", ECHO, "m")
-    out = b"".join(enc.chunk(_chunk({"content": w})) for w in text)
+    out = b"".join(enc.chunk(_chunk({key: w})) for w in thoughts)
+    out += b"".join(enc.chunk(_chunk({"content": w})) for w in text)
     for k, (name, parts) in enumerate(tool_calls):
         out += enc.chunk(_chunk({"tool_calls": [{"index": k, "id": f"call_{k}", "type": "function",
                                                  "function": {"name": name, "arguments": ""}}]}))
@@ -81,6 +84,8 @@ def test_any_chunking_gives_a_valid_ordered_event_stream(text, tool_calls, faile
     assert events[-1]["type"] == ("response.failed" if failed else "response.completed")
     deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert deltas == "".join(text)
+    assert "".join(e["delta"] for e in events if e["type"] == "response.reasoning_text.delta") == "".join(thoughts)
+    assert (final["output"][0]["type"] == "reasoning") == bool(thoughts)
     added = [e["item"]["id"] for e in events if e["type"] == "response.output_item.added"]
     assert added == [i["id"] for i in final["output"]]
     if not failed:
