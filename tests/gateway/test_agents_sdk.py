@@ -37,3 +37,14 @@ async def test_agent_with_a_function_tool_runs_to_completion(demo_gateway, model
     if model_class is OpenAIResponsesModel:  # served by /v1/responses, not by chat
         assert all(r.response_id.startswith("resp_") for r in responses)
     await client.close()
+
+
+async def test_agent_streamed_through_the_responses_model(demo_gateway):
+    client = AsyncOpenAI(base_url=demo_gateway.v1, api_key="unused", max_retries=0)
+    agent = Agent(name="weather", instructions="Answer with the tool's help.", tools=[get_weather],
+                  model=OpenAIResponsesModel(model="auto", openai_client=client))
+    result = Runner.run_streamed(agent, "What is the weather in Rome?", max_turns=4)
+    kinds = [event.type async for event in result.stream_events()]
+    assert "raw_response_event" in kinds and calls == ["example"]
+    assert "Based on the tool result" in result.final_output
+    await client.close()
