@@ -89,6 +89,9 @@ class Settings(BaseSettings):
             ``task_smoothing``: the share of the way each neighbour's recorded score moves to
             its task's mean (:func:`router.neighbours.task_smoothed`; docs/CALIBRATION.md,
             "Task-smoothed neighbour outcomes"). Unset: the file's (0.5 shipped).
+        responses_retention_s: how long a response served by ``POST /v1/responses`` with
+            ``store`` on stays readable (``GET /v1/responses/{id}``, ``previous_response_id``),
+            seconds; older ones are deleted. 30 days, as OpenAI keeps them.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -155,3 +158,4 @@ class Settings(BaseSettings):
     classifier_scan_budget_ms: float = Field(default=150.0, ge=0, le=60_000, allow_inf_nan=False)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"
     classifier_memory_smoothing: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
+    responses_retention_s: float = Field(default=30 * 24 * 3600, gt=0, allow_inf_nan=False)

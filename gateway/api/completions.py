@@ -355,11 +355,14 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
             gaps.append(now - last_at)
             last_at = now
         status = "ok"
-        if ticket is not None:  # before the last event: the client's next turn may follow at once
+        # Before the last event: a client may send its next request (the next turn of its
+        # session, previous_response_id on the Responses door) as soon as it has read it.
+        if ticket is not None:
             tokens_in = int((usage or {}).get("prompt_tokens") or 0) or dispatch.prompt_estimate(attempt)
             await ctx.request.app.state.sessions.close(
                 ticket, attempt.backend.name, True, tokens_in, text_out="".join(text),
                 tokens_out=(usage or {}).get("completion_tokens"))
+        await door.after(call, getattr(encoder, "final", None) or {}, ctx)
         yield encoder.done()
     except BackendError as exc:
         status, error = "error", exc
@@ -367,10 +370,6 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
     finally:
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
-        try:
-            if status == "ok":
-                await door.after(call, getattr(encoder, "final", None) or {}, ctx)
-        finally:
-            finish(attempt.outcome(
-                runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
-                ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
+        finish(attempt.outcome(
+            runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
+            ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))

@@ -1,0 +1,63 @@
+"""``POST /v1/responses``, ``GET /v1/responses/{id}`` and ``DELETE /v1/responses/{id}``.
+
+Creation runs the shared pipeline (:func:`gateway.api.completions.complete`) with the
+Responses door. Reading and deleting a stored response are scoped to the caller's tenant:
+another tenant's response, an expired one and one that never existed get the same 404.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.api.completions import complete
+from gateway.api.deps import hot_path_deps
+from gateway.doors.responses import RESPONSES, ResponseNotFound, StoreUnavailable, stored_responses
+from gateway.responses import FastJSONResponse
+
+router = APIRouter()
+
+
+@router.post("/v1/responses")
+async def create_response(request: Request):
+    request.state.door = RESPONSES
+    runtime, settings, principal = await hot_path_deps(request)
+    return await complete(request, runtime, settings, principal, RESPONSES)
+
+
+async def _caller(request: Request):
+    request.state.door = RESPONSES
+    principal = await request.app.state.auth.authenticate(request.headers)
+    return stored_responses(request.app.state.store, request.app.state.settings), principal.tenant
+
+
+def _not_found(response_id: str) -> ResponseNotFound:
+    return ResponseNotFound(f"Response with id '{response_id}' not found.", param="response_id")
+
+
+def _unavailable() -> StoreUnavailable:
+    return StoreUnavailable("The stored responses cannot be read now; retry later")
+
+
+@router.get("/v1/responses/{response_id}")
+async def get_response(request: Request, response_id: str):
+    responses, tenant = await _caller(request)
+    try:
+        body = await responses.get(response_id, tenant)
+    except SQLAlchemyError:
+        raise _unavailable() from None
+    if body is None:
+        raise _not_found(response_id)
+    return FastJSONResponse(body)
+
+
+@router.delete("/v1/responses/{response_id}")
+async def delete_response(request: Request, response_id: str):
+    responses, tenant = await _caller(request)
+    try:
+        deleted = await responses.remove(response_id, tenant)
+    except SQLAlchemyError:
+        raise _unavailable() from None
+    if not deleted:
+        raise _not_found(response_id)
+    return FastJSONResponse({"id": response_id, "object": "response", "deleted": True})

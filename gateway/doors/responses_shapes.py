@@ -1,0 +1,107 @@
+"""Shapes of the OpenAI Responses API that the door renders: the response object, its output
+items and usage, as the openai SDK reads them (``openai/types/responses/response.py``,
+``response_output_message.py``, ``response_function_tool_call.py``, ``response_usage.py``)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+"""Chat ``finish_reason`` -> the Responses ``incomplete_details.reason`` it means."""
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id of a Responses object: ``resp_``, ``msg_``, ``fc_``, ``rs_`` and 32 hex digits."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def message_item(item_id: str, text: str, status: str = "completed", refusal: str | None = None) -> dict:
+    """An assistant ``message`` output item with one ``output_text`` part (or a ``refusal``)."""
+    part = ({"type": "refusal", "refusal": refusal} if refusal is not None
+            else {"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+    return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": [part]}
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict:
+    """A ``function_call`` output item; ``call_id`` is the chat tool call's ``id``."""
+    return {"type": "function_call", "id": item_id, "call_id": call_id, "name": name, "arguments": arguments,
+            "status": status}
+
+
+def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
+    """A ``reasoning`` output item holding the model's reasoning text."""
+    return {"type": "reasoning", "id": item_id, "summary": [], "content": [{"type": "reasoning_text", "text": text}],
+            "status": status}
+
+
+def reasoning_text(message_or_delta: dict) -> str | None:
+    """The reasoning text of a chat message or delta: ``reasoning_content`` (vLLM's reasoning
+    parsers, litellm) or ``reasoning`` (newer vLLM)."""
+    text = message_or_delta.get("reasoning_content") or message_or_delta.get("reasoning")
+    return text if isinstance(text, str) and text else None
+
+
+def output_items(message: dict) -> list[dict]:
+    """The output items of a chat completion's ``message``: its reasoning, its text (or
+    refusal), then each of its tool calls; one empty message when it has no text or call."""
+    reasoning = reasoning_text(message)
+    items = [reasoning_item(new_id("rs"), reasoning)] if reasoning else []
+    text, refusal = message.get("content"), message.get("refusal")
+    if text or refusal:
+        items.append(message_item(new_id("msg"), text or "", refusal=refusal if not text else None))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        items.append(function_call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name", ""),
+                                        fn.get("arguments") or ""))
+    if not any(i["type"] != "reasoning" for i in items):  # an empty answer is an empty message
+        items.append(message_item(new_id("msg"), ""))
+    return items
+
+
+def usage(chat: dict | None) -> dict:
+    """Responses usage for chat usage (``prompt_tokens``... -> ``input_tokens``...); a
+    gateway's ``cost_usd`` (USD) is kept beside the OpenAI fields."""
+    chat = chat or {}
+    prompt, completion = int(chat.get("prompt_tokens") or 0), int(chat.get("completion_tokens") or 0)
+    cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    reasoning = int((chat.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
+    out = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+           "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
+           "total_tokens": int(chat.get("total_tokens") or prompt + completion)}
+    if chat.get("cost_usd") is not None:
+        out["cost_usd"] = chat["cost_usd"]
+    return out
+
+
+def response_object(response_id: str, echo: dict, model: str, output: list[dict], *, status: str = "completed",
+                    finish_reason: str | None = None, usage_: dict | None = None, created_at: int | None = None,
+                    error: dict | None = None) -> dict:
+    """The ``response`` object.
+
+    Args:
+        response_id: ``resp_...``.
+        echo: the request fields it repeats (:attr:`ParsedRequest.echo`).
+        model: the model that answered (or, before it is known, the one asked for).
+        output: its output items.
+        status: ``completed``, ``in_progress`` or ``failed``; a completed response whose
+            chat ``finish_reason`` was ``length`` or ``content_filter`` becomes ``incomplete``.
+        usage_: Responses usage (:func:`usage`), ``None`` while streaming.
+    """
+    created = created_at or int(time.time())
+    incomplete = INCOMPLETE.get(finish_reason or "") if status == "completed" else None
+    if incomplete:
+        status = "incomplete"
+    return {
+        "id": response_id, "object": "response", "created_at": created, "status": status,
+        "completed_at": int(time.time()) if status in ("completed", "incomplete") else None,
+        "error": error, "incomplete_details": {"reason": incomplete} if incomplete else None,
+        "instructions": echo.get("instructions"), "max_output_tokens": echo.get("max_output_tokens"),
+        "model": model, "output": output, "parallel_tool_calls": echo.get("parallel_tool_calls", True),
+        "previous_response_id": echo.get("previous_response_id"),
+        "reasoning": echo.get("reasoning") or {"effort": None, "summary": None},
+        "store": echo.get("store", True), "temperature": echo.get("temperature"),
+        "text": echo.get("text") or {"format": {"type": "text"}}, "tool_choice": echo.get("tool_choice", "auto"),
+        "tools": echo.get("tools") or [], "top_p": echo.get("top_p"), "truncation": "disabled",
+        "usage": usage_, "user": echo.get("user"), "metadata": echo.get("metadata") or {}, "background": False,
+    }
