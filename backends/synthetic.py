@@ -37,6 +37,8 @@ class Answer:
         cost_usd: the real cost of this call when known (recorded data), else ``None``.
         first_token_delay_s: simulated TTFT (seconds); token_delay_s: simulated ITL.
         fail_after_chunks: end the stream with :class:`BackendStreamError` after this many chunks.
+        usage: whether the response carries usage (a stream its usage chunk); some
+            OpenAI-compatible upstreams send none.
         finish_reason: ``stop`` or ``length``; ``None`` derives it (``tool_calls`` when there
             are tool calls, else ``stop``).
     """
@@ -48,6 +50,7 @@ class Answer:
     token_delay_s: float = 0.0
     fail_after_chunks: int | None = None
     finish_reason: str | None = None
+    usage: bool = True
 
     @property
     def finish(self) -> str:
@@ -115,6 +118,8 @@ class SyntheticBackend(Backend):
             out = shapes.text_completion(self.model, answer.text, answer.finish, use, n)
             out["choices"] = [{"index": k * n + j, "text": a.text, "logprobs": None, "finish_reason": a.finish}
                               for k, (_, a) in enumerate(answers) for j in range(n)]
+        if not answer.usage:
+            out.pop("usage", None)
         cost = self._cost(answers)
         if cost is not None:
             out[COST_KEY] = cost
@@ -133,6 +138,8 @@ class SyntheticBackend(Backend):
                     await asyncio.sleep(answer.token_delay_s)
                 sent += 1
                 yield chunk
+        if not answers[0][1].usage:
+            return
         obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
         last = shapes.usage_chunk(cid, self.model, obj, self._usage(endpoint, answers))
         cost = self._cost(answers)

@@ -51,16 +51,16 @@ class Attempt:
         usage = usage or {}
         tokens_in = int(usage.get("prompt_tokens") or 0)
         tokens_out = int(usage.get("completion_tokens") or 0)
-        if not usage and fallback_text:
-            # The upstream sent no usage: count with the documented chars/4 estimate.
-            tokens_out = estimate_tokens(fallback_text)
         # A stream that broke after its first chunk was generated, and is billed, upstream.
         broke_mid_stream = status == "error" and streamed and self.first_at is not None
-        if not usage and (status == "client_disconnected" or broke_mid_stream) and self.backend is not None:
-            # The client left (or the upstream broke) before the usage arrived, but the prompt
-            # reached the backend, which bills it: count it with the same estimate, so that
-            # spend and budgets see abandoned and broken requests.
-            tokens_in = estimate_tokens(prompt_text(self.endpoint, self.decision.body))
+        # The upstream sent no usage, yet the prompt reached a backend that bills it: an
+        # answer, a client that left, a stream that broke. Count it ourselves (the prompt and
+        # the text relayed), so that spend and budgets see it, and say it is an estimate.
+        estimated = not usage and self.backend is not None and (
+            status in ("ok", "client_disconnected") or broke_mid_stream)
+        if estimated:
+            tokens_in = prompt_estimate(self)
+            tokens_out = estimate_tokens(fallback_text) if fallback_text else 0
         cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         name = self.backend.name if self.backend else None
         cost = 0.0
@@ -76,7 +76,21 @@ class Attempt:
             tokens_cached=cached, cost_usd=cost, streamed=streamed,
             tokens_cache_write=cache_write.get("tokens") if cache_write else None,
             tokens_cache_write_1h=cache_write.get("tokens_1h") if cache_write else None,
+            usage_estimated=estimated,
         )
+
+
+def answer_text(response: dict) -> str:
+    """The text of every choice of a non-streamed chat or legacy completion response (for
+    the token estimate when the upstream sent no usage)."""
+    parts = []
+    for choice in response.get("choices") or ():
+        message = choice.get("message") or {}
+        content = message.get("content") if isinstance(message, dict) else None
+        text = content if isinstance(content, str) else choice.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)
 
 
 def prompt_estimate(attempt: Attempt) -> int:

@@ -89,6 +89,9 @@ class OutcomeRecord:
             exactly when ``tokens_cache_write`` is.
         cost_usd: cost of the call in USD.
         streamed: whether the response was streamed.
+        usage_estimated: the upstream sent no usage, so ``tokens_in`` and ``tokens_out`` are
+            the gateway's own count (:func:`backends.openai_shapes.estimate_tokens` of the
+            prompt and of the text it relayed) and ``cost_usd`` is priced from them.
         created_at: UTC time the outcome was recorded.
     """
 
@@ -109,6 +112,7 @@ class OutcomeRecord:
     tokens_cache_write_1h: int | None = None
     cost_usd: float = 0.0
     streamed: bool = False
+    usage_estimated: bool = False
     created_at: datetime = field(default_factory=utcnow)
 
     def as_dict(self) -> dict[str, Any]:

@@ -9,6 +9,8 @@ Model-name suffixes (TensorZero's dummy-provider idea):
   for legacy completions), as a model
   whose context window the prompt exceeds answers.
 - ``...-drop-mid-stream``: a stream breaks after 3 chunks; a non-streaming call fails.
+- ``...-no-usage``: answers without usage (a stream without its usage chunk), as some
+  OpenAI-compatible upstreams do.
 - ``...-adapter-bug``: raises a plain ``RuntimeError`` (not a ``BackendError``), as a bug in a
   backend adapter would; the dispatcher must fall back and record the outcome.
 - anything else: normal.
@@ -98,6 +100,7 @@ class FakeBackend(SyntheticBackend):
             answer.token_delay_s = float(self.config.options.get("token_delay_s", 0.02))
         if model.endswith("-drop-mid-stream"):
             answer.fail_after_chunks = 3
+        answer.usage = not model.endswith("-no-usage")
         return answer
 
 

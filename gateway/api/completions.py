@@ -263,7 +263,8 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
-                              recorded_cost=recorded, ttft=elapsed, cache_write=written)
+                              recorded_cost=recorded, ttft=elapsed, cache_write=written,
+                              fallback_text=dispatch.answer_text(resp))
     rendered = door.render(resp, call, Rendered(request_id=request_id, backend=attempt.backend.name,
                                                 model=attempt.backend.model, cost_usd=outcome.cost_usd))
     try:

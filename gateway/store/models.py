@@ -105,6 +105,7 @@ class Outcome(Base):
     tokens_cache_write_1h: Mapped[int | None]
     cost_usd: Mapped[float]
     streamed: Mapped[bool]
+    usage_estimated: Mapped[bool | None]
 
     __table_args__ = (Index("ix_outcomes_created_at", "created_at"),)
 

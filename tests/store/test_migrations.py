@@ -206,3 +206,19 @@ def test_0006_adds_the_decision_key_id_and_downgrades(db_url: str) -> None:
     assert _indexes(db_url, "decisions") == {"ix_decisions_created_at"}  # back after SQLite's rebuild
     upgrade(db_url)
     assert current(db_url) == head() and "key_id" in _columns(db_url, "decisions")
+
+
+def test_0008_adds_usage_estimated_and_downgrades(db_url: str) -> None:
+    from tests.store.conftest import rows
+
+    upgrade(db_url, "0007")
+    assert "usage_estimated" not in _outcome_columns(db_url)
+    _execute(db_url, _OLD_OUTCOME)  # a row written before the revision: its estimate is unknown
+    upgrade(db_url, "0008_usage_estimated")
+    assert rows(db_url, "SELECT request_id, usage_estimated FROM outcomes") == [("old", None)]
+    downgrade(db_url, "0007")
+    assert "usage_estimated" not in _outcome_columns(db_url)
+    assert rows(db_url, "SELECT request_id, tokens_in FROM outcomes") == [("old", 10)]  # rows kept
+    assert _indexes(db_url, "outcomes") == {"ix_outcomes_created_at"}  # back after SQLite's rebuild
+    upgrade(db_url)
+    assert current(db_url) == head() and "usage_estimated" in _outcome_columns(db_url)
