@@ -150,13 +150,15 @@ class GatewayProcess:
     """``mixroute serve`` in a child process on a free port.
 
     Args:
-        policy: the policy YAML file.
+        policy: the policy YAML file (``None``: the bundled demo policy).
         env: ``MIXROUTE_*`` settings for this gateway (added to the parent's environment).
         cwd: the working directory (a gateway's default journal lives there).
+        port: the port to serve on (default: a free one).
     """
 
-    def __init__(self, policy: Path, env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
-        self.port = _free_port()
+    def __init__(self, policy: Path | None, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 port: int | None = None) -> None:
+        self.port = port or _free_port()
         self.policy = policy
         self.env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
                     "MIXROUTE_CLASSIFIER": "off", **(env or {})}
@@ -168,11 +170,20 @@ class GatewayProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def command(self) -> list[str]:
+        """The ``mixroute serve`` command line of this gateway."""
+        policy = ["--policy", str(self.policy)] if self.policy is not None else []
+        return [sys.executable, "-m", "gateway.cli", "serve", *policy, "--port", str(self.port)]
+
+    def run_to_exit(self, timeout_s: float = 60) -> subprocess.CompletedProcess:
+        """Run the gateway in the foreground, for one that should refuse to start: its exit
+        status and output (raises ``subprocess.TimeoutExpired`` if it serves instead)."""
+        return subprocess.run(self.command(), env=self.env, cwd=self.cwd, capture_output=True, text=True,
+                              timeout=timeout_s)
+
     def start(self, timeout_s: float = 60) -> None:
         out = self.log.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--policy", str(self.policy),
-                                      "--port", str(self.port)], env=self.env, cwd=self.cwd,
-                                     stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), env=self.env, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -183,13 +183,19 @@ def _sqlite_file_problem(path: Path) -> str | None:
 
 def _check_journal_path_or_exit(settings) -> None:
     """One line and exit 2 when the store's spill journal could not be written (a directory,
-    a file where its folder should be, a read-only folder): found at start, not when rows
-    are already being lost."""
-    from gateway.store.journal import journal_path_problem
+    a file where its folder should be, a read-only folder) or another process holds it (a
+    second replica given the same file): found at start, not when rows are already being
+    lost or replayed twice."""
+    from gateway.store.journal import journal_holder, journal_path_problem
     from gateway.store.rows import default_journal_path
 
-    path = settings.store_journal_path or default_journal_path(settings.database_url)
+    path = settings.store_journal_path or default_journal_path(settings.database_url, settings.port)
     problem = journal_path_problem(path)
+    holder = None if problem else journal_holder(path)
+    if holder:
+        print(f"mixroute: the store journal {path} is in use by another mixroute process ({holder}); give each "
+              "gateway its own MIXROUTE_STORE_JOURNAL_PATH (the default includes the port)", file=sys.stderr)
+        raise SystemExit(2)
     if problem:
         what = ("MIXROUTE_STORE_JOURNAL_PATH" if settings.store_journal_path
                 else "MIXROUTE_DATABASE_URL (or --database-url)")  # the journal goes next to the database

@@ -66,22 +66,26 @@ def error_text(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0][:200] if lines else ''}"
 
 
-def default_journal_path(url: str) -> Path:
+def default_journal_path(url: str, port: int | None = None) -> Path:
     """The spill journal of the store at ``url``, one per database so that rows journaled
     for one database are never replayed into another: ``<file>.journal.jsonl`` next to a
     SQLite file, else ``mixroute-journal-<12 hex>.jsonl`` in the working directory, the hex
     a SHA-256 of the URL without its password (so another host, database or
-    ``search_path`` schema gets another file)."""
+    ``search_path`` schema gets another file). With ``port`` (the gateway's), the name ends
+    in ``-<port>.jsonl`` (``<file>.journal-<port>.jsonl``), so that two gateways started in
+    one folder against one database each get their own journal (a journal is locked by the
+    one process that uses it: :meth:`gateway.store.journal.Journal.lock`)."""
+    tail = f"-{port}.jsonl" if port is not None else ".jsonl"
     db_file = sqlite_path(url)
     if db_file is not None:
-        return db_file.with_name(db_file.name + ".journal.jsonl")
+        return db_file.with_name(db_file.name + ".journal" + tail)
     from sqlalchemy import URL
 
     from gateway.store.db import normalize_url
 
     u = normalize_url(url)
     key = URL.create(u.drivername, u.username, None, u.host, u.port, u.database, u.query).render_as_string()
-    return Path.cwd() / f"mixroute-journal-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsonl"
+    return Path.cwd() / f"mixroute-journal-{hashlib.sha256(key.encode()).hexdigest()[:12]}{tail}"
 
 
 def legacy_journal(url: str) -> Path | None:

@@ -33,7 +33,7 @@ from sqlalchemy import Engine, exc
 from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
-from gateway.store.journal import Item, Journal
+from gateway.store.journal import Item, Journal, replaying_path
 from gateway.store.priority import IdlePolicy
 from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, legacy_journal
 from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
@@ -53,6 +53,11 @@ _DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.Disconn
 """Errors that mean "database unreachable / not ready": spill and retry, never reject."""
 
 
+def unported_pending(path: Path) -> bool:
+    """Whether the journal ``path`` (or its ``.replaying`` twin) holds rows."""
+    return any(p.is_file() and p.stat().st_size > 0 for p in (path, replaying_path(path)))
+
+
 class Store:
     """Batched asynchronous writer of decisions, outcomes, feedback and policies.
 
@@ -65,7 +70,8 @@ class Store:
         settings: uses ``database_url``, ``store_queue_size`` (rows),
             ``store_batch_size`` (rows), ``store_flush_interval_s`` (seconds) and
             ``store_journal_max_bytes`` (bytes).
-        journal_path: spill file; default :func:`default_journal_path`.
+        journal_path: spill file; default :func:`default_journal_path` of the database and
+            ``settings.port``. The store locks it while it runs.
         retry_interval_s: while the database is down or the journal is not empty, how
             often the writer retries without new rows (seconds).
     """
@@ -76,7 +82,8 @@ class Store:
         self.url = normalize_url(settings.database_url).render_as_string(hide_password=False)
         journal_path = journal_path or settings.store_journal_path
         self._default_journal = not journal_path
-        self.journal = Journal(Path(journal_path) if journal_path else default_journal_path(self.url),
+        self.journal = Journal(Path(journal_path) if journal_path else
+                               default_journal_path(self.url, settings.port),
                                max_bytes=settings.store_journal_max_bytes)
         self.recent = RecentDecisions()
         self.stats = StoreStats()
@@ -109,11 +116,13 @@ class Store:
         and replay are retried every ``retry_interval_s``.
 
         Raises:
+            gateway.store.journal.JournalInUse: another process uses the same journal.
             sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL/driver.
             alembic.util.CommandError: the database is at a revision this build lacks.
         """
         if self._task is not None:
             return
+        self.journal.lock()  # before any replay: another replica's journal is not ours to replay
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
         legacy = legacy_journal(self.url) if self._default_journal else None
@@ -123,6 +132,11 @@ class Store:
             log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "
                         "replayed. If its rows belong to %s, move it to %s (rows already stored are "
                         "not doubled)", legacy, safe_url(self.url), self.journal.path)
+        unported = default_journal_path(self.url)
+        if self._default_journal and unported != self.journal.path and unported_pending(unported):
+            log.warning("store: %s holds rows journaled before journals were per gateway port; it is not "
+                        "replayed by this gateway. Stop the gateway and move it to %s, or serve once with "
+                        "MIXROUTE_STORE_JOURNAL_PATH=%s to replay it", unported, self.journal.path, unported)
         await self._in_writer(self._cycle, [], True)
         self._task = asyncio.create_task(self._run(), name="mixroute-store-writer")
 
@@ -158,9 +172,11 @@ class Store:
         if self._engine is None:
             await self._in_writer(self._spill, leftover)
             self._executor.shutdown(wait=True)
+            self.journal.unlock()
             return
         await self._in_writer(self._cycle, leftover)
         self._executor.shutdown(wait=True)
+        self.journal.unlock()
         self._engine.dispose()
         log.info("store stopped: %s", self.stats)
 

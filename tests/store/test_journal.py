@@ -44,8 +44,22 @@ async def test_a_legacy_shared_journal_is_not_replayed(tmp_path: Path, caplog, n
         await store.start()
         await store.stop()
     assert rows(url, "SELECT request_id FROM decisions") == []
-    assert legacy.exists() and "is not replayed" in caplog.text and "a.db.journal.jsonl" in caplog.text
+    assert legacy.exists() and "is not replayed" in caplog.text and "a.db.journal-8000.jsonl" in caplog.text
     assert name in caplog.text
+
+
+async def test_a_journal_from_before_per_port_names_is_left_with_a_warning(tmp_path: Path, caplog) -> None:
+    """The database's journal without the port (an earlier release's default) is not
+    replayed by a gateway whose default now has its port: the warning says how to replay it."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    old = default_journal_path(url)
+    old.write_text(encode(("decisions", decision("from-before").as_dict())) + "\n")
+    store = Store(settings_for(url))
+    with caplog.at_level("WARNING", logger="mixroute.store"):
+        await store.start()
+        await store.stop()
+    assert old.exists() and store.journal.path == tmp_path / "a.db.journal-8000.jsonl"
+    assert f"MIXROUTE_STORE_JOURNAL_PATH={old}" in caplog.text
 
 
 def test_a_journal_path_that_is_a_folder_is_refused(tmp_path: Path) -> None:
