@@ -39,13 +39,16 @@ class Settings(BaseSettings):
         store_flush_interval_s: longest time a row waits in the queue (seconds).
         store_journal_path: the store's spill journal (default: one per database,
             :func:`gateway.store.rows.default_journal_path`: ``<file>.journal.jsonl`` next to
-            the SQLite file, or ``mixroute-journal-<hash>.jsonl`` in the working directory);
-            give each replica and each database its own.
+            the SQLite file, or ``mixroute-journal-<hash>.jsonl`` in the working directory,
+            the name ending in ``-<port>``); one process holds it (a second is refused).
         store_writer_idle: run the store's writer thread under Linux's ``SCHED_IDLE`` policy
             while no backlog is queued, so that requests preempt it at once on a shared core
             (:class:`gateway.store.priority.IdlePolicy`).
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
+        store_on_loss: when neither the database nor the journal can take records:
+            ``refuse`` new requests (503 ``store_unavailable``), or ``serve`` them and lose
+            their records (logged at start and as rows are lost).
         policy_watch: hot-reload the policy file when it changes.
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
         key_cache_ttl_s: how long a key lookup is cached; a revoked key keeps working
@@ -109,6 +112,7 @@ class Settings(BaseSettings):
     store_flush_interval_s: float = Field(default=0.2, gt=0)
     store_journal_max_bytes: int = Field(default=1 << 30, gt=0)
     store_journal_path: Path | None = None
+    store_on_loss: Literal["refuse", "serve"] = "refuse"
     store_writer_idle: bool = True
     policy_watch: bool = True
     admin_key: str | None = None

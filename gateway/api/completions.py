@@ -175,7 +175,7 @@ async def route(request: Request):
     """Dry run: the decision and the rewritten request, without dispatching or storing. The
     body is a chat completions request, or a legacy completions one (``prompt``, no
     ``messages``), validated as its endpoint would validate it."""
-    runtime, settings, principal = await hot_path_deps(request)
+    runtime, settings, principal = await hot_path_deps(request, records=False)
     raw = await _read(request, settings, principal)
     if "prompt" in raw and "messages" in raw:
         # /v1/completions would route on `prompt`, /v1/chat/completions on `messages`: a dry

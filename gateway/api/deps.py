@@ -21,6 +21,11 @@ class NotReady(MixrouteError):
     code = "not_ready"
 
 
+class StoreUnavailable(MixrouteError):
+    status = 503
+    code = "store_unavailable"
+
+
 async def _runtime(request: Request) -> Runtime:
     runtime = request.app.state.policies.current
     if runtime is None:
@@ -42,12 +47,24 @@ async def _settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-async def hot_path_deps(request: Request) -> tuple[Runtime, Settings, Principal]:
+async def hot_path_deps(request: Request, records: bool = True) -> tuple[Runtime, Settings, Principal]:
     """``(runtime, settings, principal)`` for the completion endpoints, resolved by plain
     calls in the same order and with the same errors as the ``Depends`` aliases below
-    (runtime first: ``NotReady`` before any authentication error)."""
+    (runtime first: ``NotReady`` before any authentication error).
+
+    Args:
+        records: the request writes records (every door but a dry run): refused with
+            :class:`StoreUnavailable` while the store can keep none
+            (:meth:`gateway.store.writer.Store.keeps_records`), unless ``store_on_loss`` is
+            ``serve``.
+    """
     runtime = await _runtime(request)
-    return runtime, await _settings(request), await _principal(request)
+    settings = await _settings(request)
+    principal = await _principal(request)
+    if records and not request.app.state.store.keeps_records() and settings.store_on_loss == "refuse":
+        raise StoreUnavailable("The gateway cannot record requests right now (its database is down and its "
+                               "journal is full); try again shortly")
+    return runtime, settings, principal
 
 
 RuntimeDep = Annotated[Runtime, Depends(_runtime)]

@@ -33,6 +33,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
@@ -274,6 +275,18 @@ class Journal:
             except FileNotFoundError:
                 pass
         return total
+
+    def room(self) -> int:
+        """Bytes the journal can still take: the space left under ``max_bytes`` or on its
+        file system (for an unprivileged process), whichever is less."""
+        folder = self.path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            free = shutil.disk_usage(folder).free
+        except OSError:
+            free = 0
+        return free if self.max_bytes is None else min(free, self.max_bytes - self.size())
 
     def reject(self, items: Sequence[Item] | Sequence[str] | Sequence[bytes]) -> None:
         """Keep rows (or raw lines, kept byte for byte) the database refused or that

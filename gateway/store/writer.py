@@ -15,6 +15,11 @@ Where a row can end up::
     journal line unreadable at replay -> <journal>.rejected (kept, counted, logged)
     journal at its size cap -> dropped, counted (``capped``) and logged
 
+While the database is down and the journal cannot take more rows (its cap or its disk
+nearly reached, or an append failed), :meth:`Store.keeps_records` is false: the gateway
+refuses new requests (``store_on_loss: refuse``, :func:`gateway.api.deps.hot_path_deps`)
+instead of answering requests whose records would be lost.
+
 Logs carry counts, table names and error classes only: never row contents, never prompts.
 """
 
@@ -51,6 +56,10 @@ running for ~5 ms, which on one core showed up in the pass-through p99
 (``python -m bench.tail_latency``: ``base`` against ``unchunked``)."""
 _DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError)
 """Errors that mean "database unreachable / not ready": spill and retry, never reject."""
+RESERVE_BYTES = 1 << 20
+"""Journal room kept for the records of requests already admitted when the gateway starts
+refusing (bytes; at most a quarter of ``store_journal_max_bytes``): a decision and outcome
+pair is about 1.5 KB, so this covers several hundred requests in flight."""
 
 
 def unported_pending(path: Path) -> bool:
@@ -104,6 +113,9 @@ class Store:
         self._migrated = False
         self._keys = DEFAULT_KEYS
         self._down = False
+        self._journal_failed = False  # an append failed or hit the cap since the database went down
+        self._refusing = False  # for the log line when keeps_records() changes
+        self._reserve = min(RESERVE_BYTES, settings.store_journal_max_bytes // 4)
         self._closed = False
         self._policies_seen: set[str] = set()
 
@@ -122,6 +134,9 @@ class Store:
         """
         if self._task is not None:
             return
+        if self.settings.store_on_loss == "serve":
+            log.warning("store: MIXROUTE_STORE_ON_LOSS=serve: when neither the database nor the journal can take "
+                        "records, requests are still answered and their records lost")
         self.journal.lock()  # before any replay: another replica's journal is not ours to replay
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
@@ -228,6 +243,22 @@ class Store:
         """Rows waiting in the in-memory queue (rows)."""
         return self._queue.qsize()
 
+    def keeps_records(self) -> bool:
+        """Whether a new request's records can be kept: the database takes rows, or the
+        journal has room for them (more than :data:`RESERVE_BYTES`, and no append failed
+        since the database went down). Logs when it changes."""
+        keeps = not self._down or (not self._journal_failed and self.journal.room() >= self._reserve)
+        if keeps == self._refusing:
+            self._refusing = not keeps
+            if keeps:
+                log.warning("store: records can be kept again")
+            else:
+                log.error("store: database %s down and journal %s full or unwritable: new requests %s",
+                          safe_url(self.url), self.journal.path,
+                          "are refused (503 store_unavailable)" if self.settings.store_on_loss == "refuse"
+                          else "are served and their records lost (MIXROUTE_STORE_ON_LOSS=serve)")
+        return keeps
+
     def _put(self, item: Item) -> None:
         if self._loop is not None and threading.get_ident() != self._loop_thread:
             try:  # asyncio.Queue is not thread-safe
@@ -249,6 +280,7 @@ class Store:
                 self._capped(1)
                 return
         except OSError as err:
+            self._journal_failed = True
             self.stats.lost += 1
             log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], error_text(err))
             return
@@ -323,9 +355,12 @@ class Store:
                         self._keys = conflict_keys(conn)
                     self._migrated = True
                 self._replay()
+                if self._down and not batch:
+                    self._probe()  # nothing to write may be nothing to fail: ask the database
                 self.stats.written += self._write(batch, paced=True)
                 if self._down:
                     self._down = False
+                    self._journal_failed = False
                     log.warning("store: database %s reachable again", safe_url(self.url))
             except _DOWN as err:
                 if not self._down:
@@ -340,6 +375,11 @@ class Store:
                 log.error("store: unexpected error, %d row(s) journaled (%s)", len(batch), error_text(err))
             finally:
                 self._sync_journal()
+
+    def _probe(self) -> None:
+        """One round trip to the database (raises as :meth:`_write` does when it is down)."""
+        with self._engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
 
     def _replay(self) -> None:
         for _ in range(3):  # bounded: rows journaled meanwhile wait for the next cycle
@@ -401,10 +441,12 @@ class Store:
             if kept < len(items):
                 self._capped(len(items) - kept)
         except OSError as err:
+            self._journal_failed = True
             self.stats.lost += len(items)
             log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), error_text(err))
 
     def _capped(self, n: int) -> None:
+        self._journal_failed = True
         before = self.stats.capped
         self.stats.capped += n
         self.stats.lost += n
