@@ -6,10 +6,16 @@ the window's count is below the limit, so a limit is exact to within one request
 Budgets: spend is reserved before dispatch (the chosen candidate's cost ceiling when the
 request sets ``max_tokens``, else its expected cost) and settled with the real cost. A
 request is admitted while ``spent + reserved < budget``, so concurrent requests overspend
-by at most one request's reservation when reservations are ceilings. A budget's counter
-starts, once per process and period, from the spend the store recorded for the key or
-tenant in that period (:meth:`Limiter.seed_budget`). Amounts are kept as integer nano-USD
-so Redis can add them atomically.
+by at most one request's reservation when reservations are ceilings. Amounts are kept as
+integer nano-USD so Redis can add them atomically.
+
+The store is the source of truth for spend. A budget's counter is reconciled with the
+spend the store recorded for the key or tenant in the period (:meth:`Limiter.seed_budget`:
+the counter becomes the larger of the two) when the process first meets it, every
+:data:`RECONCILE_S` after, after the limiter's backing store was unreachable (spend
+admitted meanwhile, fail-open, is in the store only), and when the counter is gone (a
+Redis restart). Reservations expire (:data:`RESERVATION_TTL_S`), so one whose settlement
+never arrived (a crashed process, a hang) stops holding budget.
 
 Errors::
 
@@ -87,7 +93,8 @@ class Limits:
 class Reservation:
     """What :meth:`Limiter.admit` reserved, to settle later, and the window's counts once
     this request was counted (``window_requests``, ``window_tokens``; ``reset_s``: seconds
-    left in the window), for :meth:`headers`."""
+    left in the window), for :meth:`headers`; ``member``: the reservation's id in a shared
+    limiter (Redis), so that settling it is idempotent."""
 
     limits: Limits
     window: int
@@ -97,6 +104,7 @@ class Reservation:
     window_requests: int = 0
     window_tokens: int = 0
     reset_s: float = 0.0
+    member: str = ""
 
     def headers(self) -> dict[str, str]:
         """This window's :func:`ratelimit_headers` (empty when the limits set no rpm/tpm)."""
@@ -163,6 +171,11 @@ def period_start(period: str, now: float | None = None) -> datetime:
 
 #: Seconds before a failed read of a budget's recorded spend is tried again.
 SEED_RETRY_S = 30.0
+#: Seconds between reconciliations of a budget's counter with the store's recorded spend.
+RECONCILE_S = 30.0
+#: Seconds after which a reservation that was never settled stops counting: longer than a
+#: request can run (upstream timeouts), short enough that a lost settlement frees its budget.
+RESERVATION_TTL_S = 900.0
 
 
 class Limiter(ABC):
@@ -176,34 +189,48 @@ class Limiter(ABC):
 
     def __init__(self) -> None:
         self.recorded_spend: Callable[[str, datetime], float] | None = None
-        # (subject, period id) -> True once seeded, or the monotonic time of a failed read
-        self._seeded: dict[tuple[str, str], float | bool] = {}
+        # (subject, period id) -> (monotonic time of the last reconciliation, whether the store failed)
+        self._seeded: dict[tuple[str, str], tuple[float, bool]] = {}
 
     async def seed_budget(self, limits: Limits) -> None:
-        """Start a budget's counter for this period from the store's record of the key's or
-        tenant's spend in it, once per process and period, where the counter does not
-        exist yet (after a restart of an in-process limiter, or a budget set mid-period).
-        A store that cannot be read leaves the counter as it is, and is tried again after
-        :data:`SEED_RETRY_S`."""
-        if self.recorded_spend is None or limits.budget_usd is None:
+        """Reconcile a budget's counter for this period with the store's record of the key's
+        or tenant's spend in it (the counter becomes the larger of the two; rows still
+        queued in a writer are not in the store yet, so the counter is never lowered):
+        when this process first meets it, then every :data:`RECONCILE_S`, and at once after
+        :meth:`forget_seeds`. A store that cannot be read leaves the counter as it is, and
+        is tried again after :data:`SEED_RETRY_S`.
+
+        Raises:
+            LimiterUnavailable: the shared state cannot be reached.
+        """
+        if limits.budget_usd is None:
             return
+        last = self._seeded.get((limits.subject, period_id(limits.period)))
+        if last is not None and time.monotonic() - last[0] < (SEED_RETRY_S if last[1] else RECONCILE_S):
+            return
+        await self.reconcile(limits)
+
+    async def reconcile(self, limits: Limits) -> None:
+        """Reconcile the counter of ``limits`` with the store now (see :meth:`seed_budget`)."""
         pid = period_id(limits.period)
-        seeded = self._seeded
-        tried = seeded.get((limits.subject, pid))
-        if tried is True or (tried is not None and time.monotonic() - tried < SEED_RETRY_S):
-            return
-        try:
-            spent = await asyncio.to_thread(self.recorded_spend, limits.subject, period_start(limits.period))
-        except Exception as exc:  # the store is down: count from what this process sees
-            seeded[(limits.subject, pid)] = time.monotonic()
-            log.warning("budget of %s: recorded spend unreadable (%s); counting from 0 for now",
-                        limits.subject, type(exc).__name__)
-            return
+        spent, failed = 0.0, False
+        if self.recorded_spend is not None:
+            try:
+                spent = await asyncio.to_thread(self.recorded_spend, limits.subject, period_start(limits.period))
+            except Exception as exc:  # the store is down: count from what the limiter sees
+                failed = True
+                log.warning("budget of %s: recorded spend unreadable (%s); counting from what this gateway sees "
+                            "for now", limits.subject, type(exc).__name__)
         await self._seed(limits, pid, spent)
-        seeded[(limits.subject, pid)] = True
+        self._seeded[(limits.subject, pid)] = (time.monotonic(), failed)
+
+    def forget_seeds(self) -> None:
+        """Reconcile every budget with the store at its next request (after an outage)."""
+        self._seeded.clear()
 
     async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
-        """Set the period's spent amount to ``spent_usd`` if nothing was counted yet."""
+        """Raise the period's spent amount to ``spent_usd`` if it is lower, and mark the
+        counter as reconciled."""
 
     @abstractmethod
     async def admit(self, limits: Limits, tokens: int, cost_usd: float) -> Reservation:

@@ -46,8 +46,7 @@ class MemoryLimiter(Limiter):
     async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
         async with self._lock:
             s = self._spend[(limits.subject, pid)]
-            if s == [0, 0]:  # nothing counted in this process yet
-                s[0] = to_nano(spent_usd)
+            s[0] = max(s[0], to_nano(spent_usd))  # the store lags this process's own settlements
 
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
         async with self._lock:

@@ -78,13 +78,14 @@ def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, ready
     if policy_text is not None:
         policy_path = tmp / "policy.yaml"
         policy_path.write_text(policy_text)
-    overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", "classifier": "off",
-                 **overrides}
-    settings = Settings(**{"policy_path": policy_path, **overrides})
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # The real port: the default journal's name has it, so gateways sharing a database get their own.
+    overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", "classifier": "off",
+                 "port": port, **overrides}
+    settings = Settings(**{"policy_path": policy_path, **overrides})
     app = create_app(settings)
     if prepare is not None:
         prepare(app)
