@@ -55,7 +55,8 @@ class Admission:
             try:
                 await self.limiter.settle(res, tokens, cost_usd)
             except LimiterUnavailable as exc:
-                log.warning("could not settle spend of %s (%s); retried once the limiter answers again", res.limits.subject, exc)
+                log.warning("could not settle spend of %s (%s); retried once the limiter answers again",
+                            res.limits.subject, exc)
 
 
 def limits_of(principal: Principal) -> list[Limits]:

@@ -84,6 +84,7 @@ return 1
 
 _PERIOD_TTL_S = {"day": 3 * 86400, "month": 70 * 86400, "total": 0}
 _PENDING_MAX = 10_000  # settlements kept for retry while Redis is unreachable (oldest dropped)
+RECOVER_EVERY_S = 1.0  # while Redis is unreachable, how often the limiter tries it again (seconds)
 
 
 class RedisLimiter(Limiter):
@@ -119,19 +120,43 @@ class RedisLimiter(Limiter):
         self._epoch: bytes | None = None  # the last {p}:epoch seen
         self._pending: deque[tuple[list[str], list]] = deque(maxlen=_PENDING_MAX)
         self._recovering = asyncio.Lock()
+        self._watch: asyncio.Task | None = None
 
     def _keys(self, subject: str, window: int, pid: str) -> list[str]:
         p = self.prefix
         return [f"{p}:w:{subject}:{window}", f"{p}:s:{subject}:{pid}", f"{p}:z:{subject}:{pid}", f"{p}:epoch"]
 
     async def _call(self, script, keys, args):
+        from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import RedisError
 
-        try:
-            return await script(keys=keys, args=args)
-        except (RedisError, OSError) as exc:
-            self._stale = True
-            raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
+        for attempt in range(2):
+            try:
+                return await script(keys=keys, args=args)
+            except RedisConnectionError:
+                # A pooled connection broken by a Redis restart is not an outage: try a new one once.
+                if attempt == 0:
+                    continue
+                exc_name = "ConnectionError"
+            except (RedisError, OSError) as exc:
+                exc_name = type(exc).__name__
+            self._unreachable()
+            raise LimiterUnavailable(f"redis: {exc_name}") from None
+
+    def _unreachable(self) -> None:
+        """Mark the limiter stale, and keep trying to recover in the background, so that
+        failed settlements are retried and budgets reconciled even without new requests."""
+        self._stale = True
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.get_running_loop().create_task(self._recover_soon(), name="mixroute-redis-recover")
+
+    async def _recover_soon(self) -> None:
+        while self._stale:
+            await asyncio.sleep(RECOVER_EVERY_S)
+            try:
+                await self._recover()
+            except LimiterUnavailable:
+                pass
 
     async def _recover(self) -> None:
         """After a failed call: once Redis answers, reconcile every budget at its next request,
@@ -152,7 +177,7 @@ class RedisLimiter(Limiter):
                 self._epoch = str(await self._redis.incr(f"{self.prefix}:epoch")).encode()
             except (RedisError, OSError) as exc:
                 raise LimiterUnavailable(f"redis: {type(exc).__name__}") from None
-            self._stale = False
+            self._stale = False  # before the retries: one that fails marks it stale again
             self.forget_seeds()
             retried = 0
             while self._pending:
@@ -256,4 +281,6 @@ class RedisLimiter(Limiter):
         return f"{kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
 
     async def aclose(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
         await self._redis.aclose()

@@ -84,14 +84,17 @@ def test_refuses_new_requests_rather_than_lose_their_records(pg, tmp_path) -> No
         for path, body in (("/responses", {"input": "hi"}), ("/embeddings", {"input": "hi"}),
                            ("/completions", {"prompt": "hi"})):
             resp = _post(gw, path, body)
-            assert resp.status_code == 503 and resp.json()["error"]["code"] == "store_unavailable", (path, resp.text)
-        assert _post(gw, "/route", {"messages": [{"role": "user", "content": "hi"}]}).status_code == 200  # stores nothing
+            assert resp.status_code == 503, (path, resp.text)
+            assert resp.json()["error"]["code"] == "store_unavailable", (path, resp.text)
+        dry_run = _post(gw, "/route", {"messages": [{"role": "user", "content": "hi"}]})
+        assert dry_run.status_code == 200  # a dry run stores nothing
         assert len(answered) > 10
         pg.start()
         assert _wait_count(pg.url, "decisions", answered) == len(answered)
         assert _wait_count(pg.url, "outcomes", answered) == len(answered)
         deadline = time.monotonic() + 10
-        while (resp := _post(gw, "/chat/completions", {"messages": [{"role": "user", "content": "back"}]})).status_code != 200:
+        back = {"messages": [{"role": "user", "content": "back"}]}
+        while (resp := _post(gw, "/chat/completions", back)).status_code != 200:
             assert time.monotonic() < deadline, resp.text
             time.sleep(0.2)
     finally:
