@@ -1,6 +1,7 @@
 """``GET /healthz`` (the process is up) and ``GET /readyz`` (200 only once the policy and
 router are loaded; 503 before, and while the key store has never answered whether keys
-exist, when every request would be refused with ``auth_unavailable``). Both answer ``HEAD`` too: the same status and headers, no
+exist, when every request would be refused with ``auth_unavailable``, and while the store
+can keep no records and new requests are refused with ``store_unavailable``). Both answer ``HEAD`` too: the same status and headers, no
 body (load balancers and uptime checkers often probe with ``HEAD``)."""
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ async def readyz(request: Request):
             # auth_unavailable: a load balancer must not send this replica traffic.
             return FastJSONResponse({"status": "auth_unavailable", "detail": "the key store cannot be read"},
                                     status_code=503)
+    store = getattr(request.app.state, "store", None)
+    if store is not None and request.app.state.settings.store_on_loss == "refuse" and not store.keeps_records():
+        return FastJSONResponse({"status": "store_unavailable",
+                                 "detail": "the database is down and the journal is full"}, status_code=503)
     predictor = runtime.router.predictor
     predictor = getattr(predictor, "inner", predictor)  # the tracing wrapper's inner predictor
     body = {"status": "ready", "policy_hash": runtime.loaded.hash, "predictor": type(predictor).__name__}

@@ -89,6 +89,8 @@ def test_refuses_new_requests_rather_than_lose_their_records(pg, tmp_path) -> No
         dry_run = _post(gw, "/route", {"messages": [{"role": "user", "content": "hi"}]})
         assert dry_run.status_code == 200  # a dry run stores nothing
         assert len(answered) > 10
+        ready = httpx.get(gw.url + "/readyz", timeout=10)  # a load balancer sends traffic elsewhere
+        assert ready.status_code == 503 and ready.json()["status"] == "store_unavailable"
         pg.start()
         assert _wait_count(pg.url, "decisions", answered) == len(answered)
         assert _wait_count(pg.url, "outcomes", answered) == len(answered)
@@ -97,6 +99,7 @@ def test_refuses_new_requests_rather_than_lose_their_records(pg, tmp_path) -> No
         while (resp := _post(gw, "/chat/completions", back)).status_code != 200:
             assert time.monotonic() < deadline, resp.text
             time.sleep(0.2)
+        assert httpx.get(gw.url + "/readyz", timeout=10).status_code == 200
     finally:
         gw.stop()
 
