@@ -52,7 +52,7 @@ from router.policy.models import RouteConfig
 from router.policy.tasks import ENDPOINT_TASK, target_task, wrong_task_message
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
+from router.rewrite import DocumentOptions, RewriteOptions, rewrite
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.session import SwitchPricing, cached_tokens_of, expected_rest, weigh
 
@@ -147,7 +147,6 @@ class Router:
         # instruction-like wording would read as an injection attempt.
         original = text if body is req.body else prompt_text(req.endpoint, req.body)
         tokens_in = prompt_tokens(req.endpoint, req.body, text)  # once: the context check, costs and limits read it
-        body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         override = req.headers.get(OVERRIDE_HEADER)
         if override and req.admin and route is None:
             raise InvalidRequest(f"{OVERRIDE_HEADER} overrides a route's choice, but model '{model}' already names "
