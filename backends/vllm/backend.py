@@ -75,14 +75,8 @@ import orjson
 
 from backends.base import Backend, Endpoint
 from backends.call import NO_CONTEXT, CallContext, CallReport
-from backends.errors import (
-    BackendConnectError,
-    BackendError,
-    BackendServerError,
-    BackendStreamError,
-    BackendTimeout,
-    from_status,
-)
+from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError, BackendTimeout,
+                             from_status)
 from backends.openai_shapes import ShapeError, check_chunk, check_completion
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper, read_capped
@@ -144,10 +138,10 @@ class VllmBackend(Backend):
     def preview_replica(self, body: dict, context: CallContext = NO_CONTEXT) -> tuple[str, str] | None:
         """``(replica URL without user info, reason)`` that the pool's chooser would pick for
         ``body`` now, changing no state (:meth:`backends.vllm.pool.Pool.preview`; reasons:
-        ``prefix_match``, ``rendezvous``, ``overloaded_least_loaded``, ``short_prompt``, or
-        ``least_loaded`` with ``affinity: false``; ``retry_ejected`` or ``all_ejected`` when
+        ``session``, ``prefix_match``, ``rendezvous``, ``overloaded_least_loaded``,
+        ``short_prompt``, or ``least_loaded`` with ``affinity: false``; ``retry_ejected`` or ``all_ejected`` when
         the replica is ejected); ``None`` for a chooser without a preview."""
-        preview = self.pool.preview(body)
+        preview = self.pool.preview(body, context)
         return (preview[0].shown_url, preview[1]) if preview is not None else None
 
     async def start(self) -> None:
@@ -338,7 +332,7 @@ class VllmBackend(Backend):
             raise cls(f"{self.name}: upstream stream ended before [DONE]", backend=self.name)
 
     def _pick(self, body: dict, tried: list[Replica], context: CallContext, report: CallReport | None) -> Replica:
-        replica = self.pool.pick(body, exclude=tried)
+        replica = self.pool.pick(body, exclude=tried, context=context)
         if replica is None:  # only reachable if the pool is empty, which Pool forbids
             raise BackendConnectError(f"{self.name}: no replica left to try", backend=self.name)
         if report is not None:
