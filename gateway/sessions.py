@@ -21,6 +21,7 @@ import hashlib
 import logging
 import secrets
 import time
+import unicodedata
 from dataclasses import dataclass
 
 import orjson
@@ -45,11 +46,12 @@ def session_hint(headers, body: dict, door_hint: str | None = None) -> tuple[str
             (:attr:`gateway.doors.base.DoorCall.session_hint`), already prefixed with its field.
 
     Raises:
-        InvalidRequest: the header is over :data:`MAX_ID` characters or holds control characters.
+        InvalidRequest: the header is over :data:`MAX_ID` characters, blank, or holds control
+            characters (C0, DEL or C1: a header arrives decoded as Latin-1).
     """
     sid = headers.get(HEADER)
     if sid is not None:
-        if len(sid) > MAX_ID or any(ord(ch) < 32 or ord(ch) == 127 for ch in sid) or not sid.strip():
+        if len(sid) > MAX_ID or any(unicodedata.category(ch) == "Cc" for ch in sid) or not sid.strip():
             raise InvalidRequest(f"The {HEADER} header must be 1 to {MAX_ID} printable characters",
                                  param=HEADER, code="invalid_session")
         return sid, True

@@ -75,3 +75,12 @@ async def test_a_door_hint_joins_turns_with_unrelated_messages():
     other = await sessions.open(router, "globex", {}, {"model": "auto", "messages": [{"role": "user", "content": "b"}]},
                                 hint="metadata.user_id:u-1")
     assert other.key != first.key and other.state.turns == 0
+
+
+@pytest.mark.parametrize("value", [b"x" * 257, b"caf\xe9\x85"])  # \x85: a C1 control (NEL)
+def test_a_bad_session_header_on_the_responses_door_is_a_400_in_its_envelope(gw, value):
+    resp = httpx.post(gw.v1 + "/responses", json={"model": "auto", "input": "hi"},
+                      headers={"x-mixroute-session": value}, timeout=30)
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["param"] == "x-mixroute-session" and error["code"] == "invalid_session"
