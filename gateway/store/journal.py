@@ -155,13 +155,15 @@ def lock_path(path: Path) -> Path:
 def journal_holder(path: Path) -> str | None:
     """Who holds the lock of the journal at ``path`` (``pid N``), or ``None`` when nobody
     does (the lock is taken and released at once to find out)."""
+    lock = lock_path(Path(path))
     try:
-        fd = _try_lock(lock_path(Path(path)))
+        fd = _try_lock(lock)
     except JournalInUse as exc:
         return exc.holder
     except OSError:
         return None  # a folder that cannot be written: journal_path_problem says so
     if fd is not None:
+        lock.unlink(missing_ok=True)
         os.close(fd)
     return None
 
@@ -176,15 +178,23 @@ def _try_lock(path: Path) -> int | None:
     """
     if not path.parent.is_dir():
         return None
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        # flock, not fcntl's record locks: those are per process, so a second store in the
-        # same process would not be refused, and closing any descriptor of the file drops them.
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown pid"
-        os.close(fd)
-        raise JournalInUse(path.with_name(path.name.removesuffix(".lock")), holder) from None
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # flock, not fcntl's record locks: those are per process, so a second store in the
+            # same process would not be refused, and closing any descriptor of the file drops them.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown pid"
+            os.close(fd)
+            raise JournalInUse(path.with_name(path.name.removesuffix(".lock")), holder) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder removed the file as we opened it: lock the new one
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
     return fd
@@ -229,8 +239,10 @@ class Journal:
             self._lock_fd = _try_lock(lock_path(self.path))
 
     def unlock(self) -> None:
-        """Release :meth:`lock` (the lock file stays: removing it would race a new holder)."""
+        """Release :meth:`lock` and remove the lock file (while still holding it: a process
+        that opened the old file sees it was removed and locks a new one)."""
         if self._lock_fd is not None:
+            lock_path(self.path).unlink(missing_ok=True)
             os.close(self._lock_fd)
             self._lock_fd = None
 

@@ -23,6 +23,28 @@ def test_a_held_journal_cannot_be_locked_again_until_released(tmp_path) -> None:
     assert journal_holder(tmp_path / "j.jsonl") is None
     second.lock()
     second.unlock()
+    assert not (tmp_path / "j.jsonl.lock").exists()  # no litter once released
+
+
+def test_a_lock_file_removed_by_its_last_holder_is_not_shared(tmp_path) -> None:
+    """A process that opened the lock file just before its holder released and removed it
+    must not lock the removed file while a third process locks the new one."""
+    import fcntl
+    import os
+
+    lock = tmp_path / "j.jsonl.lock"
+    first = Journal(tmp_path / "j.jsonl")
+    first.lock()
+    stale = os.open(lock, os.O_RDWR)  # opened before the release
+    first.unlock()
+    fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock: taken by nobody now
+    second = Journal(tmp_path / "j.jsonl")
+    second.lock()  # locks a new file at the path, not the removed one
+    assert lock.exists() and os.stat(lock).st_ino != os.fstat(stale).st_ino
+    with pytest.raises(JournalInUse):
+        Journal(tmp_path / "j.jsonl").lock()
+    os.close(stale)
+    second.unlock()
 
 
 def test_a_store_refuses_a_journal_another_store_holds(tmp_path) -> None:
