@@ -36,7 +36,7 @@ DECISION_COLUMNS = ("request_id", "created_at", "tenant", "key_id", "route", "en
                     "chosen", "reason", "probability", "prefix_hash", "candidates", "fallbacks", "signals")
 OUTCOME_COLUMNS = ("backend", "model", "status", "http_status", "error_code", "fallbacks_taken", "ttft_s",
                    "itl_s", "latency_s", "tokens_in", "tokens_out", "tokens_cached", "tokens_cache_write",
-                   "tokens_cache_write_1h", "cost_usd", "streamed")
+                   "tokens_cache_write_1h", "cost_usd", "streamed", "usage_estimated")
 COLUMNS: dict[str, str] = {
     **{c: "str" for c in DECISION_COLUMNS},
     "created_at": "time", "pinned": "bool", "probability": "float",
@@ -44,7 +44,7 @@ COLUMNS: dict[str, str] = {
     **{c: "str" for c in OUTCOME_COLUMNS},
     "http_status": "int", "fallbacks_taken": "json", "ttft_s": "float", "itl_s": "float", "latency_s": "float",
     "tokens_in": "int", "tokens_out": "int", "tokens_cached": "int", "tokens_cache_write": "int",
-    "tokens_cache_write_1h": "int", "cost_usd": "float", "streamed": "bool",
+    "tokens_cache_write_1h": "int", "cost_usd": "float", "streamed": "bool", "usage_estimated": "bool",
     "outcome_at": "time",
     "feedback_count": "int", "feedback_score_mean": "float", "feedback_labels": "labels",
 }
