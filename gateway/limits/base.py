@@ -171,8 +171,10 @@ def period_start(period: str, now: float | None = None) -> datetime:
 
 #: Seconds before a failed read of a budget's recorded spend is tried again.
 SEED_RETRY_S = 30.0
-#: Seconds between reconciliations of a budget's counter with the store's recorded spend.
-RECONCILE_S = 30.0
+#: Seconds between reconciliations of a budget's counter with the store's recorded spend
+#: while nothing was lost (each is one aggregate query per budget and gateway process; the
+#: reconciliations that matter follow events: a new counter, a Redis restart or outage).
+RECONCILE_S = 300.0
 #: Seconds after which a reservation that was never settled stops counting: longer than a
 #: request can run (upstream timeouts), short enough that a lost settlement frees its budget.
 RESERVATION_TTL_S = 900.0
