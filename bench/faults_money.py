@@ -299,7 +299,7 @@ def _code(resp: httpx.Response) -> str | None:
 
 def shared_journal() -> Row:
     name = "money: shared journal"
-    from gateway.store.journal import journal_holder
+    from gateway.store.journal_lock import journal_holder
     from gateway.store.rows import default_journal_path
 
     with money(gateways=2, env={"MIXROUTE_REDIS_URL": ""}, budget=None) as m:

@@ -186,7 +186,8 @@ def _check_journal_path_or_exit(settings) -> None:
     a file where its folder should be, a read-only folder) or another process holds it (a
     second replica given the same file): found at start, not when rows are already being
     lost or replayed twice."""
-    from gateway.store.journal import journal_holder, journal_path_problem
+    from gateway.store.journal import journal_path_problem
+    from gateway.store.journal_lock import journal_holder
     from gateway.store.rows import default_journal_path
 
     path = settings.store_journal_path or default_journal_path(settings.database_url, settings.port)

@@ -16,9 +16,9 @@ ends the torn line, so a new row is never glued to a broken one. The writer puts
 database refuses (bad data, not a down database) in ``<name>.rejected`` too.
 
 One writer. A journal belongs to one process: :meth:`Journal.lock` takes an exclusive
-``flock`` on ``<name>.lock`` for the life of the store, and a second process (another
-gateway replica given the same file) is refused with :class:`JournalInUse` instead of
-replaying the same rows as the first.
+``flock`` on ``<name>.lock`` for the life of the store (:mod:`gateway.store.journal_lock`),
+and a second process (another gateway replica given the same file) is refused with
+:class:`~gateway.store.journal_lock.JournalInUse` instead of replaying the same rows.
 
 Size cap. ``max_bytes`` bounds the journal and the file being replayed together: rows
 that would go past it are not appended (:meth:`Journal.append` returns how many were);
@@ -29,7 +29,6 @@ the gateway runs on during a long outage; size it to the outage you want to ride
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -42,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from gateway.store.journal_lock import lock_path, try_lock
 from gateway.store.models import TABLES
 
 log = logging.getLogger("mixroute.store")
@@ -136,70 +136,6 @@ def can_create_in(folder: Path) -> bool:
         return False
 
 
-class JournalInUse(RuntimeError):
-    """Another process holds the journal's lock (:meth:`Journal.lock`)."""
-
-    def __init__(self, path: Path, holder: str) -> None:
-        super().__init__(f"the store journal {path} is in use by another mixroute process ({holder}); give each "
-                         "gateway its own journal (MIXROUTE_STORE_JOURNAL_PATH, or the default, which includes "
-                         "the port)")
-        self.path = path
-        self.holder = holder
-
-
-def lock_path(path: Path) -> Path:
-    """The lock file of the journal at ``path`` (``<name>.lock``)."""
-    return path.with_name(path.name + ".lock")
-
-
-def journal_holder(path: Path) -> str | None:
-    """Who holds the lock of the journal at ``path`` (``pid N``), or ``None`` when nobody
-    does (the lock is taken and released at once to find out)."""
-    lock = lock_path(Path(path))
-    try:
-        fd = _try_lock(lock)
-    except JournalInUse as exc:
-        return exc.holder
-    except OSError:
-        return None  # a folder that cannot be written: journal_path_problem says so
-    if fd is not None:
-        lock.unlink(missing_ok=True)
-        os.close(fd)
-    return None
-
-
-def _try_lock(path: Path) -> int | None:
-    """An open descriptor of ``path`` holding its exclusive ``flock``; ``None`` when the
-    folder does not exist yet (nobody can hold a lock there).
-
-    Raises:
-        JournalInUse: another open file (another process, or another store in this one) holds it.
-        OSError: the lock file cannot be created.
-    """
-    if not path.parent.is_dir():
-        return None
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            # flock, not fcntl's record locks: those are per process, so a second store in the
-            # same process would not be refused, and closing any descriptor of the file drops them.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown pid"
-            os.close(fd)
-            raise JournalInUse(path.with_name(path.name.removesuffix(".lock")), holder) from None
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)  # the holder removed the file as we opened it: lock the new one
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()}\n".encode(), 0)
-    return fd
-
-
 class Journal:
     """A thread-safe append-only spill file.
 
@@ -231,12 +167,12 @@ class Journal:
         """Take the journal for this process until :meth:`unlock` (creating its folder).
 
         Raises:
-            JournalInUse: another process (or another store here) holds it.
+            gateway.store.journal_lock.JournalInUse: another process (or another store here) holds it.
             OSError: the lock file cannot be created.
         """
         if self._lock_fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = _try_lock(lock_path(self.path))
+            self._lock_fd = try_lock(lock_path(self.path))
 
     def unlock(self) -> None:
         """Release :meth:`lock` and remove the lock file (while still holding it: a process

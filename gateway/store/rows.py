@@ -4,6 +4,7 @@ the writer's row counters, error text without bound parameters, the journal's de
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 from gateway.store.db import sqlite_path
 
 JOURNAL_NAME = "mixroute-journal.jsonl"
+log = logging.getLogger("mixroute.store")
 
 
 @dataclass
@@ -98,3 +100,23 @@ def legacy_journal(url: str) -> Path | None:
     db_file = sqlite_path(url)
     old = (db_file.parent if db_file is not None else Path.cwd()) / JOURNAL_NAME
     return next((p for p in (old, replaying_path(old)) if p.is_file() and p.stat().st_size > 0), None)
+
+
+def warn_old_journals(url: str, journal: Path) -> None:
+    """Log a warning for each journal an earlier release kept the rows of ``url`` in, which
+    the store using the default ``journal`` does not replay: the one shared by every
+    database (:func:`legacy_journal`; it may hold another database's rows), and the
+    database's own without the port (before journals were per gateway)."""
+    from gateway.store.db import safe_url
+    from gateway.store.journal import replaying_path
+
+    legacy = legacy_journal(url)
+    if legacy is not None:
+        log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "
+                    "replayed. If its rows belong to %s, move it to %s (rows already stored are "
+                    "not doubled)", legacy, safe_url(url), journal)
+    unported = default_journal_path(url)
+    if unported != journal and any(p.is_file() and p.stat().st_size > 0 for p in (unported, replaying_path(unported))):
+        log.warning("store: %s holds rows journaled before journals were per gateway port; it is not "
+                    "replayed by this gateway. Stop the gateway and move it to %s, or serve once with "
+                    "MIXROUTE_STORE_JOURNAL_PATH=%s to replay it", unported, journal, unported)

@@ -16,7 +16,7 @@ Where a row can end up::
     journal at its size cap -> dropped, counted (``capped``) and logged
 
 While the database is down and the journal cannot take more rows (its cap or its disk
-nearly reached, or an append failed), :meth:`Store.keeps_records` is false: the gateway
+nearly reached, or an append failed), :meth:`Store.keeps_records` is false (:mod:`gateway.store.loss`): the gateway
 refuses new requests (``store_on_loss: refuse``, :func:`gateway.api.deps.hot_path_deps`)
 instead of answering requests whose records would be lost.
 
@@ -38,9 +38,10 @@ from sqlalchemy import Engine, exc
 from gateway.settings import Settings
 from gateway.store.db import make_engine, normalize_url, safe_url, upgrade
 from gateway.store.feedback import DecisionRef, FeedbackRecord, RecentDecisions, find_decision
-from gateway.store.journal import Item, Journal, replaying_path
+from gateway.store.journal import Item, Journal
+from gateway.store.loss import LossGuard
 from gateway.store.priority import IdlePolicy
-from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, legacy_journal
+from gateway.store.rows import StoreStats, as_row, default_journal_path, error_text, warn_old_journals
 from gateway.store.upsert import DEFAULT_KEYS, conflict_keys, write_items
 from router.records import DecisionRecord, OutcomeRecord
 
@@ -56,15 +57,6 @@ running for ~5 ms, which on one core showed up in the pass-through p99
 (``python -m bench.tail_latency``: ``base`` against ``unchunked``)."""
 _DOWN = (exc.OperationalError, exc.InterfaceError, exc.TimeoutError, exc.DisconnectionError)
 """Errors that mean "database unreachable / not ready": spill and retry, never reject."""
-RESERVE_BYTES = 1 << 20
-"""Journal room kept for the records of requests already admitted when the gateway starts
-refusing (bytes; at most a quarter of ``store_journal_max_bytes``): a decision and outcome
-pair is about 1.5 KB, so this covers several hundred requests in flight."""
-
-
-def unported_pending(path: Path) -> bool:
-    """Whether the journal ``path`` (or its ``.replaying`` twin) holds rows."""
-    return any(p.is_file() and p.stat().st_size > 0 for p in (path, replaying_path(path)))
 
 
 class Store:
@@ -113,9 +105,7 @@ class Store:
         self._migrated = False
         self._keys = DEFAULT_KEYS
         self._down = False
-        self._journal_failed = False  # an append failed or hit the cap since the database went down
-        self._refusing = False  # for the log line when keeps_records() changes
-        self._reserve = min(RESERVE_BYTES, settings.store_journal_max_bytes // 4)
+        self.loss = LossGuard(settings, self.journal, safe_url(self.url))
         self._closed = False
         self._policies_seen: set[str] = set()
 
@@ -128,7 +118,7 @@ class Store:
         and replay are retried every ``retry_interval_s``.
 
         Raises:
-            gateway.store.journal.JournalInUse: another process uses the same journal.
+            gateway.store.journal_lock.JournalInUse: another process uses the same journal.
             sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError: bad URL/driver.
             alembic.util.CommandError: the database is at a revision this build lacks.
         """
@@ -140,18 +130,8 @@ class Store:
         self.journal.lock()  # before any replay: another replica's journal is not ours to replay
         self._loop, self._loop_thread = asyncio.get_running_loop(), threading.get_ident()
         self._engine = make_engine(self.url)
-        legacy = legacy_journal(self.url) if self._default_journal else None
-        if legacy is not None:
-            # Older releases journaled every database to this one file; replaying it here
-            # could put another database's rows into this one, so it is left to the operator.
-            log.warning("store: %s is a journal from an older mixroute, shared by every database; it is not "
-                        "replayed. If its rows belong to %s, move it to %s (rows already stored are "
-                        "not doubled)", legacy, safe_url(self.url), self.journal.path)
-        unported = default_journal_path(self.url)
-        if self._default_journal and unported != self.journal.path and unported_pending(unported):
-            log.warning("store: %s holds rows journaled before journals were per gateway port; it is not "
-                        "replayed by this gateway. Stop the gateway and move it to %s, or serve once with "
-                        "MIXROUTE_STORE_JOURNAL_PATH=%s to replay it", unported, self.journal.path, unported)
+        if self._default_journal:
+            warn_old_journals(self.url, self.journal.path)
         await self._in_writer(self._cycle, [], True)
         self._task = asyncio.create_task(self._run(), name="mixroute-store-writer")
 
@@ -244,20 +224,8 @@ class Store:
         return self._queue.qsize()
 
     def keeps_records(self) -> bool:
-        """Whether a new request's records can be kept: the database takes rows, or the
-        journal has room for them (more than :data:`RESERVE_BYTES`, and no append failed
-        since the database went down). Logs when it changes."""
-        keeps = not self._down or (not self._journal_failed and self.journal.room() >= self._reserve)
-        if keeps == self._refusing:
-            self._refusing = not keeps
-            if keeps:
-                log.warning("store: records can be kept again")
-            else:
-                log.error("store: database %s down and journal %s full or unwritable: new requests %s",
-                          safe_url(self.url), self.journal.path,
-                          "are refused (503 store_unavailable)" if self.settings.store_on_loss == "refuse"
-                          else "are served and their records lost (MIXROUTE_STORE_ON_LOSS=serve)")
-        return keeps
+        """Whether a new request's records can be kept (:class:`LossGuard`)."""
+        return self.loss.keeps(self._down)
 
     def _put(self, item: Item) -> None:
         if self._loop is not None and threading.get_ident() != self._loop_thread:
@@ -280,7 +248,7 @@ class Store:
                 self._capped(1)
                 return
         except OSError as err:
-            self._journal_failed = True
+            self.loss.journal_failed()
             self.stats.lost += 1
             log.error("store: %s row lost: queue full and journal unwritable (%s)", item[0], error_text(err))
             return
@@ -360,7 +328,7 @@ class Store:
                 self.stats.written += self._write(batch, paced=True)
                 if self._down:
                     self._down = False
-                    self._journal_failed = False
+                    self.loss.database_back()
                     log.warning("store: database %s reachable again", safe_url(self.url))
             except _DOWN as err:
                 if not self._down:
@@ -441,12 +409,12 @@ class Store:
             if kept < len(items):
                 self._capped(len(items) - kept)
         except OSError as err:
-            self._journal_failed = True
+            self.loss.journal_failed()
             self.stats.lost += len(items)
             log.error("store: %d row(s) lost: database and journal unwritable (%s)", len(items), error_text(err))
 
     def _capped(self, n: int) -> None:
-        self._journal_failed = True
+        self.loss.journal_failed()
         before = self.stats.capped
         self.stats.capped += n
         self.stats.lost += n

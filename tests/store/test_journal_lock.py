@@ -8,7 +8,8 @@ import pytest
 
 from bench.fault_env import GatewayProcess
 from gateway.settings import Settings
-from gateway.store.journal import Journal, JournalInUse, journal_holder
+from gateway.store.journal import Journal
+from gateway.store.journal_lock import JournalInUse, journal_holder
 from gateway.store.rows import default_journal_path
 from gateway.store.writer import Store
 
