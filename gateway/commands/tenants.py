@@ -1,4 +1,5 @@
-"""``mixroute tenants set|list``: a tenant's own USD budget, shared by all its keys."""
+"""``mixroute tenants set|list|delete``: a tenant's own USD budget, shared by all its keys
+(the operations of :mod:`gateway.auth.admin_ops`, as the admin API runs them)."""
 
 from __future__ import annotations
 
@@ -45,10 +46,34 @@ def set_(
 
 
 @app.command("list")
-def list_(database_url: Annotated[Optional[str], typer.Option(help="Store URL.")] = None) -> None:
-    """Tenants with a budget record."""
-    from gateway.auth.keys import list_tenants
+def list_(database_url: Annotated[Optional[str], typer.Option(help="Store URL.")] = None,
+          as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False) -> None:
+    """Tenants with a budget record or an active key: name, budget, period, spent and left
+    this period (tab-separated; left is empty without a tenant budget)."""
+    import json
+
+    from gateway.auth.admin_ops import list_tenant_views
     from gateway.commands.keys import _engine, _usd
 
-    for name, budget, period in list_tenants(_engine(database_url, create=False)):
-        typer.echo(f"{name}\t{_usd(budget)}\t{period}")
+    views = list_tenant_views(_engine(database_url, create=False))
+    if as_json:
+        typer.echo(json.dumps(views, indent=2))
+        return
+    for t in views:
+        typer.echo("\t".join((t["name"], _usd(t["budget_usd"]), t["period"], _usd(t["spent_usd"]),
+                              _usd(t["left_usd"]))))
+
+
+@app.command("delete")
+def delete(tenant: Annotated[str, typer.Argument(help="Tenant name.")],
+           database_url: Annotated[Optional[str], typer.Option(help="Store URL.")] = None) -> None:
+    """Revoke every key of the tenant and remove its budget."""
+    from gateway.auth.admin_ops import NotFound, delete_tenant
+    from gateway.commands.keys import _engine
+
+    try:
+        delete_tenant(_engine(database_url, create=False), tenant)
+    except NotFound as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"tenant '{tenant}': keys revoked, budget removed")

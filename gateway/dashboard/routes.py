@@ -21,6 +21,7 @@ Errors::
 from __future__ import annotations
 
 import asyncio
+import hmac
 import html
 import re
 from datetime import datetime, timedelta, timezone
@@ -33,7 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 
 from backends.errors import MixrouteError
 from gateway.api.feedback import StoreUnavailable
-from gateway.auth.guard import AuthError
+from gateway.auth.guard import AuthError, presented_key
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
 from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
@@ -62,8 +63,11 @@ def install(app, settings) -> None:
 
 
 async def viewer(request: Request) -> Viewer | None:
-    """Who is looking, from the session cookie or loopback access; ``None``: sign in first."""
+    """Who is looking, from the admin key as a Bearer token (scripts), the session cookie or
+    loopback access; ``None``: sign in first."""
     state = request.app.state
+    if _bearer_admin(request):
+        return Viewer(admin=True)
     v = state.dashboard_sessions.check(request.cookies.get(COOKIE))
     if v is not None:
         if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
@@ -72,6 +76,13 @@ async def viewer(request: Request) -> Viewer | None:
     if not state.settings.admin_key and is_loopback(request.client.host if request.client else None):
         return Viewer(admin=True)
     return None
+
+
+def _bearer_admin(request: Request) -> bool:
+    """Whether the request presents ``MIXROUTE_ADMIN_KEY`` (``Authorization: Bearer``)."""
+    admin_key = request.app.state.settings.admin_key
+    key = presented_key(request.headers)
+    return bool(admin_key and key) and hmac.compare_digest(key.encode(), admin_key.encode())
 
 
 def _key_active(engine, v: Viewer) -> bool:
