@@ -280,7 +280,7 @@ def delete_tenant(engine: Engine, name: str) -> dict:
 def tenant_budgets(engine: Engine) -> list[tuple[str, Spend]]:
     """``(tenant, spend)`` for each tenant with a budget (the budget-left gauge)."""
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(Tenant).where(Tenant.budget_usd.is_not(None)).order_by(Tenant.name)).scalars()
+        rows = conn.execute(sa.select(Tenant).where(Tenant.budget_usd.is_not(None)).order_by(Tenant.name))
         budgets = [(r.name, r.budget_usd, r.period) for r in rows]
     book = SpendBook(engine)
     return [(name, book.tenant(name, budget, period)) for name, budget, period in budgets]

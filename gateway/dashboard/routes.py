@@ -34,6 +34,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 
 from backends.errors import MixrouteError
 from gateway.api.feedback import StoreUnavailable
+from gateway.auth.admin_ops import tenant_budgets
 from gateway.auth.guard import AuthError, presented_key
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
@@ -161,7 +162,22 @@ async def summary(request: Request, since: str | None = None, until: str | None 
     except (SQLAlchemyError, worker.StoreDown):
         raise StoreUnavailable("The store cannot be queried right now; retry later") from None
     data["viewer"] = {"admin": v.admin, "tenant": v.scope}
+    data["budgets"], data["runaway"] = await _operations(request, engine, v.scope)
     return FastJSONResponse(data, headers={"cache-control": "no-store"})
+
+
+async def _operations(request: Request, engine, scope: str | None) -> tuple[list[dict], list[dict]]:
+    """The tenants' budgets this period and this gateway's recent runaway-spend events, as
+    far as ``scope`` (a tenant; ``None``: all) may see them."""
+    try:
+        budgets = await asyncio.to_thread(tenant_budgets, engine)
+    except SQLAlchemyError:
+        raise StoreUnavailable("The store cannot be queried right now; retry later") from None
+    rows = [{"tenant": name, **spend.as_dict()} for name, spend in budgets if scope in (None, name)]
+    watch = getattr(request.app.state, "runaway", None)
+    events = [] if watch is None else [e for e in watch.recent_events() if scope is None
+                                       or (e["scope"] == "tenant" and e["name"] == scope)]
+    return rows, events
 
 
 def parse_time(value: str, now: datetime, param: str) -> datetime:

@@ -25,6 +25,10 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_store_queue_rows                                gauge     rows waiting in the write queue
     mixroute_store_journal_bytes                             gauge     size of the spill journal
     mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
+    mixroute_rejections_total{tenant,reason}                 counter   refused requests (reason: error code)
+    mixroute_tenant_budget_usd{tenant,period}                gauge     a tenant's budget (store, per scrape)
+    mixroute_tenant_spent_usd{tenant,period}                 gauge     its spend this period (USD)
+    mixroute_tenant_budget_left_usd{tenant,period}           gauge     budget minus spend, at least 0
     mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
 """
 
@@ -42,6 +46,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.auth.admin_ops import Spend, tenant_budgets
 from gateway.observability.replicas import ReplicaCollector
 from router.records import DecisionRecord, OutcomeRecord
 
@@ -56,6 +63,9 @@ DECIDE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 FEEDBACK_CACHE_S = 30.0
 """How long the feedback counts are reused between scrapes (seconds): one small query per 30 s."""
+BUDGET_CACHE_S = 5.0
+"""How long the tenants' budget figures are reused between scrapes (seconds): fresh enough to
+agree with the admin API, at most one grouped spend query per period kind every 5 s."""
 
 
 class Metrics:
@@ -81,6 +91,9 @@ class Metrics:
                                "cache_write: written to one; both part of input)."),
                               ["tenant", "route", "backend", "kind"], registry=r)
         self.cost = Counter("mixroute_cost_usd", "Cost of calls (USD).", ["tenant", "route", "backend"], registry=r)
+        self.rejections = Counter("mixroute_rejections", "Refused requests by tenant and reason (the error "
+                                  "code: budget_exceeded, rate_limit_exceeded, spend_rate_throttled, ...).",
+                                  ["tenant", "reason"], registry=r)
         self.fallbacks = Counter("mixroute_fallbacks", "Failed backend attempts followed by another one.",
                                  ["route", "backend"], registry=r)
         self.in_flight = Gauge("mixroute_pool_in_flight", "Requests sent to a pool (backend) and not finished.",
@@ -118,6 +131,8 @@ class Metrics:
         """Count one finished request (tokens in tokens, cost in USD, times in seconds)."""
         route, tenant, backend = decision.route or "-", decision.tenant or "-", outcome.backend or "-"
         self.child(self.requests, route, backend, outcome.status).inc()
+        if outcome.status == "rejected":
+            self.child(self.rejections, tenant, outcome.error_code or "-").inc()
         for failed in outcome.fallbacks_taken:
             self.child(self.fallbacks, route, failed).inc()
         if outcome.ttft_s is not None and outcome.status != "error":
@@ -162,6 +177,7 @@ class ScrapeCollector(Collector):
         self.metrics = metrics
         self.store: Any = None
         self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
+        self._budgets: tuple[float, list[tuple[str, Spend]] | None] = (float("-inf"), None)
 
     def describe(self) -> list:
         return []  # values appear only once the store exists; nothing to check at register time
@@ -191,6 +207,27 @@ class ScrapeCollector(Collector):
             for route, verdict, n in feedback:
                 fam.add_metric([route, verdict], n)
             yield fam
+        yield from self._budget_gauges(store.engine)
+
+    def _budget_gauges(self, engine) -> Iterator:
+        at, budgets = self._budgets
+        if time.monotonic() - at >= BUDGET_CACHE_S:
+            try:
+                budgets = tenant_budgets(engine) if engine is not None else None
+            except SQLAlchemyError as exc:  # the scrape still answers with everything else
+                log.warning("budget gauges: the store cannot be read (%s)", type(exc).__name__)
+                budgets = None
+            self._budgets = (time.monotonic(), budgets)
+        if budgets is None:
+            return
+        families = [GaugeMetricFamily(f"mixroute_tenant_{name}", doc, labels=["tenant", "period"]) for name, doc in (
+            ("budget_usd", "A tenant's budget for its period (USD)."),
+            ("spent_usd", "What the store recorded the tenant spending this period (USD)."),
+            ("budget_left_usd", "The tenant's budget minus its spend this period, at least 0 (USD)."))]
+        for tenant, spend in budgets:
+            for fam, value in zip(families, (spend.budget_usd, spend.spent_usd, spend.left_usd)):
+                fam.add_metric([tenant, spend.period], value)
+        yield from families
 
     def _feedback_counts(self, engine) -> list[tuple[str, str, int]] | None:
         from gateway.dashboard.queries import feedback_verdicts  # dashboard owns the store queries

@@ -154,3 +154,43 @@ def test_without_an_admin_key_the_admin_api_is_off(tmp_path):
         assert r.status_code == 403 and r.json()["error"]["code"] == "admin_api_disabled"
     finally:
         g.stop()
+
+
+def _scrape(gw) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for fam in text_string_to_metric_families(httpx.get(gw.url + "/metrics", timeout=30).text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_budget_figures_agree_in_admin_api_metrics_and_dashboard(gw):
+    """A tenant spends past its budget: the admin API, /metrics and the dashboard (admin key
+    as Bearer) show the same spend and budget left, and the refusals are counted by tenant
+    and reason."""
+    assert _admin(gw, "POST", "/tenants", json={"name": "epsilon", "budget_usd": 0.003}).status_code == 201
+    key = _admin(gw, "POST", "/keys", json={"tenant": "epsilon"}).json()["key"]
+    statuses = []
+    for _ in range(12):
+        r = httpx.post(gw.v1 + "/chat/completions", json=BODY, headers={"authorization": f"Bearer {key}"},
+                       timeout=30)
+        statuses.append(r.status_code)
+    assert 200 in statuses and statuses[-1] == 429, statuses
+    time.sleep(0.5)  # the store writer's flush interval
+    api = _admin(gw, "GET", "/tenants/epsilon").json()
+    assert api["spent_usd"] >= 0.003 and api["left_usd"] == 0
+    time.sleep(5.1)  # the budget gauges' cache (BUDGET_CACHE_S)
+    m = _scrape(gw)
+    labels = (("period", "month"), ("tenant", "epsilon"))
+    assert m[("mixroute_tenant_spent_usd", labels)] == pytest.approx(api["spent_usd"], rel=1e-6)
+    assert m[("mixroute_tenant_budget_left_usd", labels)] == 0
+    assert m[("mixroute_tenant_budget_usd", labels)] == pytest.approx(0.003)
+    rejected = m[("mixroute_rejections_total", (("reason", "budget_exceeded"), ("tenant", "epsilon")))]
+    assert rejected == statuses.count(429)
+    dash = httpx.get(gw.url + "/dashboard/api/summary", headers={"authorization": f"Bearer {ADMIN}"},
+                     timeout=30).json()
+    (row,) = [b for b in dash["budgets"] if b["tenant"] == "epsilon"]
+    assert row["spent_usd"] == pytest.approx(api["spent_usd"], rel=1e-6) and row["left_usd"] == 0
+    assert dash["top_tenants"] and any(t["name"] == "epsilon" for t in dash["top_tenants"])
