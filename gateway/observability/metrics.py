@@ -29,6 +29,10 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_tenant_budget_usd{tenant,period}                gauge     a tenant's budget (store, per scrape)
     mixroute_tenant_spent_usd{tenant,period}                 gauge     its spend this period (USD)
     mixroute_tenant_budget_left_usd{tenant,period}           gauge     budget minus spend, at least 0
+    mixroute_spend_rate_usd_per_minute{scope,name}           gauge     short-window spend rate (runaway check)
+    mixroute_spend_baseline_usd_per_minute{scope,name}       gauge     its EWMA baseline
+    mixroute_runaway_active{scope,name}                      gauge     1 while the runaway check is fired
+    mixroute_runaway_events_total{scope,name,action}         counter   times it fired (alert|throttle) or cleared
     mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
 """
 
@@ -176,6 +180,7 @@ class ScrapeCollector(Collector):
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.store: Any = None
+        self.runaway: Any = None  # the app's gateway.limits.runaway.RunawayWatch
         self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
         self._budgets: tuple[float, list[tuple[str, Spend]] | None] = (float("-inf"), None)
 
@@ -188,6 +193,8 @@ class ScrapeCollector(Collector):
         for backend, value in sorted(self.metrics.prefix_ratios().items()):
             ratio.add_metric([backend], value)
         yield ratio
+        if self.runaway is not None:
+            yield from _runaway_families(self.runaway)
         store = self.store
         if store is None:
             return
@@ -238,6 +245,27 @@ class ScrapeCollector(Collector):
         counts = feedback_verdicts(engine) if engine is not None else None
         self._feedback = (time.monotonic(), counts)
         return counts
+
+
+def _runaway_families(watch) -> Iterator:
+    """Spend rate, baseline and fired state per watched tenant and route, and the events."""
+    labels = ["scope", "name"]
+    rate = GaugeMetricFamily("mixroute_spend_rate_usd_per_minute", "Spend over the runaway check's short "
+                             "window (USD per minute).", labels=labels)
+    base = GaugeMetricFamily("mixroute_spend_baseline_usd_per_minute", "EWMA baseline of the spend rate "
+                             "(USD per minute).", labels=labels)
+    active = GaugeMetricFamily("mixroute_runaway_active", "1 while a tenant's or route's spend rate is over "
+                               "the runaway threshold (or within its hold time).", labels=labels)
+    for scope, name, r, b, on in watch.rates():
+        rate.add_metric([scope, name], r)
+        if b is not None:
+            base.add_metric([scope, name], b)
+        active.add_metric([scope, name], 1.0 if on else 0.0)
+    events = CounterMetricFamily("mixroute_runaway_events", "Runaway spend events by action (alert, throttle, "
+                                 "clear).", labels=["scope", "name", "action"])
+    for (scope, name, action), n in sorted(watch.fired.items()):
+        events.add_metric([scope, name, action], n)
+    yield from (rate, base, active, events)
 
 
 def _journal_bytes(journal) -> int:
