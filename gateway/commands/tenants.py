@@ -18,6 +18,7 @@ def set_(
     database_url: Annotated[Optional[str], typer.Option(help="Store URL (default: MIXROUTE_DATABASE_URL).")] = None,
 ) -> None:
     """Set (or, without --budget-usd, remove) a tenant's budget; gateways apply it within the key cache TTL."""
+    from gateway.auth.admin_ops import put_tenant
     from gateway.auth.keys import KeyError_, set_tenant_budget
     from gateway.commands.keys import _check_tenant, _engine, _usd, new_store_note
 
@@ -34,7 +35,11 @@ def set_(
         raise typer.Exit(2)
     note = new_store_note(database_url)
     try:
-        set_tenant_budget(_engine(database_url), tenant, budget_usd, period)  # type: ignore[arg-type]
+        engine = _engine(database_url)
+        if budget_usd is None:
+            set_tenant_budget(engine, tenant, None)  # removes the record: `tenants list` drops it
+        else:
+            put_tenant(engine, tenant, budget_usd, period)
     except KeyError_ as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2)

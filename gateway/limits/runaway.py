@@ -92,7 +92,7 @@ class RunawayWatch:
 
     def check(self, config: RunawayConfig) -> RunawayCheck | None:
         """The request path's view under ``config`` (``None`` when the action is ``off``)."""
-        if config != self.config:
+        if config is not self.config and config != self.config:
             self.config = config
             self._tracks.clear()
         return None if config.action == "off" else RunawayCheck(self, config)

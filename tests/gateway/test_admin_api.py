@@ -194,3 +194,29 @@ def test_budget_figures_agree_in_admin_api_metrics_and_dashboard(gw):
     (row,) = [b for b in dash["budgets"] if b["tenant"] == "epsilon"]
     assert row["spent_usd"] == pytest.approx(api["spent_usd"], rel=1e-6) and row["left_usd"] == 0
     assert dash["top_tenants"] and any(t["name"] == "epsilon" for t in dash["top_tenants"])
+
+
+def test_cli_update_list_and_delete_run_the_same_operations(tmp_path):
+    db = f"sqlite:///{tmp_path}/cli.db"
+
+    def run(*args):
+        res = CliRunner().invoke(app, [*args, "--database-url", db])
+        return res
+
+    created = run("keys", "create", "--tenant", "zeta", "--budget-usd", "2")
+    assert created.exit_code == 0, created.output
+    key_id = created.stdout.split()[2]
+    updated = run("keys", "update", key_id, "--rpm", "9", "--no-budget")
+    assert updated.exit_code == 0, updated.output
+    view = json.loads(updated.stdout)
+    assert view["rpm"] == 9 and view["budget_usd"] is None and view["left_usd"] is None
+    assert run("keys", "update", key_id).exit_code == 2  # nothing to change
+    assert run("keys", "update", "nope", "--rpm", "1").exit_code == 1
+    assert run("tenants", "set", "zeta", "--budget-usd", "3", "--period", "day").exit_code == 0
+    (row,) = json.loads(run("tenants", "list", "--json").stdout)
+    assert (row["name"], row["budget_usd"], row["period"], row["spent_usd"], row["left_usd"], row["keys"]) == \
+        ("zeta", 3, "day", 0, 3, 1)
+    assert run("tenants", "list").stdout.strip().split("\t") == ["zeta", "3.000000", "day", "0.000000", "3.000000"]
+    assert run("tenants", "delete", "zeta").exit_code == 0
+    assert json.loads(run("keys", "list", "--json").stdout) == []
+    assert run("tenants", "delete", "zeta").exit_code == 1
