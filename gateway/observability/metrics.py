@@ -34,6 +34,7 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_runaway_active{scope,name}                      gauge     1 while the runaway check is fired
     mixroute_runaway_events_total{scope,name,action}         counter   times it fired (alert|throttle) or cleared
     mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
+    mixroute_sessions_live                                   gauge     sessions within their idle time
 """
 
 from __future__ import annotations
@@ -172,15 +173,18 @@ class Metrics:
 
 
 class ScrapeCollector(Collector):
-    """Values read at scrape time: prefix-cache ratio, store stats and feedback counts.
+    """Values read at scrape time: prefix-cache ratio, live sessions, store stats and
+    feedback counts.
 
-    ``store`` and ``engine`` are attached by the app's lifespan (``None`` before it).
+    ``store`` and ``sessions`` (the session store, :mod:`gateway.sessions`) are attached at
+    scrape time by ``GET /metrics`` (``None`` before).
     """
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.store: Any = None
         self.runaway: Any = None  # the app's gateway.limits.runaway.RunawayWatch
+        self.sessions: Any = None
         self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
         self._budgets: tuple[float, list[tuple[str, Spend]] | None] = (float("-inf"), None)
 
@@ -195,6 +199,11 @@ class ScrapeCollector(Collector):
         yield ratio
         if self.runaway is not None:
             yield from _runaway_families(self.runaway)
+        if self.sessions is not None:
+            # In process: this process's sessions; with Redis: those this replica served
+            # within their idle time (each replica reports its own, sum them).
+            yield GaugeMetricFamily("mixroute_sessions_live", "Sessions within their idle time (this replica's).",
+                                    value=self.sessions.live())
         store = self.store
         if store is None:
             return
