@@ -161,7 +161,8 @@ class RunawayWatch:
             if not track.active:
                 alpha = 2.0 / (cfg.baseline_windows + 1)
                 idle = window - track.window - 1
-                b = track.window_usd if track.baseline is None else alpha * track.window_usd + (1 - alpha) * track.baseline
+                x, b = track.window_usd, track.baseline
+                b = x if b is None else alpha * x + (1 - alpha) * b
                 track.baseline = b * (1 - alpha) ** min(idle, 10_000)
                 track.windows += window - track.window
             track.window, track.window_usd = window, 0.0
