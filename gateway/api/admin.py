@@ -10,10 +10,10 @@ Routes::
     PATCH  /v1/admin/keys/{key_id}                          change budget, period, rpm, tpm, routes
     DELETE /v1/admin/keys/{key_id}                          revoke
     GET    /v1/admin/tenants                                list tenants
-    POST   /v1/admin/tenants                                create or replace a tenant's budget
+    POST   /v1/admin/tenants                                create or replace a tenant's limits
     GET    /v1/admin/tenants/{name}                         one tenant
-    PATCH  /v1/admin/tenants/{name}                         change its budget or period
-    DELETE /v1/admin/tenants/{name}                         revoke all its keys, remove its budget
+    PATCH  /v1/admin/tenants/{name}                         change budget, period, rpm, tpm, routes
+    DELETE /v1/admin/tenants/{name}                         revoke all its keys, remove its limits
 
 Errors (OpenAI envelope)::
 
@@ -100,6 +100,9 @@ class TenantCreate(BaseModel):
     name: str
     budget_usd: Budget = None
     period: PeriodName = "month"
+    rpm: PerMinute = None
+    tpm: PerMinute = None
+    routes: list[str] = Field(default_factory=list)
 
 
 class TenantUpdate(BaseModel):
@@ -107,6 +110,9 @@ class TenantUpdate(BaseModel):
 
     budget_usd: Budget = None
     period: PeriodName | None = None
+    rpm: PerMinute = None
+    tpm: PerMinute = None
+    routes: list[str] | None = None
 
 
 async def _run(request: Request, fn, *args, **kwargs):
@@ -171,7 +177,8 @@ async def list_tenants(request: Request, _: Admin) -> FastJSONResponse:
 
 @router.post("/tenants", status_code=201)
 async def create_tenant(request: Request, _: Admin, body: TenantCreate) -> FastJSONResponse:
-    view = await _run(request, admin_ops.put_tenant, body.name, body.budget_usd, body.period)
+    limits = admin_ops.TenantLimits(body.budget_usd, body.period, body.rpm, body.tpm, tuple(body.routes))
+    view = await _run(request, admin_ops.put_tenant, body.name, limits, _known_routes(request))
     return FastJSONResponse(view, status_code=201)
 
 
@@ -182,10 +189,8 @@ async def get_tenant(request: Request, _: Admin, name: str) -> FastJSONResponse:
 
 @router.patch("/tenants/{name}")
 async def update_tenant(request: Request, _: Admin, name: str, body: TenantUpdate) -> FastJSONResponse:
-    current = await _run(request, admin_ops.get_tenant_view, name)
-    budget = body.budget_usd if "budget_usd" in body.model_fields_set else current["budget_usd"]
-    period = body.period or current["period"]
-    return FastJSONResponse(await _run(request, admin_ops.put_tenant, name, budget, period))
+    changes = body.model_dump(include=body.model_fields_set)
+    return FastJSONResponse(await _run(request, admin_ops.update_tenant, name, changes, _known_routes(request)))
 
 
 @router.delete("/tenants/{name}")

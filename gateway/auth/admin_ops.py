@@ -214,20 +214,35 @@ def _key(engine: Engine, key_id: str) -> KeyInfo:
 
 # -- tenants --------------------------------------------------------------------------------
 
-def tenant_view(name: str, budget_usd: float | None, period: str, active_keys: int, book: SpendBook) -> dict:
-    return {"object": "mixroute.tenant", "name": name, "keys": active_keys,
-            **book.tenant(name, budget_usd, period).as_dict()}
+@dataclass(frozen=True)
+class TenantLimits:
+    """A tenant's own limits, shared by all its keys (``None`` / empty: none)."""
+
+    budget_usd: float | None = None
+    period: str = "month"
+    rpm: int | None = None
+    tpm: int | None = None
+    routes: tuple[str, ...] = ()
+
+
+TENANT_FIELDS = ("budget_usd", "period", "rpm", "tpm", "routes")
+
+
+def tenant_view(name: str, limits: TenantLimits, active_keys: int, book: SpendBook) -> dict:
+    return {"object": "mixroute.tenant", "name": name, "keys": active_keys, "rpm": limits.rpm, "tpm": limits.tpm,
+            "routes": list(limits.routes), **book.tenant(name, limits.budget_usd, limits.period).as_dict()}
 
 
 def list_tenant_views(engine: Engine) -> list[dict]:
-    """Every tenant with a budget record or an active key, by name, with its spend and
+    """Every tenant with a record or an active key, by name, with its limits, spend and
     budget left this period (``left_usd`` ``None``: no tenant budget)."""
     with engine.connect() as conn:
-        records = {r.name: (r.budget_usd, r.period) for r in conn.execute(sa.select(Tenant))}
+        records = {r.name: TenantLimits(r.budget_usd, r.period, r.rpm, r.tpm, tuple(r.routes or ()))
+                   for r in conn.execute(sa.select(Tenant))}
         counts = dict(conn.execute(sa.select(ApiKey.tenant, sa.func.count()).where(ApiKey.revoked_at.is_(None))
                                    .group_by(ApiKey.tenant)).all())
     book = SpendBook(engine)
-    return [tenant_view(name, *records.get(name, (None, "month")), counts.get(name, 0), book)
+    return [tenant_view(name, records.get(name, TenantLimits()), counts.get(name, 0), book)
             for name in sorted(set(records) | set(counts))]
 
 
@@ -235,7 +250,7 @@ def get_tenant_view(engine: Engine, name: str) -> dict:
     """One tenant.
 
     Raises:
-        NotFound: no budget record and no active key for ``name``.
+        NotFound: no record and no active key for ``name``.
     """
     found = [t for t in list_tenant_views(engine) if t["name"] == name]
     if not found:
@@ -243,23 +258,41 @@ def get_tenant_view(engine: Engine, name: str) -> dict:
     return found[0]
 
 
-def put_tenant(engine: Engine, name: str, budget_usd: float | None, period: str = "month") -> dict:
-    """Create or update a tenant's record with its budget (``None``: no tenant budget, the
-    record stays); its keys' own limits are unchanged.
+def put_tenant(engine: Engine, name: str, limits: TenantLimits, known_routes: list[str] | None = None) -> dict:
+    """Create or replace a tenant's record with ``limits`` (its keys' own limits are
+    unchanged; a request counts against both).
 
     Raises:
-        KeyError_: a bad name, period or budget.
+        KeyError_: a bad name, period, limit or route.
     """
     check_tenant_name(name, "name")
-    check_period(period)
-    store_keys.validate_limits(budget_usd, None, None)
+    check_period(limits.period)
+    store_keys.validate_limits(limits.budget_usd, limits.rpm, limits.tpm)
+    check_routes(list(limits.routes), known_routes)
     now = datetime.now(timezone.utc)
+    values = {"budget_usd": limits.budget_usd, "period": limits.period, "rpm": limits.rpm, "tpm": limits.tpm,
+              "routes": list(limits.routes) or None, "updated_at": now}
     with engine.begin() as conn:
-        updated = conn.execute(sa.update(Tenant).where(Tenant.name == name).values(
-            budget_usd=budget_usd, period=period, updated_at=now)).rowcount
-        if not updated:
-            conn.execute(sa.insert(Tenant).values(name=name, budget_usd=budget_usd, period=period, updated_at=now))
+        if not conn.execute(sa.update(Tenant).where(Tenant.name == name).values(**values)).rowcount:
+            conn.execute(sa.insert(Tenant).values(name=name, **values))
     return get_tenant_view(engine, name)
+
+
+def update_tenant(engine: Engine, name: str, changes: dict, known_routes: list[str] | None = None) -> dict:
+    """Change some of a tenant's limits (``None`` removes one).
+
+    Raises:
+        KeyError_: an unknown field or a bad value. NotFound: no such tenant.
+    """
+    unknown = set(changes) - set(TENANT_FIELDS)
+    if unknown:
+        raise KeyError_(f"cannot change {', '.join(sorted(unknown))} (changeable: {', '.join(TENANT_FIELDS)})",
+                        param=sorted(unknown)[0])
+    current = get_tenant_view(engine, name)
+    merged = {f: current[f] for f in TENANT_FIELDS} | changes
+    return put_tenant(engine, name, TenantLimits(merged["budget_usd"], merged["period"] or "month", merged["rpm"],
+                                                 merged["tpm"], tuple(merged["routes"] or ())),
+                      known_routes if "routes" in changes else None)
 
 
 def delete_tenant(engine: Engine, name: str) -> dict:
@@ -292,4 +325,4 @@ def _iso(t: datetime | None) -> str | None:
 
 __all__ = ["NotFound", "Spend", "SpendBook", "KeyError_", "Period", "check_tenant_name", "check_routes",
            "create_key", "update_key", "revoke_key", "list_key_views", "get_key_view", "list_tenant_views",
-           "get_tenant_view", "put_tenant", "delete_tenant", "tenant_budgets"]
+           "get_tenant_view", "put_tenant", "update_tenant", "delete_tenant", "tenant_budgets", "TenantLimits"]

@@ -52,9 +52,14 @@ class Principal:
     admin: bool = False
 
     def check_model(self, model: str) -> None:
-        """Raises :class:`PermissionDenied` if the key is limited to other routes/backends."""
-        if self.key is not None and self.key.routes and model not in self.key.routes:
+        """Raises :class:`PermissionDenied` if the key, or its tenant, is limited to other
+        routes/backends."""
+        if self.key is None:
+            return
+        if self.key.routes and model not in self.key.routes:
             raise PermissionDenied(f"This key may only use: {', '.join(self.key.routes)}", param="model")
+        if self.key.tenant_routes and model not in self.key.tenant_routes:
+            raise PermissionDenied(f"This tenant may only use: {', '.join(self.key.tenant_routes)}", param="model")
 
 
 OPEN = Principal()

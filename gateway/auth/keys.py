@@ -41,6 +41,8 @@ class KeyInfo:
         routes: routes and backends this key may use (empty: all).
         tenant_budget_usd / tenant_period: the tenant's own budget, shared by all its keys
             (``mixroute tenants set``); ``None``: no tenant budget.
+        tenant_rpm / tenant_tpm / tenant_routes: the tenant's own per-minute limits and
+            allowed routes, shared by all its keys (``None`` / empty: none).
     """
 
     key_id: str
@@ -55,6 +57,9 @@ class KeyInfo:
     revoked_at: datetime | None = None
     tenant_budget_usd: float | None = None
     tenant_period: Period = "month"
+    tenant_rpm: int | None = None
+    tenant_tpm: int | None = None
+    tenant_routes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def hash_key(key: str) -> str:
@@ -147,8 +152,9 @@ def find_key(engine: Engine, key: str) -> KeyInfo | None:
             return None
         tenant = conn.execute(sa.select(Tenant).where(Tenant.name == row.tenant)).first()
     info = _info(row)
-    if tenant is not None and tenant.budget_usd is not None:
-        info = replace(info, tenant_budget_usd=tenant.budget_usd, tenant_period=tenant.period)
+    if tenant is not None:
+        info = replace(info, tenant_budget_usd=tenant.budget_usd, tenant_period=tenant.period,
+                       tenant_rpm=tenant.rpm, tenant_tpm=tenant.tpm, tenant_routes=tuple(tenant.routes or ()))
     return info
 
 

@@ -31,7 +31,9 @@ class ApiKey(Base):
 
 
 class Tenant(Base):
-    """A tenant's own USD budget per period (``mixroute tenants set``), shared by all its keys."""
+    """A tenant's own limits, shared by all its keys (``mixroute tenants set``, the admin API):
+    USD budget per period (migration ``0004``), requests and tokens per minute and allowed
+    routes (``0009_tenant_limits``; ``NULL``: no limit, every route)."""
 
     __tablename__ = "tenants"
 
@@ -39,3 +41,6 @@ class Tenant(Base):
     budget_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
     period: Mapped[str] = mapped_column(String(8), default="month")
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    rpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tpm: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    routes: Mapped[list | None] = mapped_column(JSON, nullable=True)

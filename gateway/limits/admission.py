@@ -67,16 +67,16 @@ class Admission:
 
 
 def limits_of(principal: Principal) -> list[Limits]:
-    """The limits a request counts against: its key's, then its tenant's budget."""
+    """The limits a request counts against: its key's, then its tenant's (budget, rpm, tpm)."""
     key = principal.key
     if key is None:
         return []
     out = []
     if key.rpm is not None or key.tpm is not None or key.budget_usd is not None:
         out.append(Limits(subject=key.key_id, rpm=key.rpm, tpm=key.tpm, budget_usd=key.budget_usd, period=key.period))
-    if key.tenant_budget_usd is not None:
-        out.append(Limits(subject=f"{TENANT_SUBJECT}{key.tenant}", budget_usd=key.tenant_budget_usd,
-                          period=key.tenant_period))
+    if key.tenant_budget_usd is not None or key.tenant_rpm is not None or key.tenant_tpm is not None:
+        out.append(Limits(subject=f"{TENANT_SUBJECT}{key.tenant}", rpm=key.tenant_rpm, tpm=key.tenant_tpm,
+                          budget_usd=key.tenant_budget_usd, period=key.tenant_period))
     return out
 
 

@@ -217,6 +217,28 @@ def test_cli_update_list_and_delete_run_the_same_operations(tmp_path):
     assert (row["name"], row["budget_usd"], row["period"], row["spent_usd"], row["left_usd"], row["keys"]) == \
         ("zeta", 3, "day", 0, 3, 1)
     assert run("tenants", "list").stdout.strip().split("\t") == ["zeta", "3.000000", "day", "0.000000", "3.000000"]
+    limited = run("tenants", "set", "zeta", "--rpm", "5", "--routes", "auto")
+    assert limited.exit_code == 0 and "no budget, 5 requests/min, routes auto" in limited.stdout, limited.output
+    (row,) = json.loads(run("tenants", "list", "--json").stdout)
+    assert (row["budget_usd"], row["rpm"], row["routes"]) == (None, 5, ["auto"])
     assert run("tenants", "delete", "zeta").exit_code == 0
     assert json.loads(run("keys", "list", "--json").stdout) == []
     assert run("tenants", "delete", "zeta").exit_code == 1
+
+
+def test_tenant_rate_limit_and_routes_apply_across_its_keys(gw):
+    t = _admin(gw, "POST", "/tenants", json={"name": "eta", "rpm": 2, "routes": ["auto"]})
+    assert t.status_code == 201, t.text
+    assert (t.json()["rpm"], t.json()["routes"], t.json()["budget_usd"]) == (2, ["auto"], None)
+    keys = [_admin(gw, "POST", "/keys", json={"tenant": "eta"}).json()["key"] for _ in range(2)]
+    pinned = httpx.post(gw.v1 + "/chat/completions", json={**BODY, "model": "priced"},
+                        headers={"authorization": f"Bearer {keys[0]}"}, timeout=30)
+    assert pinned.status_code == 403 and "This tenant may only use: auto" in pinned.json()["error"]["message"]
+    statuses = [httpx.post(gw.v1 + "/chat/completions", json=BODY, headers={"authorization": f"Bearer {k}"},
+                           timeout=30).status_code for k in (keys[0], keys[1], keys[0])]
+    # Two per minute across both keys (three if the minute turned between the requests).
+    assert statuses.count(200) <= 2 or statuses == [200, 200, 200], statuses
+    assert 429 in statuses or statuses == [200, 200, 200]
+    patched = _admin(gw, "PATCH", "/tenants/eta", json={"rpm": None, "routes": []}).json()
+    assert patched["rpm"] is None and patched["routes"] == []
+    assert _admin(gw, "PATCH", "/tenants/eta", json={"routes": ["nope"]}).json()["error"]["param"] == "routes"

@@ -222,3 +222,22 @@ def test_0008_adds_usage_estimated_and_downgrades(db_url: str) -> None:
     assert _indexes(db_url, "outcomes") == {"ix_outcomes_created_at"}  # back after SQLite's rebuild
     upgrade(db_url)
     assert current(db_url) == head() and "usage_estimated" in _outcome_columns(db_url)
+
+
+_TENANT_LIMITS = {"rpm", "tpm", "routes"}
+
+
+def test_0009_adds_the_tenant_limits_and_downgrades(db_url: str) -> None:
+    from tests.store.conftest import rows
+
+    upgrade(db_url, "0008_usage_estimated")
+    assert not _TENANT_LIMITS & _columns(db_url, "tenants")
+    _execute(db_url, "INSERT INTO tenants (name, budget_usd, period, updated_at) "
+                     "VALUES ('acme', 5.0, 'month', '2026-12-01 00:00:00')")  # a row written before the revision
+    upgrade(db_url, "0009_tenant_limits")
+    assert rows(db_url, "SELECT name, budget_usd, rpm, tpm, routes FROM tenants") == [("acme", 5.0, None, None, None)]
+    downgrade(db_url, "0008_usage_estimated")
+    assert not _TENANT_LIMITS & _columns(db_url, "tenants")
+    assert rows(db_url, "SELECT name, budget_usd FROM tenants") == [("acme", 5.0)]  # rows kept
+    upgrade(db_url)
+    assert current(db_url) == head() and _TENANT_LIMITS <= _columns(db_url, "tenants")
