@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from typing import Literal
 
 from backends.config import BackendConfig
+from backends.credentials import Redactor
 from backends.errors import BackendError
 
 Endpoint = Literal["chat", "completions"]
@@ -49,6 +50,8 @@ class Backend(ABC):
     def __init__(self, config: BackendConfig):
         self.config = config
         self.name = config.name
+        #: Masks this backend's credentials in upstream text that becomes an error message.
+        self.redact = Redactor.for_config(config)
 
     @property
     def model(self) -> str:
