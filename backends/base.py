@@ -29,6 +29,7 @@ from typing import Literal
 from backends.config import BackendConfig
 from backends.credentials import Redactor
 from backends.errors import BackendError
+from backends.inflight import InFlight
 
 Endpoint = Literal["chat", "completions"]
 
@@ -52,6 +53,8 @@ class Backend(ABC):
         self.name = config.name
         #: Masks this backend's credentials in upstream text that becomes an error message.
         self.redact = Redactor.for_config(config)
+        #: Calls in flight (the dispatcher counts them): a replaced backend is closed after the last.
+        self.in_flight = InFlight()
 
     @property
     def model(self) -> str:
