@@ -24,7 +24,9 @@ from typing import Literal
 
 from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.config import BackendConfig
+from backends.credentials import Redactor
 from backends.errors import BackendError
+from backends.inflight import InFlight
 
 Endpoint = Literal["chat", "completions"]
 
@@ -40,6 +42,10 @@ class Backend(ABC):
     def __init__(self, config: BackendConfig):
         self.config = config
         self.name = config.name
+        #: Masks this backend's credentials in upstream text that becomes an error message.
+        self.redact = Redactor.for_config(config)
+        #: Calls in flight (the dispatcher counts them): a replaced backend is closed after the last.
+        self.in_flight = InFlight()
 
     @property
     def model(self) -> str:

@@ -10,6 +10,11 @@ usage counts the completion tokens of all ``n`` choices, streaming or not. A leg
 completion whose ``prompt`` is a list answers each prompt on its own, as the OpenAI API
 and vLLM do: choice ``i * n + j`` is the ``j``-th answer to prompt ``i``, and usage sums
 over the prompts.
+
+Like a backend with a pooled HTTP client, a synthetic backend stops answering once closed
+(:meth:`SyntheticBackend.aclose`): a call in flight then fails (a stream with
+:class:`BackendStreamError` at its next chunk), so tests see what closing a backend too
+early does to its requests.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from dataclasses import dataclass, field
 from backends import openai_shapes as shapes
 from backends.base import Backend, Endpoint
 from backends.call import NO_CONTEXT, CallContext, CallReport
-from backends.errors import BackendStreamError
+from backends.errors import BackendServerError, BackendStreamError
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 
@@ -40,6 +45,8 @@ class Answer:
         fail_after_chunks: end the stream with :class:`BackendStreamError` after this many chunks.
         usage: whether the response carries usage (a stream its usage chunk); some
             OpenAI-compatible upstreams send none.
+        bug_after_chunks: raise a plain ``RuntimeError`` (a bug in an adapter, not an upstream
+            failure) after this many chunks.
         finish_reason: ``stop`` or ``length``; ``None`` derives it (``tool_calls`` when there
             are tool calls, else ``stop``).
     """
@@ -50,6 +57,7 @@ class Answer:
     first_token_delay_s: float = 0.0
     token_delay_s: float = 0.0
     fail_after_chunks: int | None = None
+    bug_after_chunks: int | None = None
     finish_reason: str | None = None
     usage: bool = True
 
@@ -73,6 +81,16 @@ def _per_prompt(endpoint: Endpoint, body: dict) -> list[dict]:
 
 class SyntheticBackend(Backend):
     """Backend answering from :meth:`answer`; see module docstring."""
+
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+    def _check_open(self, started: bool) -> None:
+        if self.closed:
+            cls = BackendStreamError if started else BackendServerError
+            raise cls(f"{self.name}: the backend was closed during the call", backend=self.name)
 
     @abstractmethod
     async def answer(self, endpoint: Endpoint, body: dict) -> Answer:
@@ -105,10 +123,9 @@ class SyntheticBackend(Backend):
         answers = await self._answers(endpoint, body)
         answer = answers[0][1]
         if any(a.fail_after_chunks is not None for _, a in answers):
-            from backends.errors import BackendServerError
-
             raise BackendServerError(f"{self.name}: upstream closed the connection", backend=self.name)
         await asyncio.sleep(answer.first_token_delay_s)
+        self._check_open(started=False)
         use = self._usage(endpoint, answers)
         n = _n(body)
         if endpoint == "chat":
@@ -136,8 +153,11 @@ class SyntheticBackend(Backend):
             for chunk in self._chunks(endpoint, cid, answer, n, first=k * n):
                 if answer.fail_after_chunks is not None and sent >= answer.fail_after_chunks:
                     raise BackendStreamError(f"{self.name}: upstream dropped the stream", backend=self.name)
+                if answer.bug_after_chunks is not None and sent >= answer.bug_after_chunks:
+                    raise RuntimeError(f"{self.name}: simulated adapter bug mid-stream (fake)")
                 if sent and answer.token_delay_s:
                     await asyncio.sleep(answer.token_delay_s)
+                self._check_open(started=sent > 0)
                 sent += 1
                 yield chunk
         if not answers[0][1].usage:

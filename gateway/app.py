@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway import dashboard, errors, observability
+from gateway import body_guard, dashboard, errors, observability
 from gateway.api import admin, completions, embeddings, feedback, health, models, responses
 from gateway.auth.guard import Authenticator
 from gateway.limits.runaway import RunawayWatch
@@ -170,4 +170,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     observability.install(app)
     dashboard.install(app, settings)
+    body_guard.install(app, settings)
     return app

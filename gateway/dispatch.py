@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from backends.base import Backend
 from backends.call import NO_CONTEXT, CallContext, CallReport
-from backends.errors import BackendContextExceeded, BackendError
+from backends.errors import BackendContextExceeded, BackendError, BackendStreamError
+from backends.inflight import TrackedStream
 from backends.openai_shapes import estimate_tokens, prompt_text
 from backends.pricing import cost_usd
 from gateway import observability
@@ -148,6 +149,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     skipped: list[tuple[str, str]] = []
     for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
+        call = backend.in_flight.begin()
         try:
             sent = _body_for(backend, body, stream=False, cap=attempt.decision.token_cap(name))
             response = await observability.send(backend, attempt.endpoint, sent, context=attempt.context,
@@ -158,6 +160,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
             last = exc
         except Exception as exc:  # a bug in a backend adapter: log it, fall back, record the outcome
             last = _adapter_error(name, exc)
+        finally:
+            call.end()
         if not _failed(runtime, name, last, failures, _more(attempt, name)):
             break
     assert last is not None
@@ -175,9 +179,11 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     skipped: list[tuple[str, str]] = []
     for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
-        chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True,
-                                                           cap=attempt.decision.token_cap(name)),
-                                context=attempt.context, report=attempt.report)
+        # Counted until the stream ends or is closed: a reload closes the backend after that.
+        chunks = TrackedStream(backend.stream(attempt.endpoint, _body_for(backend, body, stream=True,
+                                                                          cap=attempt.decision.token_cap(name)),
+                                              context=attempt.context, report=attempt.report),
+                               backend.in_flight.begin())
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
             attempt.first_at = time.perf_counter()
@@ -238,6 +244,18 @@ def _too_small(runtime: Runtime, name: str, failures: list[tuple[str, str]]) -> 
     if exceeded is None or mine is None or mine > exceeded:
         return None
     return f"not tried: its {mine}-token context window is no larger than {exceeded}"
+
+
+def stream_error(attempt: Attempt, exc: Exception) -> BackendError:
+    """What ends a stream that broke after its first chunk: ``exc`` itself when it is a
+    :class:`BackendError`, else (a bug, a client closed under the call) a
+    :class:`BackendStreamError`, logged with its traceback, so that the client still gets the
+    door's error event and terminator instead of a cut connection."""
+    if isinstance(exc, BackendError):
+        return exc
+    name = attempt.backend.name if attempt.backend else ""
+    log.exception("backend %s stream broke with an unexpected %s", name, type(exc).__name__)
+    return BackendStreamError(f"{name}: the stream broke ({type(exc).__name__})", backend=name)
 
 
 def _adapter_error(name: str, exc: Exception) -> BackendError:

@@ -23,7 +23,10 @@ from router.predict import Predictor
 
 log = logging.getLogger("mixroute.policy")
 
-#: Seconds an old runtime's backends stay open after a reload, for in-flight requests.
+#: Seconds after a reload before the old runtime's replaced backends are drained: a request
+#: that took the old runtime just before the reload (still reading its body, or deciding)
+#: reaches dispatch, and is counted, within it. Then each backend is closed once its last
+#: call has ended (:meth:`Runtime.aclose`), however long that takes.
 DRAIN_GRACE_S = 30.0
 
 
@@ -66,16 +69,32 @@ class Runtime:
         return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends,
                    rule_headers=frozenset(r.when_header.lower() for r in loaded.policy.rules if r.when_header))
 
-    async def aclose(self, keep: "Runtime | None" = None) -> None:
-        """Close the backends, except those ``keep`` (the runtime that replaced this one) uses."""
+    async def aclose(self, keep: "Runtime | None" = None, drain: bool = False) -> None:
+        """Close the backends, except those ``keep`` (the runtime that replaced this one) uses.
+
+        Args:
+            drain: first wait, for each backend, until its calls in flight have ended (a
+                reload must not break them); a call silent for longer than the backend's
+                ``timeout_s`` is given up on, since that timeout would have ended it.
+        """
         still_used = {id(b) for b in keep.backends.values()} if keep is not None else set()
-        for backend in self.backends.values():
-            if id(backend) in still_used:
-                continue
-            try:
-                await backend.aclose()
-            except Exception:  # closing must not stop the others
-                log.exception("closing backend %s failed", backend.name)
+        retired = [b for b in self.backends.values() if id(b) not in still_used]
+        await asyncio.gather(*(_close(b, drain) for b in retired))
+
+
+async def _close(backend: Backend, drain: bool) -> None:
+    if drain:
+        waited = len(backend.in_flight)
+        abandoned = await backend.in_flight.drained(silent_s=backend.config.timeout_s)
+        if abandoned:
+            log.warning("backend %s of the replaced policy closed with %d silent call(s) still counted",
+                        backend.name, abandoned)
+        elif waited:
+            log.info("backend %s of the replaced policy closed after its last call in flight", backend.name)
+    try:
+        await backend.aclose()
+    except Exception:  # closing must not stop the others
+        log.exception("closing backend %s failed", backend.name)
 
 
 class PolicyHolder:
@@ -165,13 +184,19 @@ class PolicyHolder:
     async def _close_later(self, runtime: Runtime, successor: Runtime) -> None:
         # A backend object is shared only by consecutive runtimes, so each is closed once: by
         # the last runtime holding it, whose successor no longer does.
-        await asyncio.sleep(DRAIN_GRACE_S)
-        await runtime.aclose(keep=successor)
+        try:
+            await asyncio.sleep(DRAIN_GRACE_S)
+            await runtime.aclose(keep=successor, drain=True)
+        except asyncio.CancelledError:  # shutting down: close what is left now
+            await runtime.aclose(keep=successor)
+            raise
 
     async def aclose(self) -> None:
         if self._watch_task:
             self._watch_task.cancel()
-        for task in list(self._closing):
+        closing = list(self._closing)
+        for task in closing:
             task.cancel()
+        await asyncio.gather(*closing, return_exceptions=True)  # each closes its old backends
         if self.current:
             await self.current.aclose()

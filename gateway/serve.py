@@ -87,8 +87,20 @@ def run(*, policy: Path | None, host: str | None, port: int | None, database_url
     which = settings.policy_path or "the bundled demo policy (fake backends, no API keys)"
     print(f"mixroute: serving {which} on http://{settings.host}:{settings.port}/v1 "
           f"(store {shown_url(settings.database_url)})", file=sys.stderr)  # never the password: it ends up in pod logs
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level,
-                access_log=False, timeout_keep_alive=settings.keep_alive_s, loop=settings.event_loop)
+    uvicorn.run(create_app(settings), **server_options(settings))
+
+
+def server_options(settings) -> dict:
+    """The keyword arguments of ``uvicorn.run`` / ``uvicorn.Config`` for ``settings``.
+    ``limit_concurrency`` is ``MIXROUTE_MAX_CONNECTIONS``: beyond it uvicorn answers 503
+    itself and closes the connection; its warning per refused request is replaced by one
+    rate-limited line (:func:`gateway.body_guard.quiet_uvicorn_limit_log`)."""
+    from gateway.body_guard import quiet_uvicorn_limit_log
+
+    quiet_uvicorn_limit_log(settings.max_connections)
+    return {"host": settings.host, "port": settings.port, "log_level": settings.log_level, "access_log": False,
+            "timeout_keep_alive": settings.keep_alive_s, "loop": settings.event_loop,
+            "limit_concurrency": settings.max_connections}
 
 
 #: ``MIXROUTE_*`` variables that are not settings but are read elsewhere (tests, the bench policies).

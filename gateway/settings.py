@@ -24,6 +24,12 @@ class Settings(BaseSettings):
         redis_url: shared state for many replicas (``None``: in-process state).
         host, port: where ``mixroute serve`` listens.
         max_body_bytes: request bodies larger than this get HTTP 413 (bytes).
+        body_read_timeout_s: a request body not received whole this long after its head
+            gets HTTP 408 and its connection is closed (seconds; slow-body clients).
+        max_body_bytes_in_flight: bytes all request bodies in flight may hold together; a
+            body that would pass it gets HTTP 503 with ``Retry-After`` (bytes).
+        max_connections: open client connections (and requests) served at once; beyond it
+            uvicorn answers 503 and closes (its ``limit_concurrency``).
         keep_alive_s: how long an idle client connection stays open (seconds). Longer than a
             load balancer's idle timeout (AWS ALB 60 s; 75 s as nginx), so the gateway never
             closes a connection the balancer or a client is about to reuse (a request sent
@@ -105,6 +111,9 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     max_body_bytes: int = Field(default=10 * 1024 * 1024, gt=0)
+    body_read_timeout_s: float = Field(default=30.0, gt=0)
+    max_body_bytes_in_flight: int = Field(default=128 * 1024 * 1024, gt=0)
+    max_connections: int = Field(default=2048, ge=1)
     keep_alive_s: int = Field(default=75, gt=0)
     event_loop: Literal["auto", "uvloop", "asyncio"] = "auto"
     store_queue_size: int = Field(default=10_000, gt=0)

@@ -13,6 +13,9 @@ Model-name suffixes (TensorZero's dummy-provider idea):
   OpenAI-compatible upstreams do.
 - ``...-adapter-bug``: raises a plain ``RuntimeError`` (not a ``BackendError``), as a bug in a
   backend adapter would; the dispatcher must fall back and record the outcome.
+- ``...-bug-mid-stream``: a stream raises a plain ``RuntimeError`` after 3 chunks (the
+  gateway must still end the stream with the door's error event); a non-streaming call
+  answers normally.
 - anything else: normal.
 
 The answer text is ``[<model>] `` followed by a deterministic reply derived from the last
@@ -102,6 +105,8 @@ class FakeBackend(SyntheticBackend):
         if model.endswith("-drop-mid-stream"):
             answer.fail_after_chunks = 3
         answer.usage = not model.endswith("-no-usage")
+        if model.endswith("-bug-mid-stream"):
+            answer.bug_after_chunks = 3
         return answer
 
 

@@ -63,6 +63,7 @@ from backends.base import Backend, Endpoint
 from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.catalog import resolve_pricing
 from backends.config import Pricing
+from backends.credentials import Redactor
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
                              BackendTimeout, from_status)
 from backends.hosted.cache_hints import add_cache_hints
@@ -239,8 +240,7 @@ class HostedBackend(Backend):
             report.cache_write(written["tokens"], written["tokens_1h"])
 
     def _error(self, exc: Exception, *, started: bool) -> BackendError:
-        key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
-        return translate_error(exc, backend=self.name, started=started, secret=key)
+        return translate_error(exc, backend=self.name, started=started, redact=self.redact)
 
 
 def _carries_output(chunk: dict) -> bool:
@@ -260,7 +260,8 @@ _NO_PROVIDER = "LLM Provider NOT provided"
 (``litellm_core_utils/get_llm_provider_logic.py``)."""
 
 
-def translate_error(exc: Exception, *, backend: str, started: bool = False, secret: str = "") -> BackendError:
+def translate_error(exc: Exception, *, backend: str, started: bool = False, secret: str = "",
+                    redact: Redactor | None = None) -> BackendError:
     """Translate an exception raised by a litellm call into the most specific
     :class:`BackendError`.
 
@@ -281,13 +282,13 @@ def translate_error(exc: Exception, *, backend: str, started: bool = False, secr
       of saying so) has code ``context_length_exceeded``;
     - anything else: :class:`BackendError`.
 
-    ``secret`` (the API key) is removed from the message.
+    The message passes through ``redact`` (the backend's :class:`~backends.credentials.Redactor`:
+    its API key and the user info of its ``api_base``), or masks ``secret`` alone.
     """
     if isinstance(exc, BackendError):
         return exc
     text = str(getattr(exc, "message", "") or exc) or type(exc).__name__
-    if secret:
-        text = text.replace(secret, "***")
+    text = (redact or Redactor([secret]))(text)
     message = f"{backend}: {text[:500]}"
     if started:
         return BackendStreamError(message, backend=backend)

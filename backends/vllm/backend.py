@@ -358,7 +358,7 @@ class VllmBackend(Backend):
         return BackendServerError(f"{self.name}: upstream connection failed ({kind})", backend=self.name)
 
     def _status_error(self, status: int, data: bytes, retry_after: str | None = None) -> BackendError:
-        message = self._redact(upstream_message(data, status))
+        message = upstream_message(data, status, self.redact)
         param, code = upstream_fields(data)
         error = from_status(status, f"{self.name}: upstream returned HTTP {status}: {message}", backend=self.name,
                             param=param, code=code)
@@ -369,17 +369,13 @@ class VllmBackend(Backend):
 
     def _event_error(self, error: object, started: bool) -> BackendError:
         detail = error.get("message", "") if isinstance(error, dict) else str(error)
-        message = f"{self.name}: upstream stream error: {self._redact(scrub(str(detail)))[:300]}"
+        message = f"{self.name}: upstream stream error: {scrub(self.redact(str(detail)))[:300]}"
         if started:
             return BackendStreamError(message, backend=self.name)
         code = error.get("code") if isinstance(error, dict) else None
         status = code if isinstance(code, int) and 400 <= code < 600 else 500
         param, upstream_code = upstream_fields(error)
         return from_status(status, message, backend=self.name, param=param, code=upstream_code)
-
-    def _redact(self, text: str) -> str:
-        key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""
-        return text.replace(key, "***") if key else text
 
 
 async def _texts(response: aiohttp.ClientResponse) -> AsyncIterator[str]:

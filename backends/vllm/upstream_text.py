@@ -13,6 +13,7 @@ import ipaddress
 import math
 import re
 import time
+from collections.abc import Callable
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 
@@ -64,10 +65,11 @@ def _phrase(status: int) -> str:
         return "error"
 
 
-def upstream_message(data: bytes, status: int) -> str:
+def upstream_message(data: bytes, status: int, redact: Callable[[str], str] | None = None) -> str:
     """The error message of an upstream error response body, safe to show a client: the
     OpenAI envelope's ``error.message`` (or vLLM's older top-level ``message``) passed
-    through :func:`scrub`, at most 300 characters; for any other body (HTML error pages
+    through ``redact`` (the backend's credentials, before anything cuts them in half) and
+    :func:`scrub`, at most 300 characters; for any other body (HTML error pages
     of proxies, plain text) only its size, since those name hosts and addresses; the
     standard reason phrase of ``status`` when the body is empty."""
     try:
@@ -87,6 +89,8 @@ def upstream_message(data: bytes, status: int) -> str:
         if not data.strip():
             return _phrase(status)
         return f"{_phrase(status)} (a {len(data)}-byte non-JSON body, not shown)"
+    if redact is not None:
+        message = redact(message)
     return scrub(message)[:300].strip() or _phrase(status)
 
 

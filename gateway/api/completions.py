@@ -375,9 +375,9 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
                 tokens_out=(usage or {}).get("completion_tokens"), replica=attempt.report.replica)
         await door.after(call, getattr(encoder, "final", None) or {}, ctx)
         yield encoder.done()
-    except BackendError as exc:
-        status, error = "error", exc
-        yield encoder.error(exc)
+    except Exception as exc:  # noqa: BLE001  # any break after the head still ends the stream the door's way
+        status, error = "error", dispatch.stream_error(attempt, exc)
+        yield encoder.error(error)
     finally:
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
