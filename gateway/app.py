@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from gateway import dashboard, errors, observability
 from gateway.api import completions, embeddings, feedback, health, models, responses
 from gateway.auth.guard import Authenticator
+from gateway.hosts import LoopbackHostMiddleware
 from gateway.runtime import PolicyHolder
 from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
@@ -168,4 +169,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(module.router)
     observability.install(app)
     dashboard.install(app, settings)
+    app.add_middleware(LoopbackHostMiddleware, allowed_hosts=settings.allowed_hosts)  # outermost
     return app

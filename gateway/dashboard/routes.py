@@ -69,7 +69,9 @@ async def viewer(request: Request) -> Viewer | None:
         if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
             return None
         return v
-    if not state.settings.admin_key and is_loopback(request.client.host if request.client else None):
+    # Open only while auth is off (no admin key and no key at all): once a tenant key exists,
+    # every tenant's spend is behind a login, even from loopback (a same-host proxy is loopback).
+    if is_loopback(request.client.host if request.client else None) and not await state.auth.required():
         return Viewer(admin=True)
     return None
 

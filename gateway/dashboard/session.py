@@ -2,7 +2,7 @@
 
 Access::
 
-    no MIXROUTE_ADMIN_KEY, client on loopback   -> everything, no login
+    auth off (no admin key, no API key), client on loopback -> everything, no login
     otherwise                                   -> login form (POST the key once)
         admin key                               -> everything
         a tenant's API key                      -> that tenant's requests only
