@@ -153,6 +153,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if isinstance(app.state.sessions.store, RedisSessions):
                 await app.state.sessions.store.aclose()
             await store.stop()
+            await app.state.dashboard_sessions.aclose()
             from gateway.dashboard import worker as dashboard_worker
 
             await asyncio.to_thread(dashboard_worker.shutdown)

@@ -95,6 +95,8 @@ class Settings(BaseSettings):
         allowed_hosts: ``Host`` names served while auth is off besides loopback ones
             (comma-separated; ``*.example.com`` for subdomains, ``*`` for any):
             :mod:`gateway.hosts`, the DNS-rebinding guard.
+        dashboard_login_attempts: failed dashboard logins allowed per source address per
+            minute; past it the source gets 429 (:mod:`gateway.dashboard.login_guard`).
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -118,6 +120,7 @@ class Settings(BaseSettings):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     # The doors' own guards (gateway/hosts.py, /metrics, the dashboard, feedback).
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    dashboard_login_attempts: int = Field(default=10, ge=1)
     key_cache_ttl_s: float = Field(default=5.0, ge=0)
     redis_prefix: str = "mixroute"
     redis_timeout_s: float = Field(default=3.0, gt=0, le=60, allow_inf_nan=False)

@@ -16,12 +16,17 @@ Errors::
     InvalidRequest 400 invalid_request_error invalid_value  (bad since/until/reference, or a
                                                            time outside what dates can hold)
     StoreUnavailable 503 api_error            store_unavailable (the database cannot be queried)
+
+The login form answers in HTML: 401 wrong key, 403 posted from another origin
+(:mod:`gateway.dashboard.login_guard`), 429 too many failed logins from the source.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
+import logging
+import math
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -36,10 +41,12 @@ from gateway.api.feedback import StoreUnavailable
 from gateway.auth.guard import AuthError
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
-from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
+from gateway.dashboard.login_guard import LoginThrottle, same_origin
+from gateway.dashboard.session import COOKIE, RedisRevocations, Sessions, Viewer, is_loopback
 from gateway.responses import FastJSONResponse
 from router.errors import InvalidRequest
 
+log = logging.getLogger("mixroute.dashboard")
 STATIC = Path(__file__).parent / "static"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -56,7 +63,10 @@ class NotSignedIn(MixrouteError):
 
 def install(app, settings) -> None:
     """Add the dashboard routes and static files to ``app``."""
-    app.state.dashboard_sessions = Sessions(settings.admin_key)
+    shared = (RedisRevocations(settings.redis_url, settings.redis_prefix, settings.redis_timeout_s)
+              if settings.redis_url else None)
+    app.state.dashboard_sessions = Sessions(settings.admin_key, revoked=shared)
+    app.state.dashboard_logins = LoginThrottle(settings.dashboard_login_attempts)
     app.include_router(router)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
 
@@ -64,7 +74,7 @@ def install(app, settings) -> None:
 async def viewer(request: Request) -> Viewer | None:
     """Who is looking, from the session cookie or loopback access; ``None``: sign in first."""
     state = request.app.state
-    v = state.dashboard_sessions.check(request.cookies.get(COOKIE))
+    v = await state.dashboard_sessions.check(request.cookies.get(COOKIE))
     if v is not None:
         if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
             return None
@@ -94,11 +104,24 @@ async def login_form(request: Request) -> Response:
 
 @router.post("/dashboard/login")
 async def login(request: Request) -> Response:
-    key = await _form_key(request)
+    if not same_origin(request.headers):
+        log.warning("dashboard: refused a cross-origin login from %s (Origin %r)", _source(request),
+                    (request.headers.get("origin") or "")[:100])
+        return _login_page("Sign in from the dashboard's own page.", status=403)
     state = request.app.state
+    source = _source(request)
+    wait_s = state.dashboard_logins.retry_after(source)
+    if wait_s > 0:
+        log.warning("dashboard: login from %s refused, too many failed logins in the last minute", source)
+        return _login_page(f"Too many failed logins from your address: try again in {math.ceil(wait_s)} s.",
+                           status=429, headers={"retry-after": str(math.ceil(wait_s))})
+    key = await _form_key(request)
     try:
         principal = await state.auth.authenticate({"authorization": f"Bearer {key}"} if key else {})
     except AuthError:
+        n = state.dashboard_logins.failed(source)
+        log.warning("dashboard: failed login from %s (%d in the last minute, %d allowed)", source, n,
+                    state.dashboard_logins.attempts)  # never the key that was tried
         return _login_page("Wrong key: use the admin key or a tenant's API key.", status=401)
     if principal.admin:
         v = Viewer(admin=True)
@@ -114,10 +137,18 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/dashboard/logout")
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    sessions = request.app.state.dashboard_sessions
+    v = sessions.verify(request.cookies.get(COOKIE))
+    if v is not None:  # the cookie stops working on the server, not only in this browser
+        await sessions.revoke(v)
     resp = RedirectResponse("/dashboard/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/dashboard")
     return resp
+
+
+def _source(request: Request) -> str:
+    return request.client.host if request.client else "-"
 
 
 @router.get("/dashboard/api/summary")
@@ -190,6 +221,6 @@ async def _form_key(request: Request) -> str:
     return (parse_qs(b"".join(chunks).decode(errors="replace")).get("key") or [""])[0].strip()
 
 
-def _login_page(message: str, status: int = 200) -> HTMLResponse:
+def _login_page(message: str, status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
     text = (STATIC / "login.html").read_text().replace("{{message}}", html.escape(message))
-    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})
+    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store", **(headers or {})})
