@@ -15,13 +15,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway import dashboard, errors, observability
+from gateway import dashboard, errors, observability, openapi
 from gateway.api import completions, embeddings, feedback, health, models, responses
 from gateway.auth.guard import Authenticator
 from gateway.hosts import LoopbackHostMiddleware
 from gateway.runtime import PolicyHolder
 from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
+from gateway.store.feedback_queue import FeedbackQueue
 
 log = logging.getLogger("mixroute.gateway")
 
@@ -95,6 +96,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = Store(settings)
         await store.start()
         app.state.store = store
+        app.state.feedback = FeedbackQueue(store, settings.feedback_max_pending)
+        app.state.feedback.start()
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
         app.state.sessions = Sessions(RedisSessions(settings.redis_url, settings.redis_prefix)
@@ -149,6 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if broadcast is not None:
                 await broadcast.aclose()
             await holder.aclose()
+            await app.state.feedback.aclose()
             await app.state.limiter.aclose()
             if isinstance(app.state.sessions.store, RedisSessions):
                 await app.state.sessions.store.aclose()
@@ -171,4 +175,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     observability.install(app)
     dashboard.install(app, settings)
     app.add_middleware(LoopbackHostMiddleware, allowed_hosts=settings.allowed_hosts)  # outermost
+    openapi.install(app)
     return app

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
             :mod:`gateway.hosts`, the DNS-rebinding guard.
         dashboard_login_attempts: failed dashboard logins allowed per source address per
             minute; past it the source gets 429 (:mod:`gateway.dashboard.login_guard`).
+        feedback_max_pending: feedback rows accepted and waiting for their request's decision
+            to be found (:mod:`gateway.store.feedback_queue`); past it ``POST /v1/feedback``
+            answers 503 ``feedback_backlog_full``.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -121,6 +124,7 @@ class Settings(BaseSettings):
     # The doors' own guards (gateway/hosts.py, /metrics, the dashboard, feedback).
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     dashboard_login_attempts: int = Field(default=10, ge=1)
+    feedback_max_pending: int = Field(default=10_000, ge=1)
     key_cache_ttl_s: float = Field(default=5.0, ge=0)
     redis_prefix: str = "mixroute"
     redis_timeout_s: float = Field(default=3.0, gt=0, le=60, allow_inf_nan=False)
