@@ -100,6 +100,9 @@ class Settings(BaseSettings):
         feedback_max_pending: feedback rows accepted and waiting for their request's decision
             to be found (:mod:`gateway.store.feedback_queue`); past it ``POST /v1/feedback``
             answers 503 ``feedback_backlog_full``.
+        metrics_auth: who may read ``GET /metrics`` (every tenant's spend): ``admin`` (the
+            admin key), ``none`` (anyone who reaches it), ``auto`` (``admin`` while auth is
+            on, ``none`` while it is off); :mod:`gateway.api.metrics`.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -125,6 +128,7 @@ class Settings(BaseSettings):
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     dashboard_login_attempts: int = Field(default=10, ge=1)
     feedback_max_pending: int = Field(default=10_000, ge=1)
+    metrics_auth: Literal["auto", "admin", "none"] = "auto"
     key_cache_ttl_s: float = Field(default=5.0, ge=0)
     redis_prefix: str = "mixroute"
     redis_timeout_s: float = Field(default=3.0, gt=0, le=60, allow_inf_nan=False)
