@@ -23,6 +23,7 @@ from gateway.runtime import PolicyHolder
 from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
 from gateway.store.feedback_queue import FeedbackQueue
+from router.policy.redact import redact_policy_text
 
 log = logging.getLogger("mixroute.gateway")
 
@@ -123,7 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         broadcast = None
 
         def on_loaded(lp) -> None:
-            store.record_policy(lp.hash, lp.text)
+            store.record_policy(lp.hash, redact_policy_text(lp.text))  # no inline secret in the store
             if broadcast is not None:
                 broadcast.announce(lp.hash)
 
