@@ -288,7 +288,8 @@ def _print_up(stack: dict) -> None:
     urls = stack["urls"]
     print("mixroute local stack is up")
     for name in ("gateway-1", "gateway-2"):
-        print(f"  {name}:   {urls[name]}   (dashboard {urls[name]}/dashboard, metrics {urls[name]}/metrics)")
+        print(f"  {name}:   {urls[name]}   (dashboard {urls[name]}/dashboard, metrics {urls[name]}/metrics "
+              "with the admin key)")
     for name in ("fake-vllm-0", "fake-vllm-1"):
         print(f"  {name}: {urls[name]}")
     print(f"  database:    {urls['database']}")

@@ -15,13 +15,16 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from gateway import body_guard, dashboard, errors, observability
+from gateway import body_guard, dashboard, errors, observability, openapi
 from gateway.api import admin, completions, embeddings, feedback, health, models, responses
 from gateway.auth.guard import Authenticator
+from gateway.hosts import LoopbackHostMiddleware
 from gateway.limits.runaway import RunawayWatch
 from gateway.runtime import PolicyHolder
 from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
+from gateway.store.feedback_queue import FeedbackQueue
+from router.policy.redact import redact_policy_text
 
 log = logging.getLogger("mixroute.gateway")
 
@@ -95,6 +98,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         store = Store(settings)
         await store.start()
         app.state.store = store
+        app.state.feedback = FeedbackQueue(store, settings.feedback_max_pending)
+        app.state.feedback.start()
         app.state.auth = Authenticator(store.engine, settings.admin_key, ttl_s=settings.key_cache_ttl_s)
         app.state.limiter = make_limiter(settings)
         app.state.sessions = Sessions(RedisSessions(settings.redis_url, settings.redis_prefix)
@@ -120,7 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         broadcast = None
 
         def on_loaded(lp) -> None:
-            store.record_policy(lp.hash, lp.text)
+            store.record_policy(lp.hash, redact_policy_text(lp.text))  # no inline secret in the store
             if broadcast is not None:
                 broadcast.announce(lp.hash)
 
@@ -149,10 +154,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if broadcast is not None:
                 await broadcast.aclose()
             await holder.aclose()
+            await app.state.feedback.aclose()
             await app.state.limiter.aclose()
             if isinstance(app.state.sessions.store, RedisSessions):
                 await app.state.sessions.store.aclose()
             await store.stop()
+            await app.state.dashboard_sessions.aclose()
             from gateway.dashboard import worker as dashboard_worker
 
             await asyncio.to_thread(dashboard_worker.shutdown)
@@ -171,4 +178,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     observability.install(app)
     dashboard.install(app, settings)
     body_guard.install(app, settings)
+    app.add_middleware(LoopbackHostMiddleware, allowed_hosts=settings.allowed_hosts)  # outermost
+    openapi.install(app)
     return app

@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from gateway.responses import FastJSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from backends.errors import MixrouteError
 from router.errors import RequestRejected
@@ -48,9 +49,30 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> FastJSON
     type_, code = _HTTP_TYPES.get(exc.status_code, ("invalid_request_error" if exc.status_code < 500 else "api_error",
                                                     None))
     msg = exc.detail if isinstance(exc.detail, str) else "Request failed"
+    headers = getattr(exc, "headers", None)
     if exc.status_code == 404:
         msg = f"Unknown path {request.url.path}"
-    return envelope(exc.status_code, msg, type_, code, headers=getattr(exc, "headers", None), request=request)
+    elif exc.status_code == 405:
+        allow = allowed_methods(request)
+        if allow:
+            headers = {k: v for k, v in (headers or {}).items() if k.lower() != "allow"}
+            headers["allow"] = ", ".join(allow)
+            msg = f"Method {request.method} is not allowed on {request.url.path} (allowed: {', '.join(allow)})"
+    return envelope(exc.status_code, msg, type_, code, headers=headers, request=request)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the app serves at the request's path. Starlette's own 405
+    names the methods of the first route matching the path only, and ``GET`` and ``HEAD`` of
+    one path are two routes here (an ``Allow: HEAD`` without ``GET``). Each method is tried
+    against the app's routes as they match (FastAPI nests included routers in its own
+    route objects, so their ``methods`` cannot be read off the top-level list)."""
+    routes = request.app.router.routes
+    return [m for m in _METHODS
+            if any(route.matches({**request.scope, "method": m})[0] == Match.FULL for route in routes)]
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> FastJSONResponse:

@@ -8,10 +8,10 @@ routing policy (backends, routes, rules) is a separate YAML file, see
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
@@ -101,6 +101,17 @@ class Settings(BaseSettings):
         responses_retention_s: how long a response served by ``POST /v1/responses`` with
             ``store`` on stays readable (``GET /v1/responses/{id}``, ``previous_response_id``),
             seconds; older ones are deleted. 30 days, as OpenAI keeps them.
+        allowed_hosts: ``Host`` names served while auth is off besides loopback ones
+            (comma-separated; ``*.example.com`` for subdomains, ``*`` for any):
+            :mod:`gateway.hosts`, the DNS-rebinding guard.
+        dashboard_login_attempts: failed dashboard logins allowed per source address per
+            minute; past it the source gets 429 (:mod:`gateway.dashboard.login_guard`).
+        feedback_max_pending: feedback rows accepted and waiting for their request's decision
+            to be found (:mod:`gateway.store.feedback_queue`); past it ``POST /v1/feedback``
+            answers 503 ``feedback_backlog_full``.
+        metrics_auth: who may read ``GET /metrics`` (every tenant's spend): ``admin`` (the
+            admin key), ``none`` (anyone who reaches it), ``auto`` (``admin`` while auth is
+            on, ``none`` while it is off); :mod:`gateway.api.metrics`.
     """
 
     model_config = SettingsConfigDict(env_prefix="MIXROUTE_", extra="ignore")
@@ -126,6 +137,11 @@ class Settings(BaseSettings):
     policy_watch: bool = True
     admin_key: str | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    # The doors' own guards (gateway/hosts.py, /metrics, the dashboard, feedback).
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    dashboard_login_attempts: int = Field(default=10, ge=1)
+    feedback_max_pending: int = Field(default=10_000, ge=1)
+    metrics_auth: Literal["auto", "admin", "none"] = "auto"
     key_cache_ttl_s: float = Field(default=5.0, ge=0)
     redis_prefix: str = "mixroute"
     redis_timeout_s: float = Field(default=3.0, gt=0, le=60, allow_inf_nan=False)
@@ -143,6 +159,13 @@ class Settings(BaseSettings):
             raise ValueError("int8 runs the frozen maps of a float32 encoder; with it, "
                              "MIXROUTE_CLASSIFIER_DTYPE must be auto or float32, not bfloat16")
         return linear
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [h.strip().lower() for h in value.split(",") if h.strip()]
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEnco
 from gateway.doors.chat import CHAT, COMPLETIONS
 from gateway.auth.guard import OPEN, PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
+from gateway.openapi import one_of, request_body
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.runtime import Runtime
@@ -157,19 +158,19 @@ def _headers(decision: Decision, backend: str | None, tried: list[str] | None = 
 # items in a profile of the pass-through path (docs/BENCHMARKS.md, "Hot path").
 
 
-@router.post("/v1/chat/completions")
+@router.post("/v1/chat/completions", openapi_extra=request_body(ChatCompletionRequest))
 async def chat_completions(request: Request):
     runtime, settings, principal = await hot_path_deps(request)
     return await complete(request, runtime, settings, principal, CHAT)
 
 
-@router.post("/v1/completions")
+@router.post("/v1/completions", openapi_extra=request_body(CompletionRequest))
 async def completions(request: Request):
     runtime, settings, principal = await hot_path_deps(request)
     return await complete(request, runtime, settings, principal, COMPLETIONS)
 
 
-@router.post("/v1/route")
+@router.post("/v1/route", openapi_extra=one_of(ChatCompletionRequest, CompletionRequest))
 async def route(request: Request):
     """Dry run: the decision and the rewritten request, without dispatching or storing. The
     body is a chat completions request, or a legacy completions one (``prompt``, no

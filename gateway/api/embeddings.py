@@ -11,11 +11,12 @@ from fastapi import APIRouter, Request
 from gateway.api.completions import complete
 from gateway.api.deps import hot_path_deps
 from gateway.doors.embeddings import EMBEDDINGS
+from gateway.openapi import EmbeddingsRequest, request_body
 
 router = APIRouter()
 
 
-@router.post("/v1/embeddings")
+@router.post("/v1/embeddings", openapi_extra=request_body(EmbeddingsRequest))
 async def embeddings(request: Request):
     request.state.door = EMBEDDINGS  # before anything can fail: errors in the door's envelope
     runtime, settings, principal = await hot_path_deps(request)

@@ -4,56 +4,53 @@ Body: ``{"request_id", "score"?, "label"?, "comment"?, "source"?, "id"?}``. ``sc
 [0, 1] (1 = good); at least one of ``score`` and ``label`` is required. ``id`` makes a
 retry idempotent: the same ``id`` for the same request stores one row.
 
-The answer is ``202`` with ``{"id", "object": "feedback", "request_id"}`` once the row is
-queued: it is written through the store's queue and journal like decisions, so it
-survives a database outage.
-
-A client may rate a request right after its response, before the decision row is
-committed: the store finds decisions this process recorded in memory, and polls the
-database briefly (``_WAIT_S``) for ones recorded by another replica.
+The answer is ``202`` with ``{"id", "object": "feedback", "request_id"}`` for every
+well-formed feedback, at once: whether the request is the caller's, another tenant's or
+unknown is decided afterwards, off the request path (:mod:`gateway.store.feedback_queue`),
+so neither the answer nor its timing tells one tenant which request ids another has. A
+feedback about the caller's own request is written through the store's queue and journal
+like decisions (it survives a database outage); one about another tenant's request, or a
+request still unknown a second later (other replicas' decisions included), is dropped and
+logged.
 
 Errors::
 
     InvalidRequest    400 invalid_request_error  invalid_value / missing_required_parameter
                                                  (also a NUL character in any string field)
-    RequestNotFound   404 invalid_request_error  request_not_found  (also another tenant's request)
-    StoreUnavailable  503 api_error              store_unavailable
+    FeedbackBacklogFull 503 api_error            feedback_backlog_full  (MIXROUTE_FEEDBACK_MAX_PENDING
+                                                 feedback rows wait for their requests)
 """
 
 from __future__ import annotations
 
-import logging
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from sqlalchemy.exc import SQLAlchemyError
 
 from backends.errors import MixrouteError
 from gateway.api.deps import PrincipalDep, SettingsDep
-from gateway.auth.guard import OPEN, Principal
+from gateway.auth.guard import OPEN
+from gateway.openapi import request_body
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from gateway.schemas import validate
-from gateway.store.feedback import DecisionRef, FeedbackRecord, new_feedback_id
+from gateway.store.feedback import FeedbackRecord, new_feedback_id
 from router.errors import InvalidRequest
 
-log = logging.getLogger("mixroute.gateway")
 router = APIRouter()
 
-_WAIT_S = 1.0
-"""How long to wait for a decision row another replica may still be writing (seconds):
-several times the default ``store_flush_interval_s`` of 0.2 s."""
 
-
-class RequestNotFound(InvalidRequest):
-    status = 404
-    code = "request_not_found"
-
-
-class StoreUnavailable(MixrouteError):
+class StoreUnavailable(MixrouteError):  # the dashboard's answer while the store cannot be read
     status = 503
     type = "api_error"
     code = "store_unavailable"
+
+
+class FeedbackBacklogFull(MixrouteError):
+    status = 503
+    type = "api_error"
+    code = "feedback_backlog_full"
+    headers = {"retry-after": "1"}
 
 
 class FeedbackRequest(BaseModel):
@@ -79,13 +76,7 @@ class FeedbackRequest(BaseModel):
         return value
 
 
-def _owns(principal: Principal, ref: DecisionRef) -> bool:
-    if principal.admin or (principal.tenant is None and principal.key is None):
-        return True  # the admin key, or auth off
-    return ref.tenant == principal.tenant
-
-
-@router.post("/v1/feedback", status_code=202)
+@router.post("/v1/feedback", status_code=202, openapi_extra=request_body(FeedbackRequest))
 async def feedback(request: Request, settings: SettingsDep, principal: PrincipalDep):
     if principal is OPEN:  # auth off: a web page must not write feedback cross-site (what-if reads it)
         refuse_cross_site(request.headers.get("content-type"))
@@ -93,16 +84,11 @@ async def feedback(request: Request, settings: SettingsDep, principal: Principal
     if body.score is None and body.label is None:
         raise InvalidRequest("Give a score in [0, 1], a label, or both", param="score",
                              code="missing_required_parameter")
-    store = request.app.state.store
-    try:
-        ref = await store.find_decision(body.request_id, wait_s=_WAIT_S)
-    except SQLAlchemyError as exc:
-        log.warning("feedback: decision lookup failed (%s)", type(exc).__name__)
-        raise StoreUnavailable("The store cannot be queried right now; retry the feedback later") from None
-    if ref is None or not _owns(principal, ref):
-        raise RequestNotFound(f"No request with id {body.request_id!r}", param="request_id")
     # A client id is scoped to the request, so two tenants' ids can never collide.
-    fid = f"{ref.request_id}/{body.id}" if body.id else new_feedback_id()
-    store.record_feedback(FeedbackRecord(request_id=ref.request_id, score=body.score, label=body.label,
-                                         comment=body.comment, source=body.source, tenant=ref.tenant, id=fid))
-    return FastJSONResponse({"id": fid, "object": "feedback", "request_id": ref.request_id}, status_code=202)
+    fid = f"{body.request_id}/{body.id}" if body.id else new_feedback_id()
+    record = FeedbackRecord(request_id=body.request_id, score=body.score, label=body.label, comment=body.comment,
+                            source=body.source, id=fid)
+    any_tenant = principal.admin or principal is OPEN
+    if not request.app.state.feedback.submit(record, principal.tenant, any_tenant):
+        raise FeedbackBacklogFull("Too much feedback is waiting for its requests to be found; retry shortly")
+    return FastJSONResponse({"id": fid, "object": "feedback", "request_id": body.request_id}, status_code=202)

@@ -13,12 +13,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from gateway.api.completions import complete
 from gateway.api.deps import hot_path_deps
 from gateway.doors.responses import RESPONSES, ResponseNotFound, StoreUnavailable, stored_responses
+from gateway.openapi import ResponsesRequest, request_body
 from gateway.responses import FastJSONResponse
 
 router = APIRouter()
 
 
-@router.post("/v1/responses")
+@router.post("/v1/responses", openapi_extra=request_body(ResponsesRequest))
 async def create_response(request: Request):
     request.state.door = RESPONSES
     runtime, settings, principal = await hot_path_deps(request)

@@ -16,6 +16,9 @@ Errors::
     InvalidRequest 400 invalid_request_error invalid_value  (bad since/until/reference, or a
                                                            time outside what dates can hold)
     StoreUnavailable 503 api_error            store_unavailable (the database cannot be queried)
+
+The login form answers in HTML: 401 wrong key, 403 posted from another origin
+(:mod:`gateway.dashboard.login_guard`), 429 too many failed logins from the source.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import html
+import logging
+import math
 import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -38,10 +43,12 @@ from gateway.auth.admin_ops import tenant_budgets
 from gateway.auth.guard import AuthError, presented_key
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
-from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
+from gateway.dashboard.login_guard import LoginThrottle, same_origin
+from gateway.dashboard.session import COOKIE, RedisRevocations, Sessions, Viewer, is_loopback
 from gateway.responses import FastJSONResponse
 from router.errors import InvalidRequest
 
+log = logging.getLogger("mixroute.dashboard")
 STATIC = Path(__file__).parent / "static"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -58,7 +65,10 @@ class NotSignedIn(MixrouteError):
 
 def install(app, settings) -> None:
     """Add the dashboard routes and static files to ``app``."""
-    app.state.dashboard_sessions = Sessions(settings.admin_key)
+    shared = (RedisRevocations(settings.redis_url, settings.redis_prefix, settings.redis_timeout_s)
+              if settings.redis_url else None)
+    app.state.dashboard_sessions = Sessions(settings.admin_key, revoked=shared)
+    app.state.dashboard_logins = LoginThrottle(settings.dashboard_login_attempts)
     app.include_router(router)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
 
@@ -69,12 +79,14 @@ async def viewer(request: Request) -> Viewer | None:
     state = request.app.state
     if _bearer_admin(request):
         return Viewer(admin=True)
-    v = state.dashboard_sessions.check(request.cookies.get(COOKIE))
+    v = await state.dashboard_sessions.check(request.cookies.get(COOKIE))
     if v is not None:
         if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
             return None
         return v
-    if not state.settings.admin_key and is_loopback(request.client.host if request.client else None):
+    # Open only while auth is off (no admin key and no key at all): once a tenant key exists,
+    # every tenant's spend is behind a login, even from loopback (a same-host proxy is loopback).
+    if is_loopback(request.client.host if request.client else None) and not await state.auth.required():
         return Viewer(admin=True)
     return None
 
@@ -104,11 +116,24 @@ async def login_form(request: Request) -> Response:
 
 @router.post("/dashboard/login")
 async def login(request: Request) -> Response:
-    key = await _form_key(request)
+    if not same_origin(request.headers):
+        log.warning("dashboard: refused a cross-origin login from %s (Origin %r)", _source(request),
+                    (request.headers.get("origin") or "")[:100])
+        return _login_page("Sign in from the dashboard's own page.", status=403)
     state = request.app.state
+    source = _source(request)
+    wait_s = state.dashboard_logins.retry_after(source)
+    if wait_s > 0:
+        log.warning("dashboard: login from %s refused, too many failed logins in the last minute", source)
+        return _login_page(f"Too many failed logins from your address: try again in {math.ceil(wait_s)} s.",
+                           status=429, headers={"retry-after": str(math.ceil(wait_s))})
+    key = await _form_key(request)
     try:
         principal = await state.auth.authenticate({"authorization": f"Bearer {key}"} if key else {})
     except AuthError:
+        n = state.dashboard_logins.failed(source)
+        log.warning("dashboard: failed login from %s (%d in the last minute, %d allowed)", source, n,
+                    state.dashboard_logins.attempts)  # never the key that was tried
         return _login_page("Wrong key: use the admin key or a tenant's API key.", status=401)
     if principal.admin:
         v = Viewer(admin=True)
@@ -124,10 +149,18 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/dashboard/logout")
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    sessions = request.app.state.dashboard_sessions
+    v = sessions.verify(request.cookies.get(COOKIE))
+    if v is not None:  # the cookie stops working on the server, not only in this browser
+        await sessions.revoke(v)
     resp = RedirectResponse("/dashboard/login", status_code=303)
     resp.delete_cookie(COOKIE, path="/dashboard")
     return resp
+
+
+def _source(request: Request) -> str:
+    return request.client.host if request.client else "-"
 
 
 @router.get("/dashboard/api/summary")
@@ -215,6 +248,6 @@ async def _form_key(request: Request) -> str:
     return (parse_qs(b"".join(chunks).decode(errors="replace")).get("key") or [""])[0].strip()
 
 
-def _login_page(message: str, status: int = 200) -> HTMLResponse:
+def _login_page(message: str, status: int = 200, headers: dict[str, str] | None = None) -> HTMLResponse:
     text = (STATIC / "login.html").read_text().replace("{{message}}", html.escape(message))
-    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store"})
+    return HTMLResponse(text, status_code=status, headers={"cache-control": "no-store", **(headers or {})})

@@ -135,6 +135,9 @@ def test_service_monitor_scrapes_metrics(objects):
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
     assert sm["spec"]["endpoints"][0]["path"] == "/metrics"
     assert sm["spec"]["endpoints"][0]["port"] == "http"
+    # /metrics answers the admin key only while auth is on (MIXROUTE_METRICS_AUTH=auto).
+    auth = sm["spec"]["endpoints"][0]["authorization"]
+    assert auth["type"] == "Bearer" and auth["credentials"]["key"] == "admin-key"
 
 
 def test_optional_objects_switch_off():

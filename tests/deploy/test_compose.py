@@ -83,6 +83,10 @@ def test_prometheus_scrapes_the_services_of_the_stack(services):
     targets = [t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
     assert {t.split(":")[0] for t in targets} <= set(services)
     assert {"gateway-1:8000", "gateway-2:8000"} <= set(targets)
+    # /metrics answers the admin key only while auth is on (MIXROUTE_METRICS_AUTH=auto).
+    (job,) = [j for j in prom["scrape_configs"] if j["job_name"] == "mixroute"]
+    key_file = job["authorization"]["credentials_file"]
+    assert key_file in {c["target"] for c in services["prometheus"]["configs"]}
     rules = yaml.safe_load((DEPLOY / "prometheus" / "rules.yml").read_text())
     exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
     assert "mixroute_pool_queue_depth" in exprs

@@ -135,7 +135,8 @@ def test_acceptance_with_curl_across_two_gateways(stack):
 
     time.sleep(5.2)  # the budget gauges are re-read from the store at most every 5 s
     for gw in (g1, g2):
-        text = subprocess.run(["curl", "-sS", gw + "/metrics"], capture_output=True, text=True, check=True).stdout
+        text = subprocess.run(["curl", "-sS", "-H", f"authorization: Bearer {admin}", gw + "/metrics"],
+                              capture_output=True, text=True, check=True).stdout  # /metrics: admin key
         assert _metric(text, "mixroute_tenant_spent_usd", "acme") == pytest.approx(spent, rel=1e-6)
         assert _metric(text, "mixroute_tenant_budget_left_usd", "acme") == pytest.approx(0.01 - spent, rel=1e-6)
         status, _, dash = curl("GET", gw + "/dashboard/api/summary", admin)

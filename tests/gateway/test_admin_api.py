@@ -160,7 +160,8 @@ def _scrape(gw) -> dict[tuple[str, tuple], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
     out = {}
-    for fam in text_string_to_metric_families(httpx.get(gw.url + "/metrics", timeout=30).text):
+    scrape = httpx.get(gw.url + "/metrics", headers={"authorization": f"Bearer {ADMIN}"}, timeout=30)
+    for fam in text_string_to_metric_families(scrape.text):
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out

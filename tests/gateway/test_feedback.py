@@ -101,10 +101,11 @@ def test_decision_of_another_replica_is_found_in_the_database(gw) -> None:
     asyncio.run(other_replica())
     resp = _rate(gw, request_id="from-replica-b", score=0.5)
     assert resp.status_code == 202, resp.text
+    [row] = _wait_feedback(gw.settings.database_url, "from-replica-b", 1)
+    assert row["score"] == 0.5
 
 
 @pytest.mark.parametrize(("body", "status", "code", "param"), [
-    ({"request_id": "no-such-request", "score": 0.5}, 404, "request_not_found", "request_id"),
     ({"request_id": "x", "score": 1.5}, 400, "invalid_value", "score"),
     ({"request_id": "x", "score": -0.01}, 400, "invalid_value", "score"),
     ({"request_id": "x", "score": "good"}, 400, "invalid_value", "score"),
@@ -159,10 +160,12 @@ def test_on_postgresql_a_nul_comment_is_a_400_and_no_row_is_rejected(tmp_path) -
         assert not list(tmp_path.glob("*.rejected"))
 
 
-def test_unknown_request_waits_briefly_then_404(gw) -> None:
-    started = time.monotonic()
-    assert _rate(gw, request_id="never-seen", label="bad").status_code == 404
-    assert 0.9 <= time.monotonic() - started < 5
+def test_unknown_request_is_accepted_and_dropped(gw) -> None:
+    resp = _rate(gw, request_id="never-seen", label="bad")
+    assert resp.status_code == 202 and resp.elapsed.total_seconds() < 0.5
+    assert resp.json()["request_id"] == "never-seen"
+    time.sleep(2.5)  # past the wait for other replicas' decisions, and a flush interval
+    assert _feedback_rows(gw.settings.database_url, "never-seen") == []
 
 
 def test_a_tenant_rates_only_its_own_requests(tmp_path) -> None:
@@ -176,14 +179,19 @@ def test_a_tenant_rates_only_its_own_requests(tmp_path) -> None:
     try:
         rid = _ask(gw, acme)
         other = _rate(gw, globex, request_id=rid, score=0.1)
-        assert other.status_code == 404 and other.json()["error"]["code"] == "request_not_found"
+        unknown = _rate(gw, globex, request_id="mr-never-seen", score=0.1)
+        # Another tenant's request and an unknown one get the same answer: nothing tells them apart.
+        assert other.status_code == unknown.status_code == 202
+        assert set(other.json()) == set(unknown.json()) == {"id", "object", "request_id"}
         assert _rate(gw, None, request_id=rid, score=0.1).status_code == 401
         assert _rate(gw, acme, request_id=rid, score=0.9).status_code == 202
         assert _rate(gw, "admin-secret", request_id=rid, label="audited").status_code == 202
         rows = _wait_feedback(db, rid, 2)
-        assert sorted((r["tenant"], str(r["score"]), str(r["label"])) for r in rows) == [
-            ("acme", "0.9", "None"), ("acme", "None", "audited")]
         wait_row(db, "decisions", rid)
-        assert _rate(gw, globex, request_id=rid, score=0.1).status_code == 404  # from the database too
+        assert _rate(gw, globex, request_id=rid, score=0.2).status_code == 202  # from the database too
+        time.sleep(2.5)
+        rows = _feedback_rows(db, rid)
+        assert sorted((r["tenant"], str(r["score"]), str(r["label"])) for r in rows) == [
+            ("acme", "0.9", "None"), ("acme", "None", "audited")]  # globex's two were dropped
     finally:
         gw.stop()

@@ -48,7 +48,8 @@ def _ask(gw, key: str, text: str) -> httpx.Response:
 def _active(gw, tenant: str) -> bool:
     from prometheus_client.parser import text_string_to_metric_families
 
-    for fam in text_string_to_metric_families(httpx.get(gw.url + "/metrics", timeout=30).text):
+    scrape = httpx.get(gw.url + "/metrics", headers={"authorization": f"Bearer {ADMIN}"}, timeout=30)
+    for fam in text_string_to_metric_families(scrape.text):
         for s in fam.samples:
             if s.name == "mixroute_runaway_active" and s.labels == {"scope": "tenant", "name": tenant}:
                 return s.value == 1
@@ -101,7 +102,7 @@ def test_ten_times_the_baseline_fires(tmp_path, caplog, action):
         for r in refused:
             assert r.status_code == 429 and r.json()["error"]["code"] == "spend_rate_throttled", r.text
             assert int(r.headers["retry-after"]) >= 1
-        metrics = httpx.get(gw.url + "/metrics", timeout=30).text
+        metrics = httpx.get(gw.url + "/metrics", headers={"authorization": f"Bearer {ADMIN}"}, timeout=30).text
         assert 'mixroute_rejections_total{reason="spend_rate_throttled",tenant="wild"}' in metrics
         assert not [line for line in metrics.splitlines()
                     if line.startswith("mixroute_rejections_total{") and 'tenant="calm"' in line]

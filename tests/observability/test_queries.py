@@ -3,6 +3,8 @@ percentile and savings rules, cookie expiry."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -108,10 +110,25 @@ def test_percentile_is_nearest_rank():
 def test_sessions_sign_expire_and_depend_on_the_admin_key():
     s = Sessions("k1", ttl_s=60)
     cookie = s.issue(Viewer(admin=False, tenant="acme", key_id="id1"), now=1000)
-    assert s.check(cookie, now=1030) == Viewer(admin=False, tenant="acme", key_id="id1")
-    assert s.check(cookie, now=1061) is None
-    assert Sessions("k2").check(cookie, now=1030) is None
-    assert s.check("garbage", now=1030) is None and s.check(None) is None
+    v = s.verify(cookie, now=1030)
+    assert (v.admin, v.tenant, v.key_id, v.exp) == (False, "acme", "id1", 1060) and v.sid
+    assert s.verify(cookie, now=1061) is None
+    assert Sessions("k2").verify(cookie, now=1030) is None
+    assert s.verify("garbage", now=1030) is None and s.verify(None) is None
+
+
+def test_a_revoked_session_is_refused_and_others_are_not():
+    s = Sessions("k1", ttl_s=60)
+    now = time.time()
+    first, second = (s.issue(Viewer(admin=True), now=now) for _ in range(2))
+
+    async def run():
+        assert (await s.check(first)).sid != (await s.check(second)).sid  # one sid per login
+        await s.revoke(s.verify(first))
+        return await s.check(first), await s.check(second)
+
+    gone, kept = asyncio.run(run())
+    assert gone is None and kept is not None
 
 
 def test_loopback():
