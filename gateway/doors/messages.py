@@ -1,0 +1,62 @@
+"""The Anthropic Messages door: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
+
+A Messages request is checked and becomes a Chat Completions body
+(:mod:`gateway.doors.messages_input`) that the shared pipeline routes like any chat request;
+the chat answer comes back as a ``message`` object (litellm's
+``translate_openai_response_to_anthropic``) or as Anthropic's event stream
+(:mod:`gateway.doors.messages_stream`). Errors use Anthropic's envelope
+``{"type": "error", "error": {"type", "message"}}``. ``metadata.user_id`` becomes the chat
+``user``, which :func:`gateway.sessions.session_hint` reads as the request's session.
+"""
+
+from __future__ import annotations
+
+from backends.openai_shapes import prompt_text, prompt_tokens
+from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
+from gateway.doors.messages_input import adapter, check, to_chat
+from gateway.doors.messages_shapes import CountTokensRequest
+from gateway.doors.messages_stream import MessagesEncoder, anthropic_usage, error_envelope, new_message_id
+
+
+class MessagesDoor(Door):
+    """``POST /v1/messages``."""
+
+    name = "messages"
+
+    async def parse(self, raw: dict, ctx: DoorContext) -> DoorCall:
+        check(raw)
+        body = to_chat(raw)
+        return DoorCall(endpoint="chat", body=body, stream=body.get("stream") is True,
+                        extra={"message_id": new_message_id()})
+
+    def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
+        from litellm import ModelResponse  # loaded already: messages_input imported litellm to parse
+
+        message = dict(adapter().translate_openai_response_to_anthropic(ModelResponse(**response)))
+        message["id"] = call.extra["message_id"]
+        message["model"] = response.get("model") or done.model
+        message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd})
+        message.pop("stop_details", None)
+        return message
+
+    def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
+        return MessagesEncoder(call.extra["message_id"], model)
+
+    def error_body(self, status: int, message: str, type_: str, code: str | None, param: str | None) -> dict:
+        return error_envelope(status, message)
+
+
+def count_tokens(raw: dict) -> dict:
+    """``{"input_tokens": N}`` for a ``count_tokens`` body: the prompt tokens the router
+    counts for the same request (:func:`backends.openai_shapes.prompt_tokens`, also what
+    limits and expected costs use), on its canonical chat body.
+
+    Raises:
+        router.errors.InvalidRequest: the body is not a valid Messages request.
+    """
+    check(raw, CountTokensRequest)
+    body = to_chat({**raw, "max_tokens": 1})
+    return {"input_tokens": prompt_tokens("chat", body, prompt_text("chat", body))}
+
+
+MESSAGES = MessagesDoor()
