@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from backends.openai_shapes import prompt_text, prompt_tokens
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
-from gateway.doors.messages_input import adapter, check, to_chat
+from gateway.doors.messages_input import adapter, check, check_images, to_chat
 from gateway.doors.messages_shapes import CountTokensRequest
 from gateway.doors.messages_stream import MessagesEncoder, anthropic_usage, error_envelope, new_message_id
 
@@ -25,6 +25,7 @@ class MessagesDoor(Door):
 
     async def parse(self, raw: dict, ctx: DoorContext) -> DoorCall:
         check(raw)
+        check_images(raw, ctx.runtime.loaded.policy)
         body = to_chat(raw)
         return DoorCall(endpoint="chat", body=body, stream=body.get("stream") is True,
                         extra={"message_id": new_message_id()})

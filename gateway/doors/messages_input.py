@@ -24,6 +24,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from backends.hosted.sdk import load_litellm
 from gateway.doors.messages_shapes import MessagesRequest
 from gateway.schemas import validate
 from router.errors import InvalidRequest
@@ -110,6 +111,53 @@ def _check_tool_results(messages: list[dict]) -> None:
         previous = set()
 
 
+def check_images(raw: dict, policy) -> None:
+    """Refuse images (``image`` blocks, also inside a ``tool_result``) when no backend that
+    ``model`` may reach takes them: litellm's bundled map says ``supports_vision: false`` for
+    each hosted one. Other backends, and models the map does not mark, are taken to accept
+    images: only the backend knows what it serves, and its own error tells the client.
+
+    Raises:
+        InvalidRequest: ``param`` names the first image block.
+    """
+    where = _first_image(raw.get("messages"))
+    model = raw.get("model")
+    if where is None or not isinstance(model, str):
+        return
+    route = policy.route(model)
+    names = route.backends if route is not None else [model]
+    configs = [c for c in (policy.backend(n) for n in names) if c is not None]
+    if configs and not any(_takes_images(c) for c in configs):
+        raise bad(f"none of the backends '{model}' routes to ({', '.join(names)}) takes images", where,
+                  "unsupported_content_type")
+
+
+def _first_image(messages: Any) -> str | None:
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        content = m.get("content") if isinstance(m, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "image":
+                return f"messages.{i}.content.{j}"
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for k, part in enumerate(inner if isinstance(inner, list) else ()):
+                if isinstance(part, dict) and part.get("type") == "image":
+                    return f"messages.{i}.content.{j}.content.{k}"
+    return None
+
+
+def _takes_images(config) -> bool:
+    if config.kind != "hosted":
+        return True
+    cost_map = load_litellm().model_cost
+    for name in (config.model, config.model.split("/", 1)[-1]):
+        entry = cost_map.get(name)
+        if isinstance(entry, dict):
+            return entry.get("supports_vision") is not False
+    return True
+
+
 def to_chat(raw: dict) -> dict:
     """The canonical chat body of a checked Messages request (``stream`` set as asked)."""
     request = {k: v for k, v in raw.items() if k != "stream"}
@@ -146,6 +194,7 @@ def _document_text(block: dict) -> dict:
 
 @cache
 def _adapter():
+    load_litellm()  # offline-safe, banners off (backends.hosted.sdk)
     from litellm.llms.anthropic.messages.adapters.transformation import LiteLLMAnthropicMessagesAdapter
 
     # keep_cache_control: the breakpoints travel on chat parts to Anthropic-hosted backends

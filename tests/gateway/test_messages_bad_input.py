@@ -163,3 +163,43 @@ def test_a_stream_broken_mid_way_ends_with_an_error_event(fallback_gateway):
     with pytest.raises(anthropic.APIStatusError):
         with client.messages.stream(model="drop", max_tokens=100, messages=[USER]) as stream:
             stream.get_final_message()
+
+
+TEXT_ONLY_POLICY = """version: 1
+backends:
+  - {name: text-only, kind: hosted, model: openai/o3-mini, api_key: sk-test, api_base: "http://127.0.0.1:9/v1"}
+  - {name: seeing, kind: fake, model: gpt-4o-mini, quality: 0.9, pricing: {input_per_1m: 5, output_per_1m: 5}}
+routes:
+  - {name: auto, backends: [text-only]}
+  - {name: mixed, backends: [text-only, seeing]}
+"""
+
+
+@pytest.fixture(scope="module")
+def text_only(tmp_path_factory):
+    gw = start_gateway(tmp_path_factory.mktemp("messages-text-only"), TEXT_ONLY_POLICY)
+    yield gw
+    gw.stop()
+
+
+IMAGE = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+
+
+@pytest.mark.parametrize(("model", "content", "param"), [
+    ("auto", [{"type": "text", "text": "what is it?"}, IMAGE], "messages.0.content.1"),
+    ("text-only", [IMAGE], "messages.0.content.0"),
+])
+def test_an_image_no_backend_takes(text_only, model, content, param):
+    # litellm's map says o3-mini takes no images: refused before any backend is called.
+    resp = _post(text_only.v1, {"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": content}]})
+    message = _error(resp, 400, "invalid_request_error")
+    assert message.startswith(param + ":") and "takes images" in message
+
+
+def test_an_image_that_one_backend_of_the_route_takes(text_only):
+    resp = _post(text_only.v1, {"model": "mixed", "max_tokens": 10, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "what is it?"}, IMAGE]}]})
+    # Not refused at the door: the route has a backend that takes images, and it answers
+    # (the text-only one, unreachable here, fails over to it).
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-mixroute-backend"] == "seeing" and resp.json()["content"][0]["type"] == "text"
