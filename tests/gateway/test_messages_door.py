@@ -160,3 +160,14 @@ def test_metadata_user_id_is_a_session(client, demo_gateway):
     decision, _ = _rows(demo_gateway, raw.headers["x-mixroute-request-id"])
     session = decision["signals"].get("session") or {}
     assert session.get("explicit") is True, decision["signals"]
+
+
+def test_openapi_declares_the_bodies(demo_gateway):
+    paths = httpx.get(demo_gateway.url + "/openapi.json", timeout=10).json()["paths"]
+    body = paths["/v1/messages"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"model", "messages", "max_tokens"} <= set(body["required"])
+    assert "$ref" not in json.dumps(body)  # inlined: nothing points into a missing components section
+    blocks = json.dumps(body["properties"]["messages"])
+    assert all(f'"{kind}"' in blocks for kind in ("text", "image", "document", "tool_use", "tool_result"))
+    counted = paths["/v1/messages/count_tokens"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "max_tokens" not in counted["properties"] and "messages" in counted["required"]
