@@ -52,7 +52,7 @@ from router.policy.models import RouteConfig
 from router.policy.tasks import ENDPOINT_TASK, target_task, wrong_task_message
 from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
+from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, breakpoint_messages, rewrite
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
 from router.session import SwitchPricing, cached_tokens_of, expected_rest, weigh
 
@@ -66,15 +66,26 @@ OVERRIDE_HEADER = "x-mixroute-backend-override"
 
 
 def stable_prefix_text(body: dict) -> str:
-    """The text of a chat body's stable prefix (system/developer messages and tool
-    definitions), the part a prefix cache can hold across requests."""
-    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)
-             and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)]
+    """The text of a chat body's stable prefix (system/developer messages, tool definitions,
+    and the conversation up to the client's last ``cache_control`` breakpoint after them,
+    :func:`router.rewrite.breakpoint_messages`), the part a prefix cache can hold across
+    requests. Content is its string or the ``text`` of its parts."""
+    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    stable = [m for m in messages if m.get("role") in ("system", "developer")] + breakpoint_messages(messages)
+    parts = [text for m in stable for text in _texts(m.get("content"))]
     if body.get("tools"):
         import orjson
 
         parts.append(orjson.dumps(body["tools"]).decode())
     return "\n".join(parts)
+
+
+def _texts(content) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
 
 
 class Router:

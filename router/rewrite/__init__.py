@@ -23,10 +23,12 @@ from router.rewrite.core import (
     NOTE_HEADER,
     RewriteOptions,
     RewriteResult,
+    breakpoint_messages,
     note_text,
     prefix_hash,
     rewrite,
 )
 from router.rewrite.documents import DocumentOptions
 
-__all__ = ["CACHE_SCOPE_KEY", "DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]
+__all__ = ["CACHE_SCOPE_KEY", "DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "breakpoint_messages",
+           "note_text", "prefix_hash", "rewrite"]

@@ -105,22 +105,58 @@ class RewriteResult:
 def prefix_hash(body: dict) -> str:
     """SHA-256 (16 hex chars) over the canonical JSON (sorted keys) of the stable part of a
     chat body: system/developer message contents (with their documents section),
-    ``tools``, ``response_format`` and the documents section of the first user message.
-    Requests that share it can share a provider or vLLM prefix cache."""
+    ``tools``, ``response_format``, the documents section of the first user message, and
+    the conversation up to the client's last ``cache_control`` breakpoint when that lies
+    after the system messages (:func:`breakpoint_messages`). ``cache_control`` marks
+    themselves are left out, so that one prompt hashes alike from every door. Requests that
+    share it can share a provider or vLLM prefix cache."""
     messages = body.get("messages")
     if isinstance(messages, list):
         stable = {
-            "system": [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in STABLE_ROLES],
-            "tools": body.get("tools"),
+            "system": [unmarked(m.get("content")) for m in messages
+                       if isinstance(m, dict) and m.get("role") in STABLE_ROLES],
+            "tools": unmarked(body.get("tools")),
             "response_format": body.get("response_format"),
         }
         documents = user_section(messages)
         if documents is not None:  # only then: hashes of bodies without documents stay as they were
             stable["documents"] = documents
+        marked = breakpoint_messages(messages)
+        if marked:  # likewise: only bodies with such a breakpoint hash differently
+            stable["through_breakpoint"] = [[m.get("role"), unmarked(m.get("content")), m.get("tool_calls"),
+                                             m.get("tool_call_id")] for m in marked]
     else:
         stable = {"prompt": None}
     raw = orjson.dumps(stable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def breakpoint_messages(messages: list) -> list[dict]:
+    """The non-system messages up to and including the last one that carries a
+    ``cache_control`` breakpoint (on the message or on one of its content parts), or ``[]``
+    when no message after the system messages has one. A client that places a breakpoint
+    there (Anthropic's prompt caching) declares the conversation up to it a prefix to cache,
+    so it is part of the stable prefix that prefix affinity and expected cache hits use."""
+    last = None
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") not in STABLE_ROLES and _marked(m):
+            last = i
+    if last is None:
+        return []
+    return [m for m in messages[: last + 1] if isinstance(m, dict) and m.get("role") not in STABLE_ROLES]
+
+
+def _marked(m: dict) -> bool:
+    content = m.get("content")
+    return "cache_control" in m or (isinstance(content, list) and any(
+        isinstance(p, dict) and "cache_control" in p for p in content))
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` (message content, a tool list) without ``cache_control`` keys on its items."""
+    if isinstance(value, list) and any(isinstance(v, dict) and "cache_control" in v for v in value):
+        return [{k: x for k, x in v.items() if k != "cache_control"} if isinstance(v, dict) else v for v in value]
+    return value
 
 
 def rewrite(body: dict, options: RewriteOptions | None = None) -> RewriteResult:

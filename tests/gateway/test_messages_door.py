@@ -171,3 +171,21 @@ def test_openapi_declares_the_bodies(demo_gateway):
     assert all(f'"{kind}"' in blocks for kind in ("text", "image", "document", "tool_use", "tool_result"))
     counted = paths["/v1/messages/count_tokens"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert "max_tokens" not in counted["properties"] and "messages" in counted["required"]
+
+
+def test_a_breakpoint_in_the_conversation_bounds_the_stable_prefix(client, demo_gateway):
+    contract = {"type": "text", "text": "Clause: the tenant pays rent monthly. " * 60, "cache_control": {"type": "ephemeral"}}
+    rows = []
+    for question in ("Who pays?", "How often?"):
+        raw = client.messages.with_raw_response.create(model="auto", max_tokens=50, system="Answer from the contract.",
+                                                       messages=[{"role": "user", "content": [contract]},
+                                                                 {"role": "assistant", "content": "Read it."},
+                                                                 {"role": "user", "content": question}])
+        rows.append(_rows(demo_gateway, raw.headers["x-mixroute-request-id"])[0])
+    first, second = rows
+    # Same prefix (system and the contract up to its breakpoint) whatever is asked after it...
+    assert first["prefix_hash"] == second["prefix_hash"]
+    # ...so the second request expects its backend's cache to hold the contract.
+    candidates = second["candidates"] if isinstance(second["candidates"], list) else json.loads(second["candidates"])
+    chosen = next(c for c in candidates if c["backend"] == second["chosen"])
+    assert chosen["expected_cached_tokens"] > len(contract["text"]) // 4 - 10
