@@ -61,8 +61,9 @@ def check(raw: dict, schema=MessagesRequest) -> None:
             (:class:`gateway.doors.messages_shapes.MessagesRequest`; a missing
             ``max_tokens`` among them); ``param`` names the field.
     """
-    for name in sorted(OPENAI_ONLY & raw.keys()):
-        raise bad("an OpenAI API field that the Messages API does not have", name, "unsupported_parameter")
+    foreign = sorted(OPENAI_ONLY & raw.keys())
+    if foreign:
+        raise bad("an OpenAI API field that the Messages API does not have", foreign[0], "unsupported_parameter")
     messages = raw.get("messages")
     for i, m in enumerate(messages if isinstance(messages, list) else ()):
         if isinstance(m, dict):
@@ -76,6 +77,11 @@ def check(raw: dict, schema=MessagesRequest) -> None:
     validate(schema, raw)
     if isinstance(messages, list):
         _check_tool_results(messages)
+    choice = raw.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "tool":
+        names = [t["name"] for t in raw.get("tools") or ()]
+        if choice["name"] not in names:
+            raise bad(f"no tool named '{choice['name'][:80]}' in 'tools'", "tool_choice.name")
 
 
 def _check_blocks(m: dict, i: int) -> None:
@@ -160,8 +166,10 @@ def _takes_images(config) -> bool:
 
 def to_chat(raw: dict) -> dict:
     """The canonical chat body of a checked Messages request (``stream`` set as asked)."""
-    request = {k: v for k, v in raw.items() if k != "stream"}
-    request["messages"] = [_documents_as_text(m) for m in raw["messages"]]
+    # Explicit nulls are absent fields in the request model; litellm reads some of them as
+    # values (a tool's "type": null fails on .startswith).
+    request = {k: _without_nulls(v) for k, v in raw.items() if k != "stream" and v is not None}
+    request["messages"] = [_documents_as_text(m) for m in request["messages"]]
     # The provider named only keeps litellm from asking its provider registry about the
     # route's name (it prints to stdout when the name is not a model it knows).
     body, _ = _adapter().translate_anthropic_to_openai(request, custom_llm_provider="openai")
@@ -170,6 +178,18 @@ def to_chat(raw: dict) -> dict:
     if raw.get("stream") is True:
         body["stream"] = True
     return body
+
+
+def _without_nulls(value: Any) -> Any:
+    """``value`` without null-valued keys in the objects of the request's structure (its
+    messages, blocks, tools, tool_choice...); a tool's ``input_schema`` and a ``tool_use``'s
+    ``input`` are the client's JSON and kept as sent."""
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if k in ("input_schema", "input") else _without_nulls(v) for k, v in value.items()
+                if v is not None}
+    return value
 
 
 def _documents_as_text(m: dict) -> dict:

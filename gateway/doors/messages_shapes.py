@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 _STRICT = ConfigDict(extra="allow", strict=True)
 
@@ -99,8 +99,14 @@ class ToolChoice(BaseModel):
     model_config = _STRICT
 
     type: Literal["auto", "any", "tool", "none"]
-    name: str | None = None
+    name: str | None = Field(default=None, min_length=1)
     disable_parallel_tool_use: bool | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> "ToolChoice":
+        if self.type == "tool" and self.name is None:
+            raise ValueError("a tool_choice of type 'tool' needs the 'name' of the tool")
+        return self
 
 
 class Thinking(BaseModel):

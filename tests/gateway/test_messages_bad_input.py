@@ -50,6 +50,9 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
     ({"messages": [USER], "tools": [{"name": "f"}]}, "tools.0.input_schema"),
     ({"messages": [USER], "tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+    ({"messages": [USER], "tool_choice": {"type": "tool"}}, "tool_choice"),
+    ({"messages": [USER], "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "tool", "name": "g"}}, "tool_choice.name"),
     ({"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking.budget_tokens"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
     ({"messages": [USER], "system": [{"type": "image", "source": {}}]}, "system"),
@@ -59,6 +62,16 @@ def test_refusals_name_the_field(demo_gateway, body, words):
                  body["max_tokens"] is not None else {"model": "auto", "messages": body["messages"]})
     message = _error(resp, 400, "invalid_request_error")
     assert message.startswith(words), message
+
+
+def test_explicit_nulls_are_absent_fields(demo_gateway):
+    # Found by fuzzing: litellm's translation read a tool's "type": null as a value (a 500).
+    resp = _post(demo_gateway.v1, {"model": "auto", "max_tokens": 10, "system": None, "tool_choice": None,
+                                   "messages": [USER], "tools": [
+                                       {"name": "f", "type": None, "description": None, "cache_control": None,
+                                        "input_schema": {"type": "object", "properties": {"x": {"default": None}}}}]})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["content"][0]["type"] == "tool_use"
 
 
 def test_missing_model_and_unknown_model(demo_gateway):
