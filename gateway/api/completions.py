@@ -185,7 +185,7 @@ async def route(request: Request):
     call = await door.parse(raw, ctx)
     endpoint = call.endpoint
     try:
-        ticket = await _open_session(request, runtime, principal, endpoint, call.body)
+        ticket = await _open_session(request, runtime, principal, endpoint, call.body, call)
         decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=call.body,
                                     door=door.name, session=ticket)
     except REFUSALS as exc:

@@ -5,8 +5,9 @@ A Messages request is checked and becomes a Chat Completions body
 the chat answer comes back as a ``message`` object (litellm's
 ``translate_openai_response_to_anthropic``) or as Anthropic's event stream
 (:mod:`gateway.doors.messages_stream`). Errors use Anthropic's envelope
-``{"type": "error", "error": {"type", "message"}}``. ``metadata.user_id`` becomes the chat
-``user``, which :func:`gateway.sessions.session_hint` reads as the request's session.
+``{"type": "error", "error": {"type", "message"}}``. ``metadata.user_id`` is the request's
+explicit session (``DoorCall.session_hint``, :func:`gateway.sessions.session_hint`) and,
+as litellm translates it, the chat ``user`` that backends receive.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ class MessagesDoor(Door):
         check(raw)
         check_images(raw, ctx.runtime.loaded.policy)
         body = to_chat(raw)
+        user_id = (raw.get("metadata") or {}).get("user_id")
         return DoorCall(endpoint="chat", body=body, stream=body.get("stream") is True,
-                        extra={"message_id": new_message_id()})
+                        extra={"message_id": new_message_id()},
+                        session_hint=f"metadata.user_id:{user_id}" if user_id else None)
 
     def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
         from litellm import ModelResponse  # loaded already: messages_input imported litellm to parse

@@ -159,7 +159,10 @@ def test_metadata_user_id_is_a_session(client, demo_gateway):
                                                    messages=[{"role": "user", "content": "Hello there"}])
     decision, _ = _rows(demo_gateway, raw.headers["x-mixroute-request-id"])
     session = decision["signals"].get("session") or {}
-    assert session.get("explicit") is True, decision["signals"]
+    assert session.get("explicit") is True and session["id"] == "metadata.user_id:user-42", decision["signals"]
+    routed = httpx.post(demo_gateway.v1 + "/route", json={"model": "auto", "max_tokens": 50, "metadata": {
+        "user_id": "user-42"}, "messages": [{"role": "user", "content": "Hello there"}]}, params={"dialect": "messages"})
+    assert routed.json()["signals"]["session"]["id"] == "metadata.user_id:user-42"
 
 
 def test_openapi_declares_the_bodies(demo_gateway):
