@@ -135,7 +135,8 @@ class MessagesEncoder(StreamEncoder):
     def _delta(self, kind: str, delta: dict) -> bytes:
         out = b""
         if self.open != kind:
-            start = {"type": "text", "text": ""} if kind == "text" else {"type": "thinking", "thinking": ""}
+            start = {"type": "text", "text": ""} if kind == "text" else {
+                "type": "thinking", "thinking": "", "signature": ""}
             out = self._open_block(kind, start)
         return out + sse({"type": "content_block_delta", "index": self.index, "delta": delta}, "content_block_delta")
 
