@@ -41,6 +41,10 @@ class MessagesDoor(Door):
         message["model"] = response.get("model") or done.model
         message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd})
         message.pop("stop_details", None)
+        # litellm leaves a thinking block's signature null when the backend sent reasoning
+        # text without one (vLLM's reasoning parsers); Anthropic's schema wants a string.
+        message["content"] = [{**b, "signature": b.get("signature") or ""} if b.get("type") == "thinking" else b
+                              for b in message.get("content") or []]
         return message
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:

@@ -1,6 +1,6 @@
 """The Messages stream encoder on canonical chunks: reasoning, text and tool calls become
 content blocks in order, each event parses as the anthropic SDK's own type, and the SDK's
-accumulator rebuilds the message from them."""
+accumulator rebuilds the message from them. Also the non-streamed rendering of the same."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from anthropic.lib.streaming._messages import accumulate_event
 from pydantic import TypeAdapter
 
 from backends.errors import BackendStreamError
+from gateway.doors.base import DoorCall, Rendered
+from gateway.doors.messages import MESSAGES
 from gateway.doors.messages_stream import MessagesEncoder
 
 EVENT = TypeAdapter(anthropic.types.RawMessageStreamEvent)
@@ -85,3 +87,18 @@ def test_a_length_cut_and_an_error():
     enc.chunk(_chunk({"content": "Once"}))
     error = _events(enc.error(BackendStreamError("upstream closed the stream")))
     assert error == [{"type": "error", "error": {"type": "api_error", "message": "upstream closed the stream"}}]
+
+
+def test_a_rendered_answer_with_reasoning_and_a_tool_call_is_a_valid_message():
+    response = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+        "index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": "Let me look.", "reasoning_content": "Because.",
+            "tool_calls": [{"id": "call_a", "type": "function", "function": {"name": "find", "arguments": '{"q": 1}'}}]}}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13,
+                  "prompt_tokens_details": {"cached_tokens": 6}}}
+    call = DoorCall(endpoint="chat", body={}, extra={"message_id": "msg_9"})
+    message = anthropic.types.Message.model_validate(MESSAGES.render(response, call, Rendered("r", "b", "m", 0.25)))
+    assert message.id == "msg_9" and message.stop_reason == "tool_use"
+    assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
+    assert message.content[0].thinking == "Because." and message.content[2].input == {"q": 1}
+    assert (message.usage.input_tokens, message.usage.cache_read_input_tokens, message.usage.output_tokens) == (4, 6, 3)
