@@ -16,7 +16,8 @@ from backends.openai_shapes import prompt_text, prompt_tokens
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
 from gateway.doors.messages_input import adapter, check, check_images, to_chat
 from gateway.doors.messages_shapes import CountTokensRequest
-from gateway.doors.messages_stream import MessagesEncoder, anthropic_usage, error_envelope, new_message_id
+from gateway.doors.messages_stream import (MessagesEncoder, anthropic_usage, error_envelope, new_message_id,
+                                           stop_sequence)
 
 
 class MessagesDoor(Door):
@@ -41,6 +42,9 @@ class MessagesDoor(Door):
         message["model"] = response.get("model") or done.model
         message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd})
         message.pop("stop_details", None)
+        matched = stop_sequence((response.get("choices") or [{}])[0], _stops(call))
+        if matched is not None:
+            message["stop_reason"], message["stop_sequence"] = "stop_sequence", matched
         # litellm leaves a thinking block's signature null when the backend sent reasoning
         # text without one (vLLM's reasoning parsers); Anthropic's schema wants a string.
         message["content"] = [{**b, "signature": b.get("signature") or ""} if b.get("type") == "thinking" else b
@@ -48,10 +52,15 @@ class MessagesDoor(Door):
         return message
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
-        return MessagesEncoder(call.extra["message_id"], model)
+        return MessagesEncoder(call.extra["message_id"], model, _stops(call))
 
     def error_body(self, status: int, message: str, type_: str, code: str | None, param: str | None) -> dict:
         return error_envelope(status, message)
+
+
+def _stops(call: DoorCall) -> list:
+    stops = call.body.get("stop")
+    return [stops] if isinstance(stops, str) else stops if isinstance(stops, list) else []
 
 
 def count_tokens(raw: dict) -> dict:

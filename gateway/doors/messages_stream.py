@@ -56,6 +56,14 @@ def anthropic_usage(usage: dict | None) -> dict:
     return out
 
 
+def stop_sequence(choice: dict, stops: list) -> str | None:
+    """The client's stop sequence that ended ``choice``, when the backend says which: vLLM
+    puts the matched string in the choice's ``stop_reason`` (OpenAI's API and litellm say
+    only ``finish_reason: "stop"``, and the answer is then ``end_turn``)."""
+    matched = choice.get("stop_reason")
+    return matched if choice.get("finish_reason") == "stop" and isinstance(matched, str) and matched in stops else None
+
+
 def new_message_id() -> str:
     return "msg_" + uuid.uuid4().hex[:24]
 
@@ -68,8 +76,9 @@ class MessagesEncoder(StreamEncoder):
         model: the model that answers (the backend's; a chunk's own ``model`` wins).
     """
 
-    def __init__(self, message_id: str, model: str):
-        self.message_id, self.model = message_id, model
+    def __init__(self, message_id: str, model: str, stops: list | None = None):
+        self.message_id, self.model, self.stops = message_id, model, stops or []
+        self.stop_sequence: str | None = None
         self.started = False
         self.index = -1
         self.open: str | None = None
@@ -93,7 +102,9 @@ class MessagesEncoder(StreamEncoder):
             for call in delta.get("tool_calls") or ():
                 out.append(self._tool(call))
             if choice.get("finish_reason"):
-                self.stop_reason = STOP_REASONS.get(choice["finish_reason"], "end_turn")
+                self.stop_sequence = stop_sequence(choice, self.stops)
+                self.stop_reason = "stop_sequence" if self.stop_sequence else STOP_REASONS.get(
+                    choice["finish_reason"], "end_turn")
         return b"".join(out)
 
     def usage(self, chunk: dict, usage: dict) -> bytes:
@@ -104,7 +115,7 @@ class MessagesEncoder(StreamEncoder):
         out = [] if self.started else [self._start(None)]
         out.append(self._close())
         out.append(sse({"type": "message_delta", "delta": {"stop_reason": self.stop_reason or "end_turn",
-                                                           "stop_sequence": None},
+                                                           "stop_sequence": self.stop_sequence},
                         "usage": anthropic_usage(self.used)}, "message_delta"))
         out.append(sse({"type": "message_stop"}, "message_stop"))
         return b"".join(out)

@@ -103,3 +103,52 @@ def test_a_text_document_reaches_the_pool_as_text(pool):
         {"type": "text", "text": "Summarise"}]}])
     parts = _sent(upstream)["messages"][0]["content"]
     assert "Pools hold water." in parts[0]["text"] and parts[-1]["text"] == "Summarise"
+
+
+def _vllm_stopped_app():
+    """A replica that stops on the client's first stop sequence and says so in the choice's
+    ``stop_reason``, as vLLM does."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse, StreamingResponse
+    from starlette.routing import Route
+
+    async def chat(request):
+        body = await request.json()
+        matched = body["stop"][0]
+        base = {"id": "chatcmpl-v", "created": 1, "model": body["model"]}
+        if not body.get("stream"):
+            return JSONResponse({**base, "object": "chat.completion", "choices": [{
+                "index": 0, "message": {"role": "assistant", "content": "Up to"}, "finish_reason": "stop",
+                "stop_reason": matched}], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+
+        async def events():
+            chunk = {**base, "object": "chat.completion.chunk"}
+            for delta, finish in (({"role": "assistant", "content": "Up to"}, None), ({}, "stop")):
+                choice = {"index": 0, "delta": delta, "finish_reason": finish, "stop_reason": matched if finish else None}
+                yield f"data: {json.dumps({**chunk, 'choices': [choice]})}\n\n"
+            usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+            yield f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\ndata: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+def test_the_stop_sequence_that_ended_the_answer(tmp_path):
+    from tests.backends.fake_upstream import serve_in_thread
+
+    replica = serve_in_thread(app=_vllm_stopped_app())
+    gw = start_pool_gateway(tmp_path, replica)
+    try:
+        client = anthropic.Anthropic(base_url=gw.url, api_key="unused", max_retries=0)
+        body = {"model": "auto", "max_tokens": 20, "stop_sequences": ["###", "END"],
+                "messages": [{"role": "user", "content": "Count"}]}
+        msg = client.messages.create(**body)
+        assert (msg.stop_reason, msg.stop_sequence) == ("stop_sequence", "###")
+        with client.messages.stream(**body) as stream:
+            final = stream.get_final_message()
+        assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", "###")
+        assert final.content[0].text == "Up to"
+    finally:
+        gw.stop()
+        replica.stop()
