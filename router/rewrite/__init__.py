@@ -19,16 +19,13 @@ pair.
 """
 
 from router.rewrite.core import (
-    CACHE_SCOPE_KEY,
     NOTE_HEADER,
     RewriteOptions,
     RewriteResult,
-    breakpoint_messages,
     note_text,
     prefix_hash,
     rewrite,
 )
 from router.rewrite.documents import DocumentOptions
 
-__all__ = ["CACHE_SCOPE_KEY", "DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "breakpoint_messages",
-           "note_text", "prefix_hash", "rewrite"]
+__all__ = ["DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]

@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from backends.base import CACHE_SCOPE_KEY
+from backends.openai_shapes import breakpoint_messages, unmarked
 from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
 from router.rewrite.documents import DocumentOptions, move_documents, split_section, user_section
 from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans
@@ -107,7 +107,7 @@ def prefix_hash(body: dict) -> str:
     chat body: system/developer message contents (with their documents section),
     ``tools``, ``response_format``, the documents section of the first user message, and
     the conversation up to the client's last ``cache_control`` breakpoint when that lies
-    after the system messages (:func:`breakpoint_messages`). ``cache_control`` marks
+    after the system messages (:func:`backends.openai_shapes.breakpoint_messages`). ``cache_control`` marks
     themselves are left out, so that one prompt hashes alike from every door. Requests that
     share it can share a provider or vLLM prefix cache."""
     messages = body.get("messages")
@@ -129,34 +129,6 @@ def prefix_hash(body: dict) -> str:
         stable = {"prompt": None}
     raw = orjson.dumps(stable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     return hashlib.sha256(raw).hexdigest()[:16]
-
-
-def breakpoint_messages(messages: list) -> list[dict]:
-    """The non-system messages up to and including the last one that carries a
-    ``cache_control`` breakpoint (on the message or on one of its content parts), or ``[]``
-    when no message after the system messages has one. A client that places a breakpoint
-    there (Anthropic's prompt caching) declares the conversation up to it a prefix to cache,
-    so it is part of the stable prefix that prefix affinity and expected cache hits use."""
-    last = None
-    for i, m in enumerate(messages):
-        if isinstance(m, dict) and m.get("role") not in STABLE_ROLES and _marked(m):
-            last = i
-    if last is None:
-        return []
-    return [m for m in messages[: last + 1] if isinstance(m, dict) and m.get("role") not in STABLE_ROLES]
-
-
-def _marked(m: dict) -> bool:
-    content = m.get("content")
-    return "cache_control" in m or (isinstance(content, list) and any(
-        isinstance(p, dict) and "cache_control" in p for p in content))
-
-
-def unmarked(value: Any) -> Any:
-    """``value`` (message content, a tool list) without ``cache_control`` keys on its items."""
-    if isinstance(value, list) and any(isinstance(v, dict) and "cache_control" in v for v in value):
-        return [{k: x for k, x in v.items() if k != "cache_control"} if isinstance(v, dict) else v for v in value]
-    return value
 
 
 def rewrite(body: dict, options: RewriteOptions | None = None) -> RewriteResult:

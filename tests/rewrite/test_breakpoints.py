@@ -4,8 +4,8 @@ prefix text; the marks themselves change neither."""
 
 from __future__ import annotations
 
-from router.engine import stable_prefix_text
-from router.rewrite import breakpoint_messages, prefix_hash
+from backends.openai_shapes import breakpoint_messages, stable_prefix_text
+from router.rewrite import prefix_hash
 
 MARK = {"type": "ephemeral"}
 SYSTEM = {"role": "system", "content": "You answer questions about the attached contract."}
