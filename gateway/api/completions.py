@@ -272,6 +272,7 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"), ttft=elapsed)
+    call.report = attempt.report
     rendered = door.render(resp, call, Rendered(request_id=request_id, backend=attempt.backend.name,
                                                 model=attempt.backend.model, cost_usd=outcome.cost_usd))
     try:
@@ -325,6 +326,7 @@ async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
         return _error_response(exc, decision, attempt, limit_headers, door)
+    call.report = attempt.report
     encoder = door.encoder(call, decision.record.request_id, attempt.backend.name, attempt.backend.model)
     gen = _relay(runtime, finish, attempt, first, chunks, encoder, door, call, ctx, ticket)
     return StreamingResponse(gen, media_type="text/event-stream",

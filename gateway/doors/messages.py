@@ -40,7 +40,7 @@ class MessagesDoor(Door):
         message = dict(adapter().translate_openai_response_to_anthropic(ModelResponse(**response)))
         message["id"] = call.extra["message_id"]
         message["model"] = response.get("model") or done.model
-        message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd})
+        message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd}, call.report)
         message.pop("stop_details", None)
         matched = stop_sequence((response.get("choices") or [{}])[0], _stops(call))
         if matched is not None:
@@ -52,7 +52,7 @@ class MessagesDoor(Door):
         return message
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
-        return MessagesEncoder(call.extra["message_id"], model, _stops(call))
+        return MessagesEncoder(call.extra["message_id"], model, _stops(call), call.report)
 
     def error_body(self, status: int, message: str, type_: str, code: str | None, param: str | None) -> dict:
         return error_envelope(status, message)

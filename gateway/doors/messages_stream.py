@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 
+from backends.call import CallReport
 from backends.errors import BackendError
 from gateway.doors.base import StreamEncoder, sse
 
@@ -40,14 +41,15 @@ def error_envelope(status: int, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
 
-def anthropic_usage(usage: dict | None) -> dict:
+def anthropic_usage(usage: dict | None, report: CallReport | None = None) -> dict:
     """Messages ``usage`` of an OpenAI usage object: Anthropic counts ``input_tokens``
-    without the cache reads and writes, which it reports apart; the gateway's ``cost_usd``
-    is kept."""
+    without the cache reads and writes, which it reports apart (the writes as the backend
+    reported them, ``report``: the OpenAI usage object has no field for them); the gateway's
+    ``cost_usd`` is kept."""
     usage = usage or {}
     details = usage.get("prompt_tokens_details") or {}
     cached = int(details.get("cached_tokens") or 0)
-    written = int(usage.get("cache_creation_input_tokens") or details.get("cache_creation_tokens") or 0)
+    written = int((report.cache_write_tokens if report is not None else None) or 0)
     out = {"input_tokens": max(0, int(usage.get("prompt_tokens") or 0) - cached - written),
            "output_tokens": int(usage.get("completion_tokens") or 0),
            "cache_read_input_tokens": cached, "cache_creation_input_tokens": written}
@@ -76,8 +78,8 @@ class MessagesEncoder(StreamEncoder):
         model: the model that answers (the backend's; a chunk's own ``model`` wins).
     """
 
-    def __init__(self, message_id: str, model: str, stops: list | None = None):
-        self.message_id, self.model, self.stops = message_id, model, stops or []
+    def __init__(self, message_id: str, model: str, stops: list | None = None, report: CallReport | None = None):
+        self.message_id, self.model, self.stops, self.report = message_id, model, stops or [], report
         self.stop_sequence: str | None = None
         self.started = False
         self.index = -1
@@ -116,7 +118,7 @@ class MessagesEncoder(StreamEncoder):
         out.append(self._close())
         out.append(sse({"type": "message_delta", "delta": {"stop_reason": self.stop_reason or "end_turn",
                                                            "stop_sequence": self.stop_sequence},
-                        "usage": anthropic_usage(self.used)}, "message_delta"))
+                        "usage": anthropic_usage(self.used, self.report)}, "message_delta"))
         out.append(sse({"type": "message_stop"}, "message_stop"))
         return b"".join(out)
 

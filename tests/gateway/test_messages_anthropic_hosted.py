@@ -62,18 +62,27 @@ def test_breakpoints_pass_through_and_caches_are_billed(gateway, provider):
         outcome = wait_row(gateway.settings.database_url, "outcomes", raw.headers["x-mixroute-request-id"])
         outcomes.append((raw.parse().usage, outcome, question))
     prefix = tokens(provider.state.last_body["system"][0]["text"])  # as the rewriter left it
-    (_, first, q1), (usage, second, q2) = outcomes
+    (first_usage, first, q1), (usage, second, q2) = outcomes
+    # The client's usage splits the prompt as Anthropic's does: uncached, written, read.
+    assert (first_usage.input_tokens, first_usage.cache_creation_input_tokens,
+            first_usage.cache_read_input_tokens) == (tokens(VOLATILE + q1), prefix, 0)
     assert first["tokens_cache_write_1h"] == prefix and first["tokens_cached"] == 0
     assert first["cost_usd"] == pytest.approx(_usd(tokens(VOLATILE + q1), 0, prefix, first["tokens_out"]))
     assert second["tokens_cached"] == prefix and not second["tokens_cache_write_1h"]
     assert second["cost_usd"] == pytest.approx(_usd(tokens(VOLATILE + q2), prefix, 0, second["tokens_out"]))
-    assert usage.cache_read_input_tokens == prefix and usage.input_tokens == tokens(VOLATILE + q2)
+    assert (usage.input_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (
+        tokens(VOLATILE + q2), 0, prefix)
 
 
 def test_streamed_through_the_hosted_backend(gateway):
     client = anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0)
+    stable = "Streamed variant. " + STABLE
+    system = [{"type": "text", "text": stable, "cache_control": {"type": "ephemeral"}}]
     with client.messages.stream(model="auto", max_tokens=100, messages=[{"role": "user", "content": "Hi there"}],
-                                system="Be brief.") as stream:
+                                system=system) as stream:
         final = stream.get_final_message()
     assert final.content[0].type == "text" and final.content[0].text.startswith("Hello from")
     assert final.usage.output_tokens > 0 and final.stop_reason == "end_turn"
+    # The write the provider reported, as in Anthropic's own message_delta usage.
+    assert final.usage.cache_creation_input_tokens == tokens(stable.strip())
+    assert final.usage.input_tokens == tokens("Hi there")
