@@ -19,6 +19,7 @@ from gateway.doors.messages import MESSAGES, count_tokens
 from gateway.doors.messages_shapes import CountTokensRequest, MessagesRequest, request_body_schema
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
+from router.decision import new_request_id
 from router.errors import UnknownModel
 
 router = APIRouter()
@@ -39,8 +40,14 @@ async def count_message_tokens(request: Request):
         refuse_cross_site(request.headers.get("content-type"))
     raw = await read_json(request, settings.max_body_bytes)
     counted = count_tokens(raw)
-    policy = runtime.loaded.policy
-    principal.check_model(raw["model"])
-    if policy.route(raw["model"]) is None and policy.backend(raw["model"]) is None:
-        raise UnknownModel(f"The model '{raw['model'][:100]}' does not exist", param="model")
-    return FastJSONResponse(counted)
+    policy, model = runtime.loaded.policy, raw["model"]
+    principal.check_model(model)
+    route, backend = policy.route(model), policy.backend(model)
+    if route is None and backend is None:
+        raise UnknownModel(f"The model '{model[:100]}' does not exist", param="model")
+    # Counting is not routing: no classifier pass, no decision or outcome row (nothing is
+    # dispatched or billed); the headers say which route or pinned backend was named.
+    headers = {"x-mixroute-request-id": new_request_id(), "x-mixroute-route": route.name if route else ""}
+    if route is None:
+        headers["x-mixroute-backend"] = backend.name
+    return FastJSONResponse(counted, headers=headers)

@@ -54,9 +54,14 @@ def test_stream_with_get_final_message(client, demo_gateway):
             model="auto", max_tokens=200, messages=[{"role": "user", "content": "Stream me a short answer"}]) as stream:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
+        headers = stream.response.headers
     assert "Stream me a short answer" in text and final.content[0].text == text
     assert final.id.startswith("msg_") and final.model == "gpt-4o-mini" and final.stop_reason == "end_turn"
     assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+    assert headers["x-mixroute-route"] == "auto" and headers["x-mixroute-backend"] == "gpt-4o-mini"
+    decision, outcome = _rows(demo_gateway, headers["x-mixroute-request-id"])
+    assert decision["signals"]["door"] == "messages" and decision["chosen"] == "gpt-4o-mini"
+    assert outcome["status"] == "ok" and outcome["streamed"] and outcome["tokens_out"] == final.usage.output_tokens
 
 
 def test_stream_events_over_http(demo_gateway):
@@ -134,7 +139,11 @@ def test_tool_use_streamed(client):
 def test_count_tokens(client):
     body = {"model": "auto", "system": "Answer briefly.",
             "messages": [{"role": "user", "content": "What is the capital of France?"}]}
-    counted = client.messages.count_tokens(**body).input_tokens
+    raw = client.messages.with_raw_response.count_tokens(**body)
+    counted = raw.parse().input_tokens
+    # Not routed (nothing is dispatched or billed): the route it names, no backend.
+    assert raw.headers["x-mixroute-route"] == "auto" and raw.headers["x-mixroute-request-id"]
+    assert "x-mixroute-backend" not in raw.headers
     # The fake backend bills the prompt with the router's estimate: the counts agree.
     assert counted == client.messages.create(max_tokens=50, **body).usage.input_tokens > 0
     # Tool definitions are billed as prompt tokens too.
