@@ -201,3 +201,34 @@ def test_a_breakpoint_in_the_conversation_bounds_the_stable_prefix(client, demo_
     candidates = second["candidates"] if isinstance(second["candidates"], list) else json.loads(second["candidates"])
     chosen = next(c for c in candidates if c["backend"] == second["chosen"])
     assert chosen["expected_cached_tokens"] > len(contract["text"]) // 4 - 10
+
+
+def test_a_coding_agent_turn(demo_gateway):
+    """The shape coding agents built on the Messages API send: ``?beta=true``, beta headers,
+    system and tool breakpoints, extended thinking, a replayed thinking block and a tool
+    result, streamed."""
+    tool = {**WEATHER, "name": "Bash", "cache_control": {"type": "ephemeral"}}
+    body = {
+        "model": "auto", "max_tokens": 32000, "stream": True, "metadata": {"user_id": "user_abc_session_1"},
+        "thinking": {"type": "enabled", "budget_tokens": 31999}, "tools": [tool],
+        "system": [{"type": "text", "text": "You are a coding agent."},
+                   {"type": "text", "text": "Work in /repo.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "List the files."}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should run ls.", "signature": "sig-1"},
+                {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"city": "ls"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": [{"type": "text", "text": "a.py b.py"}]},
+                {"type": "text", "text": "Now summarise.", "cache_control": {"type": "ephemeral"}}]}]}
+    headers = {"anthropic-version": "2023-06-01", "anthropic-beta": "interleaved-thinking-2025-05-14,"
+               "fine-grained-tool-streaming-2025-05-14", "x-api-key": "unused"}
+    with httpx.stream("POST", demo_gateway.v1 + "/messages", params={"beta": "true"}, json=body, headers=headers,
+                      timeout=30) as resp:
+        assert resp.status_code == 200, resp.read()
+        events = _events(resp.iter_lines())
+        request_id = resp.headers["x-mixroute-request-id"]
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    decision, outcome = _rows(demo_gateway, request_id)
+    assert decision["signals"]["session"]["id"] == "metadata.user_id:user_abc_session_1"
+    assert outcome["status"] == "ok"

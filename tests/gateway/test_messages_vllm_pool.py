@@ -152,3 +152,22 @@ def test_the_stop_sequence_that_ended_the_answer(tmp_path):
     finally:
         gw.stop()
         replica.stop()
+
+
+def test_a_coding_agent_turn_reaches_the_pool_as_chat(pool):
+    gw, upstream, client = pool
+    with client.messages.stream(
+            model="auto", max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 1024}, tools=[TOOL],
+            system=[{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+            messages=[{"role": "user", "content": "Define pool"},
+                      {"role": "assistant", "content": [
+                          {"type": "thinking", "thinking": "Look it up.", "signature": "sig"},
+                          {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"word": "pool"}}]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                    "content": [{"type": "text", "text": "water"}]}]}]) as stream:
+        final = stream.get_final_message()
+    sent = _sent(upstream)
+    assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool"]
+    assert sent["messages"][3] == {"role": "tool", "tool_call_id": "toolu_1", "content": "water"}
+    assert sent["reasoning_effort"] and "thinking" not in sent
+    assert final.stop_reason == "tool_use" and final.content[-1].name == "lookup"
