@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from backends.openai_shapes import prompt_text, prompt_tokens
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
-from gateway.doors.messages_input import adapter, check, check_images, to_chat
+from gateway.doors.messages_input import check, check_images, from_chat, to_chat
 from gateway.doors.messages_shapes import CountTokensRequest
 from gateway.doors.messages_stream import (MessagesEncoder, anthropic_usage, error_envelope, new_message_id,
                                            stop_sequence)
@@ -28,16 +28,14 @@ class MessagesDoor(Door):
     async def parse(self, raw: dict, ctx: DoorContext) -> DoorCall:
         check(raw)
         check_images(raw, ctx.runtime.loaded.policy)
-        body = to_chat(raw)
+        body, names = to_chat(raw)
         user_id = (raw.get("metadata") or {}).get("user_id")
         return DoorCall(endpoint="chat", body=body, stream=body.get("stream") is True,
-                        extra={"message_id": new_message_id()},
+                        extra={"message_id": new_message_id(), "tool_names": names},
                         session_hint=f"metadata.user_id:{user_id}" if user_id else None)
 
     def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
-        from litellm import ModelResponse  # loaded already: messages_input imported litellm to parse
-
-        message = dict(adapter().translate_openai_response_to_anthropic(ModelResponse(**response)))
+        message = from_chat(response, call.extra.get("tool_names"))
         message["id"] = call.extra["message_id"]
         message["model"] = response.get("model") or done.model
         message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd}, call.report)
@@ -52,7 +50,7 @@ class MessagesDoor(Door):
         return message
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
-        return MessagesEncoder(call.extra["message_id"], model, _stops(call), call.report)
+        return MessagesEncoder(call.extra["message_id"], model, _stops(call), call.report, call.extra.get("tool_names"))
 
     def error_body(self, status: int, message: str, type_: str, code: str | None, param: str | None) -> dict:
         return error_envelope(status, message)
@@ -72,7 +70,7 @@ def count_tokens(raw: dict) -> dict:
         router.errors.InvalidRequest: the body is not a valid Messages request.
     """
     check(raw, CountTokensRequest)
-    body = to_chat({**raw, "max_tokens": 1})
+    body, _ = to_chat({**raw, "max_tokens": 1})
     return {"input_tokens": prompt_tokens("chat", body, prompt_text("chat", body))}
 
 

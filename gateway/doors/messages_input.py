@@ -164,20 +164,23 @@ def _takes_images(config) -> bool:
     return True
 
 
-def to_chat(raw: dict) -> dict:
-    """The canonical chat body of a checked Messages request (``stream`` set as asked)."""
+def to_chat(raw: dict) -> tuple[dict, dict[str, str]]:
+    """The canonical chat body of a checked Messages request (``stream`` set as asked), and
+    litellm's map of shortened tool names to the client's: Anthropic takes names of up to
+    128 characters, OpenAI's chat API 64, so longer ones are shortened on the way in and
+    restored in the answer."""
     # Explicit nulls are absent fields in the request model; litellm reads some of them as
     # values (a tool's "type": null fails on .startswith).
     request = {k: _without_nulls(v) for k, v in raw.items() if k != "stream" and v is not None}
     request["messages"] = [_documents_as_text(m) for m in request["messages"]]
     # The provider named only keeps litellm from asking its provider registry about the
     # route's name (it prints to stdout when the name is not a model it knows).
-    body, _ = _adapter().translate_anthropic_to_openai(request, custom_llm_provider="openai")
+    body, names = _adapter().translate_anthropic_to_openai(request, custom_llm_provider="openai")
     body = {k: v for k, v in body.items() if v is not None}
     body["messages"] = [{k: v for k, v in m.items() if v is not None} for m in body["messages"]]
     if raw.get("stream") is True:
         body["stream"] = True
-    return body
+    return body, dict(names or {})
 
 
 def _without_nulls(value: Any) -> Any:
@@ -222,6 +225,9 @@ def _adapter():
     return LiteLLMAnthropicMessagesAdapter(keep_cache_control=True)
 
 
-def adapter():
-    """The shared litellm adapter (imported on first use)."""
-    return _adapter()
+def from_chat(response: dict, names: dict[str, str] | None = None) -> dict:
+    """litellm's Messages ``message`` for a canonical ``chat.completion`` (content blocks,
+    ``stop_reason``, usage), tool names restored with ``names`` (:func:`to_chat`); the door
+    sets the id, model and usage it knows better."""
+    model_response = load_litellm().ModelResponse(**response)
+    return dict(_adapter().translate_openai_response_to_anthropic(model_response, tool_name_mapping=names or None))

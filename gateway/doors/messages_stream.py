@@ -78,8 +78,10 @@ class MessagesEncoder(StreamEncoder):
         model: the model that answers (the backend's; a chunk's own ``model`` wins).
     """
 
-    def __init__(self, message_id: str, model: str, stops: list | None = None, report: CallReport | None = None):
+    def __init__(self, message_id: str, model: str, stops: list | None = None, report: CallReport | None = None,
+                 tool_names: dict[str, str] | None = None):
         self.message_id, self.model, self.stops, self.report = message_id, model, stops or [], report
+        self.tool_names = tool_names or {}
         self.stop_sequence: str | None = None
         self.started = False
         self.index = -1
@@ -158,8 +160,9 @@ class MessagesEncoder(StreamEncoder):
         fn = call.get("function") or {}
         out = b""
         if key not in self.tools:
+            name = fn.get("name") or ""
             out = self._open_block("tool_use", {"type": "tool_use", "id": call.get("id") or "toolu_" + uuid.uuid4().hex[:24],
-                                                "name": fn.get("name") or "", "input": {}})
+                                                "name": self.tool_names.get(name, name), "input": {}})
             self.tools[key] = self.index
         args = fn.get("arguments")
         if isinstance(args, str) and args and self.tools[key] == self.index and self.open == "tool_use":

@@ -125,6 +125,15 @@ def test_tool_use_round_trip(client, demo_gateway):
         assert decision["signals"]["door"] == "messages" and outcome["status"] == "ok"
 
 
+def test_a_tool_name_too_long_for_chat_comes_back_whole(client):
+    # Anthropic takes tool names of up to 128 characters, OpenAI's chat API 64.
+    tool = {**WEATHER, "name": "get_the_weather_" + "x" * 90}
+    body = {"model": "auto", "max_tokens": 50, "tools": [tool], "messages": [{"role": "user", "content": "Weather?"}]}
+    assert client.messages.create(**body).content[-1].name == tool["name"]
+    with client.messages.stream(**body) as stream:
+        assert stream.get_final_message().content[-1].name == tool["name"]
+
+
 def test_tool_use_streamed(client):
     with client.messages.stream(model="auto", max_tokens=200, tools=[WEATHER], tool_choice={"type": "any"},
                                 messages=[{"role": "user", "content": "Weather in Paris?"}]) as stream:
