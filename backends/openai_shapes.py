@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import orjson
 
@@ -55,11 +56,54 @@ def prompt_text(endpoint: str, body: dict) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(map(str, prompt))
 
 
+STABLE_ROLES = frozenset({"system", "developer"})
+"""Roles whose messages open a chat body's stable prefix."""
+
+
+def _texts(content) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if not isinstance(content, list):
+        return []
+    return [p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+
+
+def breakpoint_messages(messages: list) -> list[dict]:
+    """The non-system messages up to and including the last one that carries a
+    ``cache_control`` breakpoint (on the message or on one of its content parts), or ``[]``
+    when no message after the system messages has one. A client that places a breakpoint
+    there (Anthropic's prompt caching) declares the conversation up to it a prefix to cache,
+    so it is part of the stable prefix that prefix affinity and expected cache hits use."""
+    last = None
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") not in STABLE_ROLES and _marked(m):
+            last = i
+    if last is None:
+        return []
+    return [m for m in messages[: last + 1] if isinstance(m, dict) and m.get("role") not in STABLE_ROLES]
+
+
+def _marked(m: dict) -> bool:
+    content = m.get("content")
+    return "cache_control" in m or (isinstance(content, list) and any(
+        isinstance(p, dict) and "cache_control" in p for p in content))
+
+
+def unmarked(value: Any) -> Any:
+    """``value`` (message content, a tool list) without ``cache_control`` keys on its items."""
+    if isinstance(value, list) and any(isinstance(v, dict) and "cache_control" in v for v in value):
+        return [{k: x for k, x in v.items() if k != "cache_control"} if isinstance(v, dict) else v for v in value]
+    return value
+
+
 def stable_prefix_text(body: dict) -> str:
-    """The text of a chat body's stable prefix (system/developer messages and tool
-    definitions), the part a prefix cache can hold across requests."""
-    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)
-             and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)]
+    """The text of a chat body's stable prefix (system/developer messages, tool definitions,
+    and the conversation up to the client's last ``cache_control`` breakpoint after them,
+    :func:`breakpoint_messages`), the part a prefix cache can hold across requests. Content
+    is its string or the ``text`` of its parts."""
+    messages = [m for m in body.get("messages") or () if isinstance(m, dict)]
+    stable = [m for m in messages if m.get("role") in STABLE_ROLES] + breakpoint_messages(messages)
+    parts = [text for m in stable for text in _texts(m.get("content"))]
     if body.get("tools"):
         parts.append(orjson.dumps(body["tools"]).decode())
     return "\n".join(parts)

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway import body_guard, dashboard, errors, observability, openapi
-from gateway.api import admin, completions, embeddings, feedback, health, models, responses
+from gateway.api import admin, completions, embeddings, feedback, health, messages, models, responses
 from gateway.auth.guard import Authenticator
 from gateway.hosts import LoopbackHostMiddleware
 from gateway.limits.runaway import RunawayWatch
@@ -173,7 +173,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     # The completion routes come first: a request is matched against routes in order, and
     # these carry nearly all traffic.
-    for module in (completions, responses, embeddings, models, health, feedback, admin):
+    for module in (completions, responses, messages, embeddings, models, health, feedback, admin):
         app.include_router(module.router)
     observability.install(app)
     dashboard.install(app, settings)

@@ -19,6 +19,7 @@ from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
 from gateway.doors.chat import CHAT, COMPLETIONS
+from gateway.doors.dialects import door_for
 from gateway.auth.guard import OPEN, PermissionDenied, Principal
 from gateway.limits.admission import Admission, admit
 from gateway.openapi import one_of, request_body
@@ -29,7 +30,7 @@ from gateway.sessions import Ticket
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
 from router.decision import Decision, RoutingRequest, candidate_dict, new_request_id
 from router.engine import OVERRIDE_HEADER, REFUSALS
-from router.errors import InvalidRequest, MixrouteError, RequestRejected
+from router.errors import MixrouteError, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
 
 router = APIRouter()
@@ -173,20 +174,20 @@ async def completions(request: Request):
 @router.post("/v1/route", openapi_extra=one_of(ChatCompletionRequest, CompletionRequest))
 async def route(request: Request):
     """Dry run: the decision and the rewritten request, without dispatching or storing. The
-    body is a chat completions request, or a legacy completions one (``prompt``, no
-    ``messages``), validated as its endpoint would validate it."""
+    body is a request of any door's dialect (chat, legacy completions, Responses, Anthropic
+    Messages; :func:`gateway.doors.dialects.door_for`, ``?dialect=`` to say it), parsed
+    and validated as its door would; the answer's ``dialect`` names the one parsed."""
     runtime, settings, principal = await hot_path_deps(request, records=False)
     raw = await _read(request, settings, principal)
-    if "prompt" in raw and "messages" in raw:
-        # /v1/completions would route on `prompt`, /v1/chat/completions on `messages`: a dry
-        # run of this body could predict only one of them.
-        raise InvalidRequest("The body has both 'prompt' (legacy completions) and 'messages' (chat); send the "
-                             "one of the endpoint you mean to call", param="prompt", code="ambiguous_body")
-    endpoint = "completions" if "prompt" in raw else "chat"
+    door = door_for(raw, request.headers, request.query_params.get("dialect"))
+    ctx = DoorContext(request=request, runtime=runtime, settings=settings, principal=principal,
+                      store=request.app.state.store)
+    call = await door.parse(raw, ctx)
+    endpoint = call.endpoint
     try:
-        ticket = await _open_session(request, runtime, principal, endpoint, raw)
-        decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=raw,
-                                    session=ticket)
+        ticket = await _open_session(request, runtime, principal, endpoint, call.body, call)
+        decision, _ = await _decide(request, runtime, settings, endpoint, principal, dry_run=True, raw=call.body,
+                                    door=door.name, session=ticket)
     except REFUSALS as exc:
         # The same error a real request gets, with what the engine saw: which candidates it
         # scored against which bar, and the signals the rules read.
@@ -203,7 +204,8 @@ async def route(request: Request):
     if principal.tenant is not None and not principal.admin:
         replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
-        "request_id": rec.request_id, "endpoint": endpoint, "route": rec.route, "policy_hash": rec.policy_hash,
+        "request_id": rec.request_id, "dialect": door.name, "endpoint": endpoint, "route": rec.route,
+        "policy_hash": rec.policy_hash,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
@@ -274,6 +276,7 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
     elapsed = time.perf_counter() - attempt.started
     outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"), ttft=elapsed,
                               fallback_text=dispatch.answer_text(resp))
+    call.report = attempt.report
     rendered = door.render(resp, call, Rendered(request_id=request_id, backend=attempt.backend.name,
                                                 model=attempt.backend.model, cost_usd=outcome.cost_usd))
     try:
@@ -327,6 +330,7 @@ async def _stream(request: Request, runtime: Runtime, finish, attempt: dispatch.
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc, streamed=True))
         return _error_response(exc, decision, attempt, limit_headers, door)
+    call.report = attempt.report
     encoder = door.encoder(call, decision.record.request_id, attempt.backend.name, attempt.backend.model)
     gen = _relay(runtime, finish, attempt, first, chunks, encoder, door, call, ctx, ticket)
     return StreamingResponse(gen, media_type="text/event-stream",

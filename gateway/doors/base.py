@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
+from backends.call import CallReport
 from backends.errors import BackendError
 
 Endpoint = Literal["chat", "completions"]
@@ -38,6 +39,8 @@ class DoorCall:
             door's ``previous_response_id``): the session of that answer goes on.
         session_answer_id: the id under which a later request may continue this answer (the
             Responses door's new response id).
+        report: what the answering backend reported beside its answer (its prompt-cache
+            writes...), set by the pipeline once a backend answers, before rendering.
     """
 
     endpoint: Endpoint
@@ -47,6 +50,7 @@ class DoorCall:
     session_hint: str | None = None
     session_follows: str | None = None
     session_answer_id: str | None = None
+    report: CallReport | None = None
 
 
 @dataclass

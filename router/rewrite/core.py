@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 
+from backends.openai_shapes import breakpoint_messages, unmarked
 from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
 from router.rewrite.documents import DocumentOptions, move_documents, split_section, user_section
 from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans
@@ -104,18 +105,26 @@ class RewriteResult:
 def prefix_hash(body: dict) -> str:
     """SHA-256 (16 hex chars) over the canonical JSON (sorted keys) of the stable part of a
     chat body: system/developer message contents (with their documents section),
-    ``tools``, ``response_format`` and the documents section of the first user message.
-    Requests that share it can share a provider or vLLM prefix cache."""
+    ``tools``, ``response_format``, the documents section of the first user message, and
+    the conversation up to the client's last ``cache_control`` breakpoint when that lies
+    after the system messages (:func:`backends.openai_shapes.breakpoint_messages`). ``cache_control`` marks
+    themselves are left out, so that one prompt hashes alike from every door. Requests that
+    share it can share a provider or vLLM prefix cache."""
     messages = body.get("messages")
     if isinstance(messages, list):
         stable = {
-            "system": [m.get("content") for m in messages if isinstance(m, dict) and m.get("role") in STABLE_ROLES],
-            "tools": body.get("tools"),
+            "system": [unmarked(m.get("content")) for m in messages
+                       if isinstance(m, dict) and m.get("role") in STABLE_ROLES],
+            "tools": unmarked(body.get("tools")),
             "response_format": body.get("response_format"),
         }
         documents = user_section(messages)
         if documents is not None:  # only then: hashes of bodies without documents stay as they were
             stable["documents"] = documents
+        marked = breakpoint_messages(messages)
+        if marked:  # likewise: only bodies with such a breakpoint hash differently
+            stable["through_breakpoint"] = [[m.get("role"), unmarked(m.get("content")), m.get("tool_calls"),
+                                             m.get("tool_call_id")] for m in marked]
     else:
         stable = {"prompt": None}
     raw = orjson.dumps(stable, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
