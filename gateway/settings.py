@@ -47,6 +47,8 @@ class Settings(BaseSettings):
         store_journal_max_bytes: cap on the store's spill journal (bytes); rows past it
             are dropped, logged and counted in ``StoreStats.capped``.
         policy_watch: hot-reload the policy file when it changes.
+        learning_refresh_s: how often the outcome memory is refreshed from the store's
+            observations (seconds; docs/LEARNING.md).
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
         key_cache_ttl_s: how long a key lookup is cached; a revoked key keeps working
             on a replica for at most this long (seconds).
@@ -111,6 +113,7 @@ class Settings(BaseSettings):
     store_journal_path: Path | None = None
     store_writer_idle: bool = True
     policy_watch: bool = True
+    learning_refresh_s: float = Field(default=30.0, gt=0)
     admin_key: str | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     key_cache_ttl_s: float = Field(default=5.0, ge=0)

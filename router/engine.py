@@ -46,6 +46,7 @@ from router.decision import Candidate, Decision, RoutingRequest
 from router.embeddings import decide_embedding
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel, WrongTask)
+from router.learning.prompt import prompt_key
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import RouteConfig
@@ -186,11 +187,15 @@ class Router:
             if route is not None:
                 decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
+            decision.record.signals["prompt_hash"] = prompt_key(original)
             return decision
         backends = self._backends_of(route)
         prediction = await self.predictor.predict(original, backends)
+        prediction = self.live.outcomes.adjust(prediction, backends, self.policy.learning)
         try:
-            return self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
+            decision = self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
+            decision.record.signals["prompt_hash"] = prompt_key(original)  # the retry signal's key
+            return decision
         except REFUSALS as exc:
             exc.record = self._refusal(req, route.name, exc, {**prediction.signals, "predictor": prediction.source},
                                        rewritten, phash)

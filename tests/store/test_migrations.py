@@ -206,3 +206,23 @@ def test_0006_adds_the_decision_key_id_and_downgrades(db_url: str) -> None:
     assert _indexes(db_url, "decisions") == {"ix_decisions_created_at"}  # back after SQLite's rebuild
     upgrade(db_url)
     assert current(db_url) == head() and "key_id" in _columns(db_url, "decisions")
+
+
+def _tables(url: str) -> set[str]:
+    with _engine(url) as engine:
+        return set(inspect(engine).get_table_names())
+
+
+def test_0010_adds_observations_and_downgrades(db_url: str) -> None:
+    upgrade(db_url)
+    assert _columns(db_url, "observations") == {"id", "request_id", "created_at", "backend", "route", "tenant",
+                                                "score", "predicted", "source"}
+    assert _indexes(db_url, "observations") == {"ix_observations_created_at"}
+    from gateway.store.db import alembic_config
+    from alembic.script import ScriptDirectory
+
+    below = ScriptDirectory.from_config(alembic_config()).get_revision("0010_observations").down_revision
+    downgrade(db_url, below)
+    assert "observations" not in _tables(db_url) and "decisions" in _tables(db_url)
+    upgrade(db_url)
+    assert current(db_url) == head() and "observations" in _tables(db_url)
