@@ -25,10 +25,14 @@ from router.predict import UNKNOWN_QUALITY
 
 log = logging.getLogger("mixroute.learning")
 
-#: Signals are derived again this far back on every pass (seconds): feedback and decisions
-#: another replica still holds in its queue, or journaled while the database was down,
-#: arrive with their original times.
+#: Feedback is read again this far back on every pass (seconds): rows another replica
+#: still holds in its queue, or journaled while the database was down, arrive with their
+#: original times.
 LATE_S = 600.0
+#: Decisions are read again this far back, beyond the retry window, on every pass
+#: (seconds): several store flush intervals. A retry whose decisions reach the store later
+#: than that (a long database outage) is not observed.
+RETRY_LATE_S = 60.0
 #: The first pass after a start derives signals of at most this many days back.
 BACKFILL_DAYS = 30
 
@@ -45,7 +49,7 @@ class Learner:
 
     def __init__(self, engine: Engine | None, holder: PolicyHolder, interval_s: float) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
-        self._since: datetime | None = None
+        self._last: datetime | None = None  # the last successful pass
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -74,14 +78,17 @@ class Learner:
         config = policy.learning or LearningConfig()
         now = datetime.now(timezone.utc)
         horizon = timedelta(hours=config.half_life_hours * HORIZON_HALF_LIVES)
-        since = self._since or now - min(horizon, timedelta(days=BACKFILL_DAYS))
+        start = now - min(horizon, timedelta(days=BACKFILL_DAYS))
+        last = self._last
+        feedback_since = last - timedelta(seconds=LATE_S) if last else start
+        retries_since = last - timedelta(seconds=config.retry_window_s + RETRY_LATE_S) if last else start
         try:
-            await asyncio.to_thread(ingest, self.engine, since, config.retry_window_s)
+            await asyncio.to_thread(ingest, self.engine, feedback_since, config.retry_window_s, retries_since)
             rows = await asyncio.to_thread(load, self.engine, now - horizon)
         except SQLAlchemyError as exc:
             log.warning("learning: refresh failed, keeping the last memory (%s)", type(exc).__name__)
             return False
-        self._since = now - timedelta(seconds=max(LATE_S, config.retry_window_s))
+        self._last = now
         priors = {b.name: b.quality if b.quality is not None else UNKNOWN_QUALITY for b in policy.backends}
         self.holder.live.outcomes.replace(tally(rows, config, now, priors))
         return True

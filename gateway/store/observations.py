@@ -114,9 +114,12 @@ def insert(conn: Connection, rows: Iterable[dict]) -> int:
     return len(rows)
 
 
-def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW_S) -> int:
-    """Derive the observations of feedback given, and of retries made, at or after ``since``
-    (UTC) and store the new ones (blocking; run in a thread from async code).
+def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW_S,
+           retries_since: datetime | None = None) -> int:
+    """Derive the observations of feedback given at or after ``since``, and of retries made
+    at or after ``retries_since`` (default ``since``; UTC), and store the new ones (blocking;
+    run in a thread from async code). Retries are looked for in the decisions of that
+    window, so a periodic caller keeps it short: decisions far outnumber feedback.
 
     Returns:
         Observations derived (rows offered; those already stored are left unchanged).
@@ -125,7 +128,7 @@ def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read or written.
     """
     with engine.begin() as conn:
-        rows = _feedback_rows(conn, since) + _retry_rows(conn, since, retry_window_s)
+        rows = _feedback_rows(conn, since) + _retry_rows(conn, retries_since or since, retry_window_s)
         return insert(conn, rows)
 
 

@@ -43,8 +43,8 @@ from backends.config import BackendConfig
 from router.policy.learning_config import LearningConfig
 from router.predict import UNKNOWN_QUALITY, Prediction
 
-#: Observations older than this many half-lives are not read (weight below 2**-20).
-HORIZON_HALF_LIVES = 20
+#: Observations older than this many half-lives are not read (weight below 2**-10).
+HORIZON_HALF_LIVES = 10
 
 
 class Observed(Protocol):

@@ -90,3 +90,18 @@ def test_load_reads_from_a_time_on(db_url: str) -> None:
     assert [r.score for r in load(engine, T0)] == [0.0, 1.0]
     assert [r.score for r in load(engine, T0 + timedelta(minutes=1))] == [1.0]
     engine.dispose()
+
+
+def test_prune_takes_a_requests_observations_with_it(db_url: str) -> None:
+    from gateway.store.retention import count_older, prune
+
+    _write(db_url, decision("old"), outcome("old"), FeedbackRecord("old", score=1.0, id="f1", created_at=T0),
+           decision("new", at=7200), outcome("new", at=7201),
+           FeedbackRecord("new", score=0.0, id="f2", created_at=T0 + timedelta(hours=2)))
+    engine = make_engine(db_url)
+    ingest(engine, T0)
+    cutoff = T0 + timedelta(hours=1)
+    assert count_older(engine, cutoff).observations == 1
+    assert prune(engine, cutoff).observations == 1
+    assert [r.score for r in load(engine, T0)] == [0.0]
+    engine.dispose()
