@@ -153,8 +153,8 @@ class Observation(Base):
     quality the router estimated for ``backend`` on that request before its own traffic
     was counted (``None``: not known), so that the memory learns the estimate's error
     (:mod:`router.learning.memory`). ``id`` is
-    ``<source>/<the signal's own id>``, so deriving the same signal twice, on any
-    replica, stores one row."""
+    ``<source>/<request_id>``: one row per answer and source (feedback: the newest score),
+    however often and on whichever replica it is derived."""
 
     __tablename__ = "observations"
 

@@ -13,8 +13,10 @@ from what the store already holds, off the request path:
   earlier answer's backend. Requests still running when the next one arrives are parallel
   sends, not a retry, and give no observation.
 
-Derivation is idempotent (an observation's id is ``<source>/<the signal's id>``, inserted
-once), so every replica may run it on the shared store and the result is the same rows.
+Derivation is idempotent (an observation's id is ``<source>/<request id>``: a request counts
+once per source, feedback with its newest score), so every replica may run it on the shared
+store and the result is the same rows; a client rating one answer many times does not
+weigh more than once.
 Signals whose decision is not stored yet are picked up by a later pass that still covers
 them (:func:`ingest`'s ``since``).
 """
@@ -71,7 +73,7 @@ def _feedback_rows(conn: Connection, since: datetime) -> list[dict]:
         if not backend:  # a refused request: no answer was rated
             continue
         kind = "judge" if source == "judge" else "feedback"
-        out.append({"id": f"{kind}/{fid}", "request_id": rid, "created_at": at, "backend": backend,
+        out.append({"id": f"{kind}/{rid}", "request_id": rid, "created_at": at, "backend": backend,
                     "route": route, "tenant": tenant, "score": min(max(float(score), 0.0), 1.0),
                     "predicted": predicted(signals, cands, backend), "source": kind})
     return out
@@ -107,11 +109,21 @@ def _retry_rows(conn: Connection, since: datetime, window_s: float) -> list[dict
 
 
 def insert(conn: Connection, rows: Iterable[dict]) -> int:
-    """Insert observation rows, each once per ``id`` (a known id is left as it is)."""
-    rows = list({r["id"]: r for r in rows}.values())
-    if rows:
-        conn.execute(_insert(conn.dialect.name)(Observation).on_conflict_do_nothing(index_elements=["id"]), rows)
-    return len(rows)
+    """Upsert observation rows on ``id``: of two rows with one id, the later ``created_at``
+    wins (a request rated again counts once, with its newest score), whatever order the
+    rows arrive in."""
+    newest: dict[str, dict] = {}
+    for r in rows:
+        if r["id"] not in newest or r["created_at"] >= newest[r["id"]]["created_at"]:
+            newest[r["id"]] = r
+    if newest:
+        stmt = _insert(conn.dialect.name)(Observation)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=["id"], set_={c.name: stmt.excluded[c.name] for c in Observation.__table__.columns
+                                         if c.name != "id"},
+            where=stmt.excluded.created_at >= Observation.__table__.c.created_at)
+        conn.execute(stmt, list(newest.values()))
+    return len(newest)
 
 
 def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW_S,

@@ -52,7 +52,7 @@ def test_feedback_becomes_an_observation(gw) -> None:
     rid = _ask(gw, "rate this answer")
     resp = httpx.post(gw.v1 + "/feedback", json={"request_id": rid, "score": 0.75, "id": "c1"}, timeout=10)
     assert resp.status_code == 202, resp.text
-    row = _observation(gw, f"feedback/{rid}/c1")
+    row = _observation(gw, f"feedback/{rid}")
     assert row is not None
     assert (row["request_id"], row["backend"], row["score"], row["source"], row["predicted"]) == \
         (rid, "good", 0.75, "feedback", 0.9)
@@ -72,4 +72,4 @@ def test_feedback_out_of_range_is_refused_and_observes_nothing(gw) -> None:
     for score in (1.5, -0.1):
         resp = httpx.post(gw.v1 + "/feedback", json={"request_id": rid, "score": score, "id": "bad"}, timeout=10)
         assert resp.status_code == 400 and resp.json()["error"]["param"] == "score", resp.text
-    assert _observation(gw, f"feedback/{rid}/bad", timeout=0.5) is None
+    assert _observation(gw, f"feedback/{rid}", timeout=0.5) is None

@@ -55,8 +55,20 @@ def test_feedback_becomes_an_observation_of_the_backend_that_answered(db_url: st
     got = _observations(db_url)
     # The outcome's backend answered (a fallback), not the decision's choice; no candidate
     # predicted fake-large, so its estimate is unknown.
-    assert got == {"feedback/f1": ("r1", "fake-large", 0.25, "feedback", None),
-                   "judge/f3": ("r1", "fake-large", 1.0, "judge", None)}
+    assert got == {"feedback/r1": ("r1", "fake-large", 0.25, "feedback", None),
+                   "judge/r1": ("r1", "fake-large", 1.0, "judge", None)}
+
+
+def test_a_request_rated_again_counts_once_with_its_newest_score(db_url: str) -> None:
+    _write(db_url, decision("r1"), outcome("r1"),
+           *[FeedbackRecord("r1", score=0.0, id=f"spam{i}", created_at=T0 + timedelta(seconds=i)) for i in range(5)])
+    engine = make_engine(db_url)
+    ingest(engine, T0)
+    _write(db_url, FeedbackRecord("r1", score=1.0, id="later", created_at=T0 + timedelta(minutes=5)))
+    ingest(engine, T0)
+    ingest(engine, T0 + timedelta(seconds=3))  # a pass that sees only older rows changes nothing
+    engine.dispose()
+    assert _observations(db_url) == {"feedback/r1": ("r1", "fake-small", 1.0, "feedback", 0.91)}
 
 
 def test_feedback_keeps_the_estimate_the_router_had(db_url: str) -> None:
