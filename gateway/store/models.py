@@ -152,7 +152,9 @@ class Observation(Base):
     or ``judge``) at ``created_at`` (when the signal arrived, UTC). ``predicted`` is the
     quality the router estimated for ``backend`` on that request before its own traffic
     was counted (``None``: not known), so that the memory learns the estimate's error
-    (:mod:`router.learning.memory`). ``id`` is
+    (:mod:`router.learning.memory`); ``probability`` is the chance the decision gave
+    ``backend`` (its ``probability`` when ``backend`` was its choice, ``None`` when a
+    fallback answered). ``id`` is
     ``<source>/<request_id>``: one row per answer and source (feedback: the newest score),
     however often and on whichever replica it is derived."""
 
@@ -166,6 +168,7 @@ class Observation(Base):
     tenant: Mapped[str | None] = mapped_column(String)
     score: Mapped[float] = mapped_column(Double)
     predicted: Mapped[float | None] = mapped_column(Double)
+    probability: Mapped[float | None] = mapped_column(Double)
     source: Mapped[str] = mapped_column(String)
 
     __table_args__ = (Index("ix_observations_created_at", "created_at"),)

@@ -44,6 +44,7 @@ class ObservationRow:
     backend: str
     score: float
     predicted: float | None
+    probability: float | None
     source: str
     created_at: datetime
 
@@ -63,42 +64,44 @@ def predicted(signals: dict | None, candidates: list | None, backend: str) -> fl
 def _feedback_rows(conn: Connection, since: datetime) -> list[dict]:
     q = (select(Feedback.id, Feedback.request_id, Feedback.created_at, Feedback.score, Feedback.source,
                 Decision.route, Decision.tenant, Decision.chosen, Outcome.backend, Decision.signals,
-                Decision.candidates)
+                Decision.candidates, Decision.probability)
          .join(Decision, Decision.request_id == Feedback.request_id)
          .outerjoin(Outcome, Outcome.request_id == Feedback.request_id)
          .where(Feedback.score.is_not(None), Feedback.created_at >= since))
     out = []
-    for fid, rid, at, score, source, route, tenant, chosen, answered, signals, cands in conn.execute(q):
+    for fid, rid, at, score, source, route, tenant, chosen, answered, signals, cands, prob in conn.execute(q):
         backend = answered or chosen
         if not backend:  # a refused request: no answer was rated
             continue
         kind = "judge" if source == "judge" else "feedback"
         out.append({"id": f"{kind}/{rid}", "request_id": rid, "created_at": at, "backend": backend,
                     "route": route, "tenant": tenant, "score": min(max(float(score), 0.0), 1.0),
-                    "predicted": predicted(signals, cands, backend), "source": kind})
+                    "predicted": predicted(signals, cands, backend),
+                    "probability": prob if backend == chosen else None, "source": kind})
     return out
 
 
 def _retry_rows(conn: Connection, since: datetime, window_s: float) -> list[dict]:
     prompt = Decision.signals["prompt_hash"].as_string()
     q = (select(Decision.request_id, Decision.tenant, Decision.route, Decision.created_at, prompt,
-                Outcome.backend, Outcome.status, Outcome.created_at)
+                Outcome.backend, Outcome.status, Outcome.created_at, Decision.chosen, Decision.probability)
          .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
          .where(Decision.created_at >= since - timedelta(seconds=window_s), prompt.is_not(None))
          .order_by(Decision.created_at))
     last: dict[tuple, tuple] = {}
     out = []
     window = timedelta(seconds=window_s)
-    for rid, tenant, route, at, phash, backend, status, answered_at in conn.execute(q):
+    for rid, tenant, route, at, phash, backend, status, answered_at, chosen, prob in conn.execute(q):
         key = (tenant, phash)
         prev = last.get(key)
-        last[key] = (rid, route, backend, status, answered_at)
+        last[key] = (rid, route, backend, status, answered_at, prob if backend == chosen else None)
         if prev is None or at < since:
             continue
-        p_rid, p_route, p_backend, p_status, p_answered = prev
+        p_rid, p_route, p_backend, p_status, p_answered, p_prob = prev
         if p_status == "ok" and p_backend and p_answered is not None and timedelta(0) <= at - p_answered <= window:
             out.append({"id": f"retry/{p_rid}", "request_id": p_rid, "created_at": at, "backend": p_backend,
-                        "route": p_route, "tenant": tenant, "score": 0.0, "predicted": None, "source": "retry"})
+                        "route": p_route, "tenant": tenant, "score": 0.0, "predicted": None,
+                        "probability": p_prob, "source": "retry"})
     if out:  # the estimates of the retried answers, read for these few requests only
         found = conn.execute(select(Decision.request_id, Decision.signals, Decision.candidates)
                              .where(Decision.request_id.in_([r["request_id"] for r in out])))
@@ -150,8 +153,8 @@ def load(engine: Engine, since: datetime) -> list[ObservationRow]:
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
-    q = (select(Observation.backend, Observation.score, Observation.predicted, Observation.source,
-                Observation.created_at)
+    q = (select(Observation.backend, Observation.score, Observation.predicted, Observation.probability,
+                Observation.source, Observation.created_at)
          .where(Observation.created_at >= since).order_by(Observation.created_at))
     with engine.connect() as conn:
         return [ObservationRow(*r) for r in conn.execute(q)]

@@ -37,6 +37,7 @@ def upgrade() -> None:
         sa.Column("tenant", sa.String(), nullable=True),
         sa.Column("score", sa.Double(), nullable=False),
         sa.Column("predicted", sa.Double(), nullable=True),
+        sa.Column("probability", sa.Double(), nullable=True),
         sa.Column("source", sa.String(), nullable=False),
     )
     op.create_index("ix_observations_created_at", "observations", ["created_at"])

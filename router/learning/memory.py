@@ -2,32 +2,40 @@
 
 Each observation ``i`` of a backend is a score ``s_i`` in [0, 1] (feedback, a retry's 0, a
 judge's grade) of an answer for which the router had estimated ``p_i`` (its research-data
-estimate, or the policy ``quality`` prior, before own traffic was counted). It weighs
+estimate, or the policy ``quality`` prior, before own traffic was counted), chosen with
+probability ``pi_i`` (the decision's ``probability``). It counts
 
-    w_i = weight(source_i) x 2 ** (-age_i / half_life)
+    c_i = weight(source_i) x 2 ** (-age_i / half_life)      (observations)
+    v_i = 1 / max(pi_i, MIN_PROPENSITY)                     (importance)
 
-(exponentially discounted sums, as in discounted UCB for changing bandits: Garivier &
-Moulines, "On upper-confidence bound policies for switching bandit problems", ALT 2011).
-Per backend the memory keeps ``W = sum w_i`` and the weighted error ``E = sum w_i (s_i -
-p_i)``. For a request whose estimate for that backend is ``q`` (worth ``n0`` observations),
-the blended quality and its standard deviation are
+(exponentially discounted sums as in discounted UCB for changing bandits: Garivier &
+Moulines, ALT 2011; importance weights because the router's own choices correlate with the
+prompts, e.g. long prompts to cheap models, so the plain mean of a backend's traffic is
+biased; weighting by the inverse of the logged probability makes it an estimate over all
+prompts (Horvitz & Thompson 1952), clipped to bound its variance: Bottou et al.,
+"Counterfactual reasoning and learning systems", JMLR 14, 2013). Per backend:
 
-    q' = clip(q + E / (n0 + W), 0, 1)          sd' = sqrt(q' (1 - q') / (n0 + W + 1))
+    A = sum c_i v_i     B = sum c_i v_i^2     E = sum c_i v_i (s_i - p_i)
+    n = A^2 / B         (effective observations: Kish's, = sum c_i when every v_i = 1)
+
+For a request whose estimate for that backend is ``q`` (worth ``n0`` observations):
+
+    q' = clip(q + (E / A) x n / (n0 + n), 0, 1)          sd' = sqrt(q' (1 - q') / (n0 + n + 1))
 
 For a backend with no research data, ``q`` is its policy prior on every request, so ``q' =
-(n0 q + sum w_i s_i) / (n0 + W)``: the mean of the conjugate Beta posterior with prior
-``Beta(n0 q, n0 (1 - q))`` after weighted Bernoulli observations (Gelman et al., Bayesian
-Data Analysis, 3rd ed., section 2.4), whose standard deviation is ``sd'`` (the Beta's
-variance ``ab / ((a + b)^2 (a + b + 1))``). Traffic alone decides once ``W >> n0``. With
-research data the same update moves the prompt-specific estimate by the backend's
-average error, shrunk towards 0 by ``n0`` pseudo-observations, so prompts keep their
-ranking while the level is corrected. ``n0`` is the research estimate's own observation
-count, from its standard deviation (``q (1 - q) / sd^2 - 1``, the inverse of the formula
-above; :func:`router.neighbours.posterior_sd`), capped at ``max_research_weight``; the
-policy prior counts ``prior_weight``.
+(n0 q + n m) / (n0 + n)`` with ``m`` the weighted mean score: the mean of the conjugate
+Beta posterior with prior ``Beta(n0 q, n0 (1 - q))`` after ``n`` observations of mean ``m``
+(Gelman et al., Bayesian Data Analysis, 3rd ed., section 2.4), whose standard deviation is
+``sd'`` (the Beta's variance ``ab / ((a + b)^2 (a + b + 1))``). Traffic alone decides once
+``n >> n0``. With research data the same update moves the prompt-specific estimate by the
+backend's average error, shrunk towards 0 by ``n0`` pseudo-observations, so prompts keep
+their ranking while the level is corrected. ``n0`` is the research estimate's own
+observation count, from its standard deviation (``q (1 - q) / sd^2 - 1``, the inverse of the
+formula above; :func:`router.neighbours.posterior_sd`), capped at ``max_research_weight``;
+the policy prior counts ``prior_weights[backend]``, else ``prior_weight``.
 
 The memory is refreshed off the request path (the gateway reads the store's
-observations periodically, so replicas share it); a request reads two floats per
+observations periodically, so replicas share it); a request reads a few floats per
 backend from a dict.
 """
 
@@ -45,6 +53,9 @@ from router.predict import UNKNOWN_QUALITY, Prediction
 
 #: Observations older than this many half-lives are not read (weight below 2**-10).
 HORIZON_HALF_LIVES = 10
+#: Smallest selection probability an observation's importance weight divides by (weights
+#: at most 1000; clipping trades a little bias for bounded variance).
+MIN_PROPENSITY = 0.001
 
 
 class Observed(Protocol):
@@ -53,23 +64,35 @@ class Observed(Protocol):
     backend: str
     score: float
     predicted: float | None
+    probability: float | None
     source: str
     created_at: datetime
 
 
 @dataclass(frozen=True)
 class Tally:
-    """One backend's discounted sums: ``weight`` W, ``error`` E (see the module docstring)
-    and ``score`` (``sum w_i s_i``), all in observations of explicit feedback."""
+    """One backend's discounted sums (module docstring): ``weight`` A, ``square`` B,
+    ``error`` E and ``score`` (``sum c_i v_i s_i``)."""
 
     weight: float = 0.0
+    square: float = 0.0
     error: float = 0.0
     score: float = 0.0
+
+    @property
+    def n(self) -> float:
+        """Effective observations ``A^2 / B`` (0 with none)."""
+        return self.weight * self.weight / self.square if self.square > 0 else 0.0
 
     @property
     def mean(self) -> float | None:
         """The weighted mean score of the backend's own traffic (``None``: none yet)."""
         return self.score / self.weight if self.weight > 0 else None
+
+    @property
+    def mean_error(self) -> float:
+        """``E / A``: the backend's average error against its estimates (0 with none)."""
+        return self.error / self.weight if self.weight > 0 else 0.0
 
 
 def tally(rows: Iterable[Observed], config: LearningConfig, now: datetime,
@@ -87,23 +110,27 @@ def tally(rows: Iterable[Observed], config: LearningConfig, now: datetime,
     weights = config.weights.model_dump()
     sums: dict[str, list[float]] = {}
     for r in rows:
-        w = weights.get(r.source, 0.0) * 2.0 ** (-max((now - r.created_at).total_seconds(), 0.0) / half_life_s)
-        if not w > 0 or not isfinite(r.score):
+        c = weights.get(r.source, 0.0) * 2.0 ** (-max((now - r.created_at).total_seconds(), 0.0) / half_life_s)
+        if not c > 0 or not isfinite(r.score):
             continue
+        v = 1.0 / max(r.probability if r.probability is not None else 1.0, MIN_PROPENSITY)
         p = r.predicted if r.predicted is not None else priors.get(r.backend, UNKNOWN_QUALITY)
-        acc = sums.setdefault(r.backend, [0.0, 0.0, 0.0])
-        acc[0] += w
-        acc[1] += w * (r.score - p)
-        acc[2] += w * r.score
+        acc = sums.setdefault(r.backend, [0.0, 0.0, 0.0, 0.0])
+        acc[0] += c * v
+        acc[1] += c * v * v
+        acc[2] += c * v * (r.score - p)
+        acc[3] += c * v * r.score
     return {b: Tally(*v) for b, v in sums.items()}
 
 
-def research_weight(quality: float, sd: float | None, config: LearningConfig) -> float:
-    """``n0``: how many observations an estimate counts as (module docstring)."""
+def research_weight(quality: float, sd: float | None, config: LearningConfig, backend: str = "") -> float:
+    """``n0``: how many observations an estimate counts as (module docstring); a prior
+    (no ``sd``) counts the backend's ``prior_weights`` entry, else ``prior_weight``."""
+    prior = config.prior_weights.get(backend, config.prior_weight)
     if sd is None or not sd > 0:
-        return config.prior_weight
+        return prior
     n = quality * (1.0 - quality) / (sd * sd) - 1.0
-    return min(max(n, config.prior_weight), config.max_research_weight)
+    return min(max(n, prior), config.max_research_weight)
 
 
 class OutcomeMemory:
@@ -132,10 +159,11 @@ class OutcomeMemory:
                 q = b.quality if b.quality is not None else UNKNOWN_QUALITY
             before[b.name] = q
             t = tallies.get(b.name, Tally())
-            n0 = research_weight(q, prediction.quality_sd.get(b.name), config)
-            blended = min(max(q + t.error / (n0 + t.weight), 0.0), 1.0)
+            n0 = research_weight(q, prediction.quality_sd.get(b.name), config, b.name)
+            n = t.n
+            blended = min(max(q + t.mean_error * n / (n0 + n), 0.0), 1.0)
             quality[b.name] = round(blended, 6)
-            sd[b.name] = round(sqrt(blended * (1.0 - blended) / (n0 + t.weight + 1.0)), 6)
-            seen[b.name] = round(t.weight, 3)
+            sd[b.name] = round(sqrt(blended * (1.0 - blended) / (n0 + n + 1.0)), 6)
+            seen[b.name] = round(n, 3)
         signals = {**prediction.signals, "learning": {"before": before, "observations": seen}}
         return replace(prediction, quality=quality, quality_sd=sd, signals=signals)

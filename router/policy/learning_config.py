@@ -8,6 +8,8 @@ still records observations, but decides on its predictors alone and never explor
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from backends.fields import Number, Strict
@@ -38,6 +40,9 @@ class LearningConfig(Strict):
         half_life_hours: an observation's weight halves every this many hours (hours).
         prior_weight: how many observations a backend's policy ``quality`` prior counts
             as, for a backend the predictor has no research data on.
+        prior_weights: backend name -> its own ``prior_weight``, for priors that rest on
+            more (or less) evidence than the rest, e.g. a prior that is a model's mean score
+            over many recorded rows.
         max_research_weight: at most this many observations for a research-data estimate
             (its own count, from the classifier's outcome memory, can be in the hundreds,
             which would make the deployment's own traffic nearly irrelevant).
@@ -49,6 +54,8 @@ class LearningConfig(Strict):
     explore: Number = Field(default=0.0, ge=0, le=0.5)
     half_life_hours: Number = Field(default=168.0, gt=0, le=24 * 3650)
     prior_weight: Number = Field(default=2.0, gt=0, le=10_000)
+    prior_weights: dict[str, Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]] = Field(
+        default_factory=dict)
     max_research_weight: Number = Field(default=50.0, gt=0, le=1_000_000)
     retry_window_s: Number = Field(default=30.0, gt=0, le=3600)
     weights: SourceWeights = SourceWeights()

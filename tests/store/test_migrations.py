@@ -216,7 +216,7 @@ def _tables(url: str) -> set[str]:
 def test_0010_adds_observations_and_downgrades(db_url: str) -> None:
     upgrade(db_url)
     assert _columns(db_url, "observations") == {"id", "request_id", "created_at", "backend", "route", "tenant",
-                                                "score", "predicted", "source"}
+                                                "score", "predicted", "probability", "source"}
     assert _indexes(db_url, "observations") == {"ix_observations_created_at"}
     from gateway.store.db import alembic_config
     from alembic.script import ScriptDirectory

@@ -77,7 +77,19 @@ def test_feedback_keeps_the_estimate_the_router_had(db_url: str) -> None:
     ingest(engine, T0)
     [row] = load(engine, T0)
     engine.dispose()
-    assert (row.backend, row.score, row.predicted, row.source) == ("fake-small", 0.5, 0.91, "feedback")
+    assert (row.backend, row.score, row.predicted, row.source, row.probability) == \
+        ("fake-small", 0.5, 0.91, "feedback", 1.0)
+
+
+def test_an_observation_keeps_the_probability_its_backend_was_chosen_with(db_url: str) -> None:
+    _write(db_url, decision("r1", probability=0.05), outcome("r1"),
+           decision("r2", probability=0.5), outcome("r2", backend="fake-large"),  # a fallback answered
+           FeedbackRecord("r1", score=0.5, id="f1", created_at=T0), FeedbackRecord("r2", score=0.5, id="f2", created_at=T0))
+    engine = make_engine(db_url)
+    ingest(engine, T0)
+    got = {(r.backend, r.probability) for r in load(engine, T0)}
+    engine.dispose()
+    assert got == {("fake-small", 0.05), ("fake-large", None)}
 
 
 def test_a_prompt_retried_soon_after_its_answer_is_a_zero_for_that_answer(db_url: str) -> None:
