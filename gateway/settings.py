@@ -56,6 +56,8 @@ class Settings(BaseSettings):
             ``refuse`` new requests (503 ``store_unavailable``), or ``serve`` them and lose
             their records (logged at start and as rows are lost).
         policy_watch: hot-reload the policy file when it changes.
+        learning_refresh_s: how often the outcome memory is refreshed from the store's
+            observations (seconds; docs/LEARNING.md).
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
         key_cache_ttl_s: how long a key lookup is cached; a revoked key keeps working
             on a replica for at most this long (seconds).
@@ -135,6 +137,7 @@ class Settings(BaseSettings):
     store_on_loss: Literal["refuse", "serve"] = "refuse"
     store_writer_idle: bool = True
     policy_watch: bool = True
+    learning_refresh_s: float = Field(default=30.0, gt=0)
     admin_key: str | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     # The doors' own guards (gateway/hosts.py, /metrics, the dashboard, feedback).

@@ -27,10 +27,14 @@ candidates C and quality bar q:
 6. Fallbacks: the other candidates, bar-clearing ones by cost first, then the rest by
    predicted quality (none of the rest under ``on_no_candidate: reject``), truncated to
    ``max_attempts - 1``.
+7. Exploration (the policy's ``learning.explore``): a share of requests goes to another of
+   the candidates kept in 2-3, drawn by uncertainty; the decision's ``probability`` is the
+   chance its choice had (:mod:`router.learning.explore`).
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from contextlib import nullcontext
 from math import isfinite
@@ -47,6 +51,8 @@ from router.decision import Candidate, Decision, RoutingRequest
 from router.embeddings import decide_embedding
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel, WrongTask)
+from router.learning.explore import explore
+from router.learning.prompt import prompt_key
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import RouteConfig
@@ -83,6 +89,7 @@ class Router:
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
         self.context: dict[str, int | None] = {b.name: resolve_context(b) for b in self.policy.backends}
         self._route_backends: dict[str, tuple[RouteConfig, list[BackendConfig]]] = {}
+        self._rng = random.Random(0)  # exploration's draws: seeded, so a replay decides the same
         docs = self.policy.rewrite.documents
         self._documents = DocumentOptions(enabled=docs.enabled, order=docs.order, tags=tuple(docs.tags),
                                           markers=tuple((m.start, m.end) for m in docs.markers))
@@ -174,11 +181,15 @@ class Router:
             if route is not None:
                 decision.record.route, decision.record.reason = route.name, "admin_override"
             decision.record.signals["rewrite"] = rewritten.signals()
+            decision.record.signals["prompt_hash"] = prompt_key(original)
             return decision
         backends = self._backends_of(route)
         prediction = await self.predictor.predict(original, backends)
+        prediction = self.live.outcomes.adjust(prediction, backends, self.policy.learning)
         try:
-            return self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
+            decision = self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
+            decision.record.signals["prompt_hash"] = prompt_key(original)  # the retry signal's key
+            return decision
         except REFUSALS as exc:
             exc.record = self._refusal(req, route.name, exc, {**prediction.signals, "predictor": prediction.source},
                                        rewritten, phash)
@@ -264,6 +275,12 @@ class Router:
         switch = None
         if session is not None and session.backend is not None:
             chosen, reason, switch = keep_session(route, session, cands, chosen, reason, tokens_in, self.pricing)
+        probability = ctl.probability if ctl is not None and not req.dry_run else 1.0
+        learning = self.policy.learning
+        if learning is not None and learning.explore > 0 and not req.dry_run and switch is None:
+            pick = explore(learning.explore, cands, chosen, probability, self._rng, route.on_no_candidate == "reject")
+            chosen, probability = pick.chosen, pick.propensity
+            reason = "explore" if pick.explored else reason
         on_fallback = None
         if ctl is not None and not req.dry_run:
             row = ctl.chose(held[chosen.backend])
@@ -296,7 +313,7 @@ class Router:
                      "rewrite": rewritten.signals(),
                      **({"session": session_signal(session, switch)} if session is not None else {})},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
-            probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
+            probability=probability,
         )
         return Decision(record=record, body=body, candidates=cands, bar=bar, on_fallback=on_fallback,
                         reserve=[c.backend for c in rest][route.max_attempts - 1:])

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from backends.config import BackendConfig
 from router.aggregate import DEFAULT_WINDOW, RouteTarget
+from router.learning.memory import OutcomeMemory
 from router.policy.quality_bar import DEFAULT_ALLOCATION
 
 ALPHA = 0.2
@@ -55,6 +56,8 @@ class LiveState:
         self._s: dict[str, _State] = {}
         self._prefixes: dict[str, OrderedDict[str, float]] = {}
         self._targets: dict[str, tuple[tuple, RouteTarget]] = {}
+        #: Own-traffic outcome tallies, refreshed from the store (:mod:`router.learning.memory`).
+        self.outcomes = OutcomeMemory()
 
     def route_target(self, route: str, target: float, window: int | None = None,
                      backends: tuple[str, ...] = (), z: float = 0.0,

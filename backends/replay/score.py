@@ -24,6 +24,8 @@ class Answered:
         backend: the ``x-mixroute-backend`` header value.
         gateway_cost_usd: the ``x-mixroute-cost-usd`` header value (USD), if any.
         error: the failure message, if any.
+        feedback_error: why rating the answer on the gateway failed (``mixroute replay
+            --feedback``), ``None`` when it was rated or not asked to be.
     """
 
     row: OutcomeRow
@@ -31,6 +33,7 @@ class Answered:
     backend: str | None = None
     gateway_cost_usd: float | None = None
     error: str | None = None
+    feedback_error: str | None = None
 
 
 def call_cost(row: OutcomeRow, model: str, prices: dict[str, float]) -> float:

@@ -240,4 +240,4 @@ def prune(
         engine.dispose()
     verb = "would delete" if dry_run else "deleted"
     typer.echo(f"{verb} {counts.decisions} decision(s), {counts.outcomes} outcome(s), "
-               f"{counts.feedback} feedback row(s) older than {cutoff.isoformat()}")
+               f"{counts.feedback} feedback row(s), {counts.observations} observation(s) older than {cutoff.isoformat()}")

@@ -107,6 +107,10 @@ def replay(
     write_policy: Annotated[Optional[Path], typer.Option("--write-policy", help="Write the generated policy "
                                                          "here (- for standard output) and exit, replaying "
                                                          "nothing (so not with --json).")] = None,
+    feedback: Annotated[bool, typer.Option("--feedback", help="After each answer, send the answering model's "
+                                           "recorded score to the gateway's /v1/feedback (source `replay`), so "
+                                           "that a policy with a learning: block learns from it "
+                                           "(docs/LEARNING.md).")] = False,
 ) -> None:
     """Replay recorded prompts through the router; score quality and cost from the data."""
     try:
@@ -151,7 +155,8 @@ def replay(
             predictor, classifier = gateway_predictor(url)
             bar = check_route(url, route, api_key if gateway else None)
             answered = asyncio.run(send_all(url, plan, rows, route=route, concurrency=concurrency,
-                                            api_key=api_key if gateway else None, progress=Progress(len(rows))))
+                                            api_key=api_key if gateway else None, progress=Progress(len(rows)),
+                                            feedback=feedback))
     except ReplayFailed as exc:
         typer.echo(f"mixroute replay: {exc}", err=True)
         raise typer.Exit(2)
@@ -164,7 +169,7 @@ def replay(
     # How the report was produced, so that two reports can be compared.
     report["run"] = {"policy": str(policy) if policy else ("generated" if gateway is None else None),
                      "quality_bar": bar, "split": split, "order": order, "seed": seed, "n": n,
-                     "concurrency": concurrency}
+                     "concurrency": concurrency, "feedback": feedback}
     emit(json_out, "--json", report_bytes(report))
     print_summary(report, "standard output" if to_stdout else json_out, stderr=to_stdout)
     if report["errors"]:
@@ -274,7 +279,7 @@ def interleave(rows: list["OutcomeRow"], files: list | None = None) -> list["Out
 async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, route: str = "auto",
                    concurrency: int = 8, api_key: str | None = None,
                    transport: "httpx.AsyncBaseTransport | None" = None,
-                   progress: Callable[[int], None] | None = None) -> list["Answered"]:
+                   progress: Callable[[int], None] | None = None, feedback: bool = False) -> list["Answered"]:
     """Send every row's prompt to ``url`` (``concurrency`` in flight); one result per row, in order.
     The first row goes alone: when a backend that is not a model of the data answers it, no
     other row is sent (every answer would be unscorable, and a real gateway bills them).
@@ -284,6 +289,7 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
         transport: an httpx transport to use instead of the network (tests: ASGI).
         progress: called with the number of rows answered so far (1, 2, ... ``len(rows)``,
             failed requests included) after each answer, e.g. a :class:`Progress`.
+        feedback: rate each scored answer with its recorded score (:func:`send_one`).
 
     Raises:
         ReplayFailed: the first row was answered by a backend the data does not record.
@@ -300,7 +306,7 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
         async def one(row: "OutcomeRow") -> "Answered":
             nonlocal done
             async with sem:
-                answer = await send_one(client, plan, row, route)
+                answer = await send_one(client, plan, row, route, feedback)
             done += 1
             if progress is not None:
                 progress(done)
@@ -308,7 +314,7 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
 
         if not rows:
             return []
-        first = await send_one(client, plan, rows[0], route)
+        first = await send_one(client, plan, rows[0], route, feedback)
         if first.model is None and first.backend and first.error.endswith(NOT_IN_BACKEND_DATA):
             raise ReplayFailed(f"the first prompt was answered by backend {first.backend!r}, whose replay data does "
                                "not hold it; no other prompt was sent. Replay through a gateway whose replay "
@@ -329,8 +335,11 @@ async def send_all(url: str, plan: "ReplayPlan", rows: list["OutcomeRow"], *, ro
 NOT_IN_BACKEND_DATA = "has no recorded answer for this prompt (its data is not --data's)"
 
 
-async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "OutcomeRow", route: str) -> "Answered":
-    """Send one prompt; map the answering backend to a data model."""
+async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "OutcomeRow", route: str,
+                   feedback: bool = False) -> "Answered":
+    """Send one prompt; map the answering backend to a data model. With ``feedback``, rate a
+    scored answer on the gateway with the model's recorded score, before the next prompt
+    (a failed rating is the answer's ``feedback_error``)."""
     import httpx
 
     from backends.replay.backend import placeholder_unknown_prompt
@@ -358,7 +367,16 @@ async def send_one(client: "httpx.AsyncClient", plan: "ReplayPlan", row: "Outcom
         return Answered(row, None, backend=backend,
                         error=f"backend {backend!r} {NOT_IN_BACKEND_DATA}")
     cost = resp.headers.get("x-mixroute-cost-usd")
-    return Answered(row, model, backend=backend, gateway_cost_usd=float(cost) if cost else None)
+    answered = Answered(row, model, backend=backend, gateway_cost_usd=float(cost) if cost else None)
+    score = row.scores.get(model)
+    if feedback and score is not None:
+        rated = {"request_id": resp.headers.get("x-mixroute-request-id", ""), "score": score, "source": "replay"}
+        try:
+            fb = await client.post("/v1/feedback", json=rated)
+            answered.feedback_error = None if fb.status_code == 202 else f"HTTP {fb.status_code}: {_error_message(fb)}"
+        except httpx.HTTPError as exc:
+            answered.feedback_error = f"{type(exc).__name__}: {exc}"
+    return answered
 
 
 def _answer_text(resp: "httpx.Response") -> str | None:

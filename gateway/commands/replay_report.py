@@ -75,6 +75,8 @@ def build_report(plan: "ReplayPlan", answered: list["Answered"], *, route: str =
         "gateway": gateway or "local",
         "price_source": plan.price_source,
         "price_per_call_usd": plan.prices,
+        # Answers whose rating failed (``--feedback``): the gateway learned without them.
+        "feedback_errors": sum(a.feedback_error is not None for a in answered),
         # One entry per request, so every figure above can be recomputed from the data:
         # ``row`` indexes the rows of backends.data.load(data) (concatenated in --data order).
         # ``source``: the row's file (its stem), to follow the order rows were sent in.

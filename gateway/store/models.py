@@ -1,12 +1,14 @@
 """SQLAlchemy 2 models of the decision/outcome store.
 
-Four tables, all keyed so that a replayed row never doubles:
+Five tables, all keyed so that a replayed row never doubles:
 
 - ``decisions`` -- one row per request, written before dispatch (:class:`router.records.DecisionRecord`).
 - ``outcomes`` -- one row per request, written after the last byte (:class:`router.records.OutcomeRecord`).
 - ``feedback`` -- any number of rows per request, keyed by their own ``id``
   (:class:`gateway.store.feedback.FeedbackRecord`).
 - ``policies`` -- the text of every policy that decided, keyed by its hash.
+- ``observations`` -- outcome signals (feedback, retries, a judge) turned into scores of
+  the backend that answered, for the outcome memory (:mod:`gateway.store.observations`).
 
 Column names equal the record dataclasses' field names, so a record's ``as_dict()`` is a
 row. ``JSON`` columns work on SQLite (TEXT) and PostgreSQL (JSON). The schema itself is
@@ -142,6 +144,35 @@ class Feedback(Base):
 
     __table_args__ = (Index("ix_feedback_request_id", "request_id"),
                       Index("ix_feedback_created_at", "created_at"))
+
+
+class Observation(Base):
+    """One outcome signal about one answer: ``score`` in [0, 1] (1 = good) of ``backend``
+    for request ``request_id`` (join ``decisions`` for the prompt's features: signals,
+    prefix hash, the candidates' predictions), from ``source`` (``feedback``, ``retry``
+    or ``judge``) at ``created_at`` (when the signal arrived, UTC). ``predicted`` is the
+    quality the router estimated for ``backend`` on that request before its own traffic
+    was counted (``None``: not known), so that the memory learns the estimate's error
+    (:mod:`router.learning.memory`); ``probability`` is the chance the decision gave
+    ``backend`` (its ``probability`` when ``backend`` was its choice, ``None`` when a
+    fallback answered). ``id`` is
+    ``<source>/<request_id>``: one row per answer and source (feedback: the newest score),
+    however often and on whichever replica it is derived."""
+
+    __tablename__ = "observations"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    request_id: Mapped[str] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    backend: Mapped[str] = mapped_column(String)
+    route: Mapped[str | None] = mapped_column(String)
+    tenant: Mapped[str | None] = mapped_column(String)
+    score: Mapped[float] = mapped_column(Double)
+    predicted: Mapped[float | None] = mapped_column(Double)
+    probability: Mapped[float | None] = mapped_column(Double)
+    source: Mapped[str] = mapped_column(String)
+
+    __table_args__ = (Index("ix_observations_created_at", "created_at"),)
 
 
 TABLES = {t.name: t for t in Base.metadata.sorted_tables}

@@ -1,6 +1,6 @@
 """Retention: delete requests older than a cutoff, in small transactions.
 
-A request goes as a whole: its decision, its outcome and all its feedback, by the
+A request goes as a whole: its decision, its outcome, all its feedback and observations, by the
 decision's ``created_at`` (feedback given yesterday on a request from last year goes
 with the request). Outcomes and feedback older than the cutoff whose decision is already
 gone (or never arrived) go too. Policies stay: they are small and every exported row
@@ -18,7 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import Engine, delete, func, select
 
-from gateway.store.models import Decision, Feedback, Outcome
+from gateway.store.models import Decision, Feedback, Observation, Outcome
 
 
 @dataclass
@@ -28,6 +28,7 @@ class PruneCounts:
     decisions: int = 0
     outcomes: int = 0
     feedback: int = 0
+    observations: int = 0
 
 
 def count_older(engine: Engine, cutoff: datetime) -> PruneCounts:
@@ -41,6 +42,7 @@ def count_older(engine: Engine, cutoff: datetime) -> PruneCounts:
             decisions=n(Decision, Decision.created_at < cutoff),
             outcomes=n(Outcome, (Outcome.request_id.in_(old)) | (Outcome.created_at < cutoff)),
             feedback=n(Feedback, (Feedback.request_id.in_(old)) | (Feedback.created_at < cutoff)),
+            observations=n(Observation, (Observation.request_id.in_(old)) | (Observation.created_at < cutoff)),
         )
 
 
@@ -59,9 +61,11 @@ def prune(engine: Engine, cutoff: datetime, *, chunk: int = 5000) -> PruneCounts
             if not ids:
                 break
             counts.feedback += conn.execute(delete(Feedback).where(Feedback.request_id.in_(ids))).rowcount
+            counts.observations += conn.execute(delete(Observation).where(Observation.request_id.in_(ids))).rowcount
             counts.outcomes += conn.execute(delete(Outcome).where(Outcome.request_id.in_(ids))).rowcount
             counts.decisions += conn.execute(delete(Decision).where(Decision.request_id.in_(ids))).rowcount
     with engine.begin() as conn:  # orphans: outcome or feedback rows whose decision is gone
         counts.outcomes += conn.execute(delete(Outcome).where(Outcome.created_at < cutoff)).rowcount
         counts.feedback += conn.execute(delete(Feedback).where(Feedback.created_at < cutoff)).rowcount
+        counts.observations += conn.execute(delete(Observation).where(Observation.created_at < cutoff)).rowcount
     return counts

@@ -10,7 +10,9 @@ Layout (one idea per module):
 - :mod:`router.eval.embed` — prompt embeddings (MiniLM, or feature hashing), cached on disk;
 - :mod:`router.eval.summary` — a run's metrics with bootstrap confidence intervals;
 - :mod:`router.eval.runner` — :func:`evaluate`, the whole pipeline;
-- :mod:`router.eval.report` — JSON rows, Markdown report, plot.
+- :mod:`router.eval.report` — JSON rows, Markdown report, plot;
+- :mod:`router.eval.whatif` and :mod:`router.eval.offpolicy` — ``policy what-if``: re-decide logged
+  requests, and estimate the new policy's realised quality and cost (IPS, doubly robust).
 
 Nothing here imports FastAPI; torch is imported only by the MiniLM embedder and the
 ``mixroute`` router's heads, when used.

@@ -23,6 +23,10 @@ decision's ``route``, ``chosen``, ``probability``, ``candidates`` with each back
   weighted by ``1 / probability``. Only where the logged policy randomised
   (some ``probability < 1``): a deterministic log says nothing about choices it never
   made, and the estimate is then reported as unavailable with that reason.
+- **Realised quality and cost** (:mod:`router.eval.offpolicy`): doubly robust (Dudík et al.,
+  2011) and plain IPS estimates of the new policy's mean feedback score and billed cost per
+  request, with normal-approximation 95% intervals, where the logged policy randomised
+  (``learning.explore``, a ``route_target`` draw).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from router.eval import offpolicy
 from router.policy.loader import LoadedPolicy
 
 BOOTSTRAP = 200
@@ -239,6 +244,9 @@ class WhatIf:
         ipw_note: why IPW is unavailable, or its basis.
         changed: share of requests whose backend changes; moves: ``(old, new) -> count``.
         unknown_backends: new backends with no logged prediction (prior used) -> requests.
+        realised: the new policy's realised feedback score and cost (USD per request),
+            doubly robust and IPS with 95% intervals (:func:`router.eval.offpolicy.realised`);
+            empty when the logged policy never randomised (nothing to weigh).
     """
 
     n: int
@@ -253,6 +261,7 @@ class WhatIf:
     changed: float | None
     moves: dict[tuple[str, str], int] = field(default_factory=dict)
     unknown_backends: dict[str, int] = field(default_factory=dict)
+    realised: dict[str, dict | None] = field(default_factory=dict)
 
     def summary(self) -> str:
         """The change in plain language."""
@@ -275,6 +284,7 @@ class WhatIf:
                      f"95% CI of the change [{self.delta_ci['quality'][0]:+.3f}, {self.delta_ci['quality'][1]:+.3f}] "
                      "(model-based, from the logged predictions).")
         lines.append(f"Feedback (IPW): {self.ipw:.3f}" if self.ipw is not None else f"Feedback (IPW): {self.ipw_note}")
+        lines.extend(offpolicy.lines(self.realised))
         if self.unknown_backends:
             lines.append("No logged prediction for " + ", ".join(self.unknown_backends) + ": their policy prior was used.")
         return "\n".join([*lines, *self._skipped_line()])
@@ -358,12 +368,16 @@ def what_if(policy: LoadedPolicy, rows: list[Logged], *, bootstrap: int = BOOTST
     dq = (nq[idx] - oq[idx]).mean(1)
     dc = (nc[idx] - oc[idx]).mean(1)
     ipw, ipw_ci, note = _ipw(same, fb, prob, idx)
+    real = {} if np.all(prob >= 1.0 - 1e-9) else offpolicy.realised(
+        same, prob, fb, np.array([np.nan if r.cost_usd is None else r.cost_usd for r, _ in decided]),
+        {"quality_new": nq, "quality_logged": oq, "cost_new": nc, "cost_logged": oc})
     costs = [r.cost_usd for r, _ in decided if r.cost_usd is not None]
     return WhatIf(n=n, skipped=dict(skipped), old={"quality": float(oq.mean()), "cost": float(oc.mean())},
                   new={"quality": float(nq.mean()), "cost": float(nc.mean())},
                   delta_ci={"quality": _pct(dq), "cost": _pct(dc)},
                   logged_cost=float(np.mean(costs)) if costs else None, ipw=ipw, ipw_ci=ipw_ci, ipw_note=note,
-                  changed=float(1 - same.mean()), moves=dict(moves), unknown_backends=dict(predictor.unknown))
+                  changed=float(1 - same.mean()), moves=dict(moves), unknown_backends=dict(predictor.unknown),
+                  realised=real)
 
 
 def _pct(x: np.ndarray) -> list[float]:

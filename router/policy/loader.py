@@ -225,6 +225,9 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
                 add(("rules", i, "allow_backends", j), f"unknown backend '{name}' (known: {known})")
         if len(problems) == reported:  # a rule with a problem of its own is not judged on its filters too
             _leaves_none(policy, i, add)
+    for name in (policy.learning.prior_weights if policy.learning else {}):
+        if name not in seen:
+            add(("learning", "prior_weights", name), f"unknown backend '{name}' (known: {known})")
     return problems
 
 

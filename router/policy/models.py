@@ -20,6 +20,7 @@ from pydantic import Field, field_validator, model_validator
 from backends.config import BackendConfig, Pricing
 from backends.fields import NAME_PATTERN, Integer, Number, Strict, Version
 from backends.pricing import sets_base_price
+from router.policy.learning_config import LearningConfig
 from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
 from router.policy.runaway_config import RunawayConfig
@@ -178,6 +179,7 @@ class Policy(Strict):
     limits: LimitsConfig = LimitsConfig()
     rewrite: RewriteConfig = RewriteConfig()
     runaway: RunawayConfig = RunawayConfig()
+    learning: LearningConfig | None = None
 
     def backend(self, name: str) -> BackendConfig | None:
         """The backend called ``name`` (``None`` if there is none): a dict lookup, since the

@@ -242,7 +242,8 @@ def test_mixroute_replay_end_to_end_recomputes_from_data(data_dir, tmp_path):
     assert report["run"] == {"policy": "generated", "quality_bar": {"route_target": 0.95, "window": DEFAULT_WINDOW,
                                                                     "uncertainty_z": DEFAULT_UNCERTAINTY_Z,
                                                                     "allocation": DEFAULT_ALLOCATION},
-                             "split": None, "order": "interleaved", "seed": None, "n": 20, "concurrency": 1}
+                             "split": None, "order": "interleaved", "seed": None, "n": 20, "concurrency": 1,
+                             "feedback": False}
     if report["predictor"] == "ClassifierPredictor":  # which estimates decided (from the gateway's /readyz)
         from router.classify.memory import DEFAULT_K, DEFAULT_SMOOTHING
 

@@ -241,3 +241,23 @@ def test_0009_adds_the_tenant_limits_and_downgrades(db_url: str) -> None:
     assert rows(db_url, "SELECT name, budget_usd FROM tenants") == [("acme", 5.0)]  # rows kept
     upgrade(db_url)
     assert current(db_url) == head() and _TENANT_LIMITS <= _columns(db_url, "tenants")
+
+
+def _tables(url: str) -> set[str]:
+    with _engine(url) as engine:
+        return set(inspect(engine).get_table_names())
+
+
+def test_0010_adds_observations_and_downgrades(db_url: str) -> None:
+    upgrade(db_url)
+    assert _columns(db_url, "observations") == {"id", "request_id", "created_at", "backend", "route", "tenant",
+                                                "score", "predicted", "probability", "source"}
+    assert _indexes(db_url, "observations") == {"ix_observations_created_at"}
+    from gateway.store.db import alembic_config
+    from alembic.script import ScriptDirectory
+
+    below = ScriptDirectory.from_config(alembic_config()).get_revision("0010_observations").down_revision
+    downgrade(db_url, below)
+    assert "observations" not in _tables(db_url) and "decisions" in _tables(db_url)
+    upgrade(db_url)
+    assert current(db_url) == head() and "observations" in _tables(db_url)
