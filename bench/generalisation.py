@@ -38,6 +38,10 @@ Schemes:
   MT-Bench's conversations are. The task's rows are still cut into the same folds for a
   spread. The head has seen the task (other rows of it), so this isolates the memory.
 
+``--variants 'kappa=3;task_smoothing=0'`` adds a ``mixroute`` column per variant, its fold
+memories read with those settings (``k``, ``kappa``, ``task_smoothing``), and its paired
+difference with the shipped settings: how a setting is chosen by cross-validation.
+
 ``--quick`` scores at most ``--max-test`` rows per dataset and fold (default 60) with one
 fold seed: a few minutes on 2 cores once the encoder pass is cached (the first run pays one
 encoder pass over every prompt of ``DATA``, about 4 minutes on 2 cores).
@@ -50,7 +54,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +62,10 @@ import numpy as np
 
 from bench.generalisation_parts import FoldPredictor, HeadSignals, Signals, duplicate_groups, fold_memory, group_folds
 from router.classify.data import load_rows, split_of
+from router.classify.memory import OutcomeMemory
 from router.eval import routers as registry
 from router.eval.data import EvalData, load_eval_data
-from router.eval.routers.base import Context
+from router.eval.routers.base import Context, ScoreRouter
 from router.eval.summary import summarise
 
 #: name -> (path under DATA, metric, the (source, task family) of its rows).
@@ -119,8 +124,9 @@ def reference_zero(sets: dict[str, EvalData]) -> dict[str, float]:
 
 
 def run_fold(pool: Pool, name: str, scheme: str, fold: np.ndarray, f: int, args: argparse.Namespace,
-             memories: dict[Any, Any]) -> dict[str, float | None] | None:
-    """The metric of each router on dataset ``name``'s rows in fold ``f`` (``None``: no rows)."""
+             memories: dict[Any, Any], oof: dict[tuple[str, str], Any]) -> dict[str, Any] | None:
+    """The metric of each router on dataset ``name``'s rows in fold ``f`` (``None``: no rows),
+    and which rows (``rows``); each router's out-of-fold predictions go into ``oof``."""
     data = pool.sets[name]
     units = SETS[name][2]
     pidx = np.array([pool.index[p] for p in data.prompts])
@@ -149,11 +155,112 @@ def run_fold(pool: Pool, name: str, scheme: str, fold: np.ndarray, f: int, args:
         if r == "knn" and knn_train is None:  # loso without another task of the same models
             out[r] = None
             continue
-        router = registry.get(r)
-        options = {"predictor": FoldPredictor(pool.signals, memory)} if r == "mixroute" else {}
-        ctx = Context(train=knn_train if r == "knn" else None, embed=pool.embed, seed=args.seed, options=options)
-        res = summarise(test, router.run(test, ctx), bootstrap=0)
+        router = registry.get(r.split(":")[0])
+        if r.startswith("mixroute"):
+            router = Recording(_Recorder(FoldPredictor(pool.signals, with_settings(memory, args.variants.get(r, {}))),
+                                         oof, r, pool.signals.head_model))
+        elif r == "knn":
+            pred, _ = router.predict(test, Context(train=knn_train, embed=pool.embed, seed=args.seed))
+            oof.update(((r, p), row) for p, row in zip(test.prompts, pred))
+            router = Fixed(oof, r)
+        res = summarise(test, router.run(test, Context(seed=args.seed, options=_options(router))), bootstrap=0)
         out[r] = res.values[SETS[name][1]]
+    out["rows"] = test_idx.tolist()
+    return out
+
+
+def _options(router: Any) -> dict[str, Any]:
+    return {"predictor": router.predictor} if isinstance(router, Recording) else {}
+
+
+class Fixed(ScoreRouter):
+    """A score router serving the out-of-fold predictions recorded for ``label`` (so that
+    every row of a pooled run keeps the prediction of the fold that held it out)."""
+
+    name = "fixed"
+
+    def __init__(self, oof: dict[tuple[str, str], Any], label: str):
+        self.oof, self.label = oof, label
+
+    def predict(self, test: EvalData, ctx: Context) -> tuple[np.ndarray, str]:
+        return np.array([self.oof[(self.label, p)] for p in test.prompts]), "out of fold"
+
+
+class Recording:
+    """The ``mixroute`` eval router over a :class:`_Recorder` predictor."""
+
+    def __init__(self, predictor: "_Recorder"):
+        self.predictor = predictor
+
+    def run(self, test: EvalData, ctx: Context) -> Any:
+        return registry.get("mixroute").run(test, ctx)
+
+
+class _Recorder:
+    """``classify_batch`` and ``head_model`` for the ``mixroute`` eval router: the outputs of
+    ``inner`` (a :class:`FoldPredictor`), recorded in ``oof`` under ``label`` for the pooled
+    run, which reads them back (``inner`` ``None``). ``memory`` is set so the router takes
+    the outputs as the gateway's blended estimate and adds no local blend of its own."""
+
+    memory = True
+
+    def __init__(self, inner: Any, oof: dict[tuple[str, str], Any], label: str, head_model: Any):
+        self.inner, self.oof, self.label, self.head_model = inner, oof, label, head_model
+
+    def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
+        if self.inner is None:
+            return [self.oof[(self.label, t)] for t in texts]
+        outs = self.inner.classify_batch(texts)
+        self.oof.update(((self.label, t), o) for t, o in zip(texts, outs))
+        return outs
+
+
+def pooled(pool: Pool, name: str, per_fold: list[dict[str, Any]], oof: dict[tuple[str, str], Any],
+           args: argparse.Namespace) -> dict[str, Any]:
+    """Every router once over all the rows its folds scored, each row predicted out of fold
+    (``mixroute``: blended with the memory of the fold that held it out): one figure per
+    dataset, as a held-out set of that size gives, with its 95% bootstrap interval."""
+    data = pool.sets[name]
+    idx = sorted({i for p in per_fold for i in p["rows"]})
+    if len(idx) < 2:
+        return {}
+    test = data.subset(np.array(idx))
+    out: dict[str, Any] = {"rows": len(idx)}
+    metric = SETS[name][1]
+    for r in args.routers:
+        if r == "knn" and any(p.get("knn") is None for p in per_fold):
+            continue
+        router = (Recording(_Recorder(None, oof, r, pool.signals.head_model)) if r.startswith("mixroute")
+                  else Fixed(oof, r) if r == "knn" else registry.get(r))
+        res = summarise(test, router.run(test, Context(seed=args.seed, options=_options(router))),
+                        bootstrap=args.bootstrap, seed=args.seed)
+        out[r] = {"value": _r4(res.values[metric]), "ci": [_r4(x) for x in res.ci.get(metric, [])]}
+    return out
+
+
+def _r4(v: float | None) -> float | None:
+    return None if v is None else round(float(v), 4)
+
+
+def with_settings(memory: OutcomeMemory, settings: dict[str, float]) -> OutcomeMemory:
+    """``memory`` read with other ``k``, ``kappa`` or ``task_smoothing`` (a variant's)."""
+    if "task_smoothing" in settings:
+        memory = memory.with_smoothing(settings["task_smoothing"])
+    return replace(memory, **{k: (int(v) if k == "k" else v) for k, v in settings.items() if k in ("k", "kappa")})
+
+
+def parse_variants(text: str) -> dict[str, dict[str, float]]:
+    """``"kappa=3;task_smoothing=0,k=40"`` -> ``{"mixroute:kappa=3": {...}, ...}``: extra
+    ``mixroute`` columns whose fold memories are read with these settings."""
+    out = {}
+    for spec in filter(None, (v.strip() for v in text.split(";"))):
+        settings = {}
+        for item in spec.split(","):
+            key, _, value = item.partition("=")
+            if key.strip() not in ("k", "kappa", "task_smoothing"):
+                raise ValueError(f"unknown memory setting {key!r} in --variants (k, kappa, task_smoothing)")
+            settings[key.strip()] = float(value)
+        out["mixroute:" + spec.replace(" ", "")] = settings
     return out
 
 
@@ -178,11 +285,8 @@ def summarise_folds(per_fold: list[dict[str, float | None]], routers: list[str])
     differences with ``knn`` and ``zero`` (the same rows in each fold)."""
     out: dict[str, Any] = {"folds": len(per_fold), "rows": int(sum(p["n"] for p in per_fold))}
     series = {r: [p[r] for p in per_fold if p.get(r) is not None] for r in routers}
-    if "mixroute" in routers:
-        for base in ("knn", "zero"):
-            if base in routers:
-                series[f"mixroute-{base}"] = [p["mixroute"] - p[base] for p in per_fold
-                                              if p.get("mixroute") is not None and p.get(base) is not None]
+    for a, b in _pairs(routers):
+        series[f"{a}-{b}"] = [p[a] - p[b] for p in per_fold if p.get(a) is not None and p.get(b) is not None]
     for k, v in series.items():
         a = np.array(v, float)
         out[k] = {"mean": round(float(a.mean()), 4) if a.size else None,
@@ -190,10 +294,17 @@ def summarise_folds(per_fold: list[dict[str, float | None]], routers: list[str])
     return out
 
 
+def _pairs(routers: list[str]) -> list[tuple[str, str]]:
+    """The paired differences reported: ``mixroute`` against ``knn`` and ``zero``, and each
+    variant against ``mixroute``."""
+    pairs = [("mixroute", b) for b in ("knn", "zero") if "mixroute" in routers and b in routers]
+    return pairs + [(v, "mixroute") for v in routers if v.startswith("mixroute:") and "mixroute" in routers]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     from router.classify import default_adapters_dir
-    from router.classify.memory import MEMORY_FILE, OutcomeMemory
+    from router.classify.memory import MEMORY_FILE
 
     adapters = args.adapters or default_adapters_dir()
     args.like = OutcomeMemory.load(adapters / "quality" / MEMORY_FILE)
@@ -206,16 +317,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for scheme in args.schemes:
         names = [n for n in args.sets if scheme == "kfold" or n in LOSO_TRAIN]
         per: dict[str, list[dict[str, float | None]]] = {n: [] for n in names}
+        pooled_by: dict[str, dict[str, Any]] = {}
         for seed in range(args.seed, args.seed + args.seeds):
             fold = group_folds([r.text for r in pool.rows], pool.groups, args.folds, seed)
+            oof: dict[tuple[str, str], Any] = {}
+            this: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
             for f in range(args.folds):
                 memories: dict[Any, Any] = {}
                 for n in names:
-                    got = run_fold(pool, n, scheme, fold, f, args, memories)
+                    got = run_fold(pool, n, scheme, fold, f, args, memories, oof)
                     if got is not None:
-                        per[n].append(got)
-        result["schemes"][scheme] = {n: {"metric": SETS[n][1], **summarise_folds(v, args.routers), "per_fold": v}
-                                     for n, v in per.items()}
+                        this[n].append(got)
+            for n in names:
+                if seed == args.seed:  # the pooled figure: the first fold assignment's
+                    pooled_by[n] = pooled(pool, n, this[n], oof, args)
+                per[n] += [{k: v for k, v in p.items() if k != "rows"} for p in this[n]]
+        result["schemes"][scheme] = {n: {"metric": SETS[n][1], **summarise_folds(v, args.routers),
+                                         "pooled": pooled_by[n], "per_fold": v} for n, v in per.items()}
     result["wall_s"] = round(time.time() - started, 1)
     print(format_table(result, args.routers))
     if args.json:
@@ -229,13 +347,19 @@ def format_table(result: dict[str, Any], routers: list[str]) -> str:
              f"max rows per fold {result['max_test'] or 'all'}; wall {result.get('wall_s', '?')} s",
              "zero-router AIQ on the whole RouterBench files: " + ", ".join(
                  f"{k} {v:.4f} (README {REFERENCE_ZERO_AIQ[k]})" for k, v in result["reference_zero_aiq"].items())]
-    cols = [*routers] + [c for c in ("mixroute-knn", "mixroute-zero") if c.split("-")[1] in routers and "mixroute" in routers]
+    cols = [*routers] + [f"{a}-{b}" for a, b in _pairs(routers)]
     for scheme, sets in result["schemes"].items():
-        lines += ["", f"### {scheme}", "", "| dataset | metric | rows | folds | " + " | ".join(cols) + " |",
-                  "|---|---|---|---|" + "---|" * len(cols)]
+        lines += ["", f"### {scheme}: mean ± sd over folds", "",
+                  "| dataset | metric | rows | folds | " + " | ".join(cols) + " |", "|---|---|---|---|" + "---|" * len(cols)]
         for name, s in sets.items():
             cells = [_pm(s.get(c)) for c in cols]
             lines.append(f"| {name} | {s['metric'].upper()} | {s['rows']} | {s['folds']} | " + " | ".join(cells) + " |")
+        lines += ["", f"### {scheme}: pooled out-of-fold rows, [95% bootstrap interval]", "",
+                  "| dataset | metric | rows | " + " | ".join(routers) + " |", "|---|---|---|" + "---|" * len(routers)]
+        for name, s in sets.items():
+            pooled_row = s.get("pooled") or {}
+            cells = [_ci(pooled_row.get(r)) for r in routers]
+            lines.append(f"| {name} | {s['metric'].upper()} | {pooled_row.get('rows', 0)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -243,6 +367,13 @@ def _pm(v: dict[str, float | None] | None) -> str:
     if not v or v.get("mean") is None:
         return "-"
     return f"{v['mean']:.3f}" + (f" ± {v['sd']:.3f}" if v.get("sd") is not None else "")
+
+
+def _ci(v: dict[str, Any] | None) -> str:
+    if not v or v.get("value") is None:
+        return "-"
+    ci = v.get("ci") or []
+    return f"{v['value']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if len(ci) == 2 else "")
 
 
 def _progress(label: str, done: int, total: int) -> None:
@@ -255,9 +386,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scheme", default="kfold,loso", help="comma list of kfold, loso")
     p.add_argument("--sets", default=",".join(SETS), help="comma list of " + ", ".join(SETS))
     p.add_argument("--routers", default=",".join(ROUTERS))
+    p.add_argument("--variants", default="", help="extra mixroute columns with other memory settings, "
+                   "e.g. 'kappa=3;task_smoothing=0' (k, kappa, task_smoothing)")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seeds", type=int, default=1, help="fold assignments (seed, seed+1, ...)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bootstrap", type=int, default=200, help="resamples of the pooled figures' intervals")
     p.add_argument("--rows", choices=("unseen", "all"), default="unseen")
     p.add_argument("--max-test", type=int, default=0, help="rows scored per dataset and fold (0: all)")
     p.add_argument("--quick", action="store_true", help="--max-test 60 (unless given), one fold seed")
@@ -268,7 +402,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.schemes = [s for s in args.scheme.split(",") if s]
     args.sets = [s for s in args.sets.split(",") if s]
-    args.routers = [r for r in args.routers.split(",") if r]
+    try:
+        args.variants = parse_variants(args.variants)
+    except ValueError as exc:
+        p.error(str(exc))
+    args.routers = [r for r in args.routers.split(",") if r] + list(args.variants)
     bad = [s for s in args.schemes if s not in ("kfold", "loso")] + [s for s in args.sets if s not in SETS]
     if bad:
         p.error(f"unknown scheme or dataset: {', '.join(bad)}")

@@ -55,6 +55,24 @@ def test_fold_summary_is_mean_and_sd_with_paired_differences() -> None:
     assert s["mixroute-zero"]["sd"] == pytest.approx(np.std([0.2, 0.3], ddof=1), abs=1e-4)
 
 
+def test_variants_read_the_fold_memory_with_other_settings() -> None:
+    from router.classify.memory import build
+
+    v = gen.parse_variants("kappa=3; task_smoothing=0,k=40")
+    assert v == {"mixroute:kappa=3": {"kappa": 3.0}, "mixroute:task_smoothing=0,k=40": {"task_smoothing": 0.0, "k": 40.0}}
+    with pytest.raises(ValueError, match="unknown memory setting"):
+        gen.parse_variants("alpha=1")
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(50, 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    mem = build(emb, rng.uniform(size=(50, 2)), ["a", "b"], k=10, groups=["g"] * 25 + ["h"] * 25, smoothing=0.5)
+    other = gen.with_settings(mem, v["mixroute:task_smoothing=0,k=40"])
+    assert (other.k, other.kappa, other.smoothing) == (40, mem.kappa, 0.0)
+    assert (mem.k, mem.smoothing) == (10, 0.5)
+    head = np.full((3, 2), 0.5)
+    assert not np.allclose(other.blend(head, emb[:3]), mem.blend(head, emb[:3]))
+
+
 def _head(src: Path, dst: Path, rows: int) -> None:
     csv.field_size_limit(sys.maxsize)
     dst.parent.mkdir(parents=True, exist_ok=True)
@@ -89,3 +107,6 @@ def test_tiny_cross_validation_runs_the_projects_routers(tmp_path: Path) -> None
             for p in s["per_fold"]:
                 assert all(0.0 <= p[r] <= 1.5 for r in ("zero", "knn", "mixroute")), (scheme, name, p)
         assert result["schemes"][scheme]["gsm8k"]["mixroute"]["mean"] is not None
+        # The pooled run scores every row its folds scored, each predicted out of fold.
+        assert gsm["pooled"]["rows"] == 60 and gsm["pooled"]["zero"]["value"] == pytest.approx(0.5)
+        assert gsm["pooled"]["mixroute"]["value"] is not None and len(gsm["pooled"]["mixroute"]["ci"]) == 2
