@@ -39,8 +39,10 @@ Schemes:
   spread. The head has seen the task (other rows of it), so this isolates the memory.
 
 ``--variants 'kappa=3;task_smoothing=0'`` adds a ``mixroute`` column per variant, its fold
-memories read with those settings (``k``, ``kappa``, ``task_smoothing``), and its paired
-difference with the shipped settings: how a setting is chosen by cross-validation.
+memories read with those settings (``k``, ``kappa``, ``task_smoothing``; ``tau``: the
+candidate similarity-weighted blend, :func:`bench.generalisation_parts.similarity_blend`),
+and its paired difference with the shipped settings: how a setting is chosen by
+cross-validation.
 
 ``--quick`` scores at most ``--max-test`` rows per dataset and fold (default 60) with one
 fold seed: a few minutes on 2 cores once the encoder pass is cached (the first run pays one
@@ -157,7 +159,8 @@ def run_fold(pool: Pool, name: str, scheme: str, fold: np.ndarray, f: int, args:
             continue
         router = registry.get(r.split(":")[0])
         if r.startswith("mixroute"):
-            router = Recording(_Recorder(FoldPredictor(pool.signals, with_settings(memory, args.variants.get(r, {}))),
+            router = Recording(_Recorder(FoldPredictor(pool.signals, with_settings(memory, args.variants.get(r, {})),
+                                                       args.variants.get(r, {}).get("tau", 0.0)),
                                          oof, r, pool.signals.head_model))
         elif r == "knn":
             pred, _ = router.predict(test, Context(train=knn_train, embed=pool.embed, seed=args.seed))
@@ -257,8 +260,8 @@ def parse_variants(text: str) -> dict[str, dict[str, float]]:
         settings = {}
         for item in spec.split(","):
             key, _, value = item.partition("=")
-            if key.strip() not in ("k", "kappa", "task_smoothing"):
-                raise ValueError(f"unknown memory setting {key!r} in --variants (k, kappa, task_smoothing)")
+            if key.strip() not in ("k", "kappa", "task_smoothing", "tau"):
+                raise ValueError(f"unknown memory setting {key!r} in --variants (k, kappa, task_smoothing, tau)")
             settings[key.strip()] = float(value)
         out["mixroute:" + spec.replace(" ", "")] = settings
     return out
@@ -387,7 +390,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sets", default=",".join(SETS), help="comma list of " + ", ".join(SETS))
     p.add_argument("--routers", default=",".join(ROUTERS))
     p.add_argument("--variants", default="", help="extra mixroute columns with other memory settings, "
-                   "e.g. 'kappa=3;task_smoothing=0' (k, kappa, task_smoothing)")
+                   "e.g. 'kappa=3;task_smoothing=0' (k, kappa, task_smoothing, tau)")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seeds", type=int, default=1, help="fold assignments (seed, seed+1, ...)")
     p.add_argument("--seed", type=int, default=0)

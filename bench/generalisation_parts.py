@@ -165,15 +165,15 @@ class FoldPredictor:
     (:meth:`OutcomeMemory.blend`). Its ``memory`` attribute tells the router that the
     outputs already are the gateway's estimate (no second, local blend)."""
 
-    def __init__(self, signals: HeadSignals, memory: OutcomeMemory):
-        self.signals, self.memory = signals, memory
+    def __init__(self, signals: HeadSignals, memory: OutcomeMemory, tau: float = 0.0):
+        self.signals, self.memory, self.tau = signals, memory, tau
 
     def head_model(self, backend: Any) -> str | None:
         return self.signals.head_model(backend)
 
     def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
         sig = self.signals(texts)
-        q = self.memory.blend(sig.quality, sig.emb)
+        q = self.memory.blend(sig.quality, sig.emb) if not self.tau else similarity_blend(self.memory, sig, self.tau)
         out = []
         for i in range(len(texts)):
             d: dict[str, Any] = {"quality": dict(zip(sig.labels, map(float, q[i])))}
@@ -181,3 +181,19 @@ class FoldPredictor:
                 d["output_length"] = float(sig.output_length[i])
             out.append(d)
         return out
+
+
+def similarity_blend(memory: OutcomeMemory, sig: Signals, tau: float) -> np.ndarray:
+    """A candidate estimate (``--variants tau=T``): the memory's blend with each neighbour
+    weighted by ``exp((sim_i - max_i sim_i) / tau)``, a kernel whose bandwidth adapts to the
+    prompt's nearest row (Nadaraya-Watson weights), so rows much less similar than the
+    closest count less and, for a model only those rows record, the head keeps more weight:
+    ``q_j = (kappa head_j + sum_i w_i s_ij) / (kappa + sum_i w_i [s_ij recorded])``."""
+    idx, _ = memory.neighbours(sig.emb)
+    q = memory.project(sig.emb)
+    sims = np.einsum("bd,bkd->bk", q, memory.vectors[idx])
+    w = np.exp((sims - sims.max(axis=1, keepdims=True)) / tau)[:, :, None]
+    nb = memory.neighbour_scores[idx]
+    known = ~np.isnan(nb)
+    num = memory.kappa * sig.quality + (w * np.where(known, nb, 0.0)).sum(axis=1)
+    return num / (memory.kappa + (w * known).sum(axis=1))

@@ -73,6 +73,23 @@ def test_variants_read_the_fold_memory_with_other_settings() -> None:
     assert not np.allclose(other.blend(head, emb[:3]), mem.blend(head, emb[:3]))
 
 
+def test_similarity_blend_is_the_memory_blend_with_a_wide_kernel() -> None:
+    from bench.generalisation_parts import Signals, similarity_blend
+    from router.classify.memory import build
+
+    rng = np.random.default_rng(1)
+    emb = rng.normal(size=(60, 8))
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    scores = rng.uniform(size=(60, 2))
+    scores[:30, 1] = np.nan
+    mem = build(emb[:50], scores[:50], ["a", "b"], k=10)
+    sig = Signals(["a", "b"], rng.uniform(size=(10, 2)), np.full(10, np.nan), emb[50:])
+    assert np.allclose(similarity_blend(mem, sig, 1e9), mem.blend(sig.quality, sig.emb))
+    narrow = similarity_blend(mem, sig, 1e-4)  # only the nearest row counts beside the head
+    assert not np.allclose(narrow, mem.blend(sig.quality, sig.emb))
+    assert np.all((narrow >= 0) & (narrow <= 1))
+
+
 def _head(src: Path, dst: Path, rows: int) -> None:
     csv.field_size_limit(sys.maxsize)
     dst.parent.mkdir(parents=True, exist_ok=True)
