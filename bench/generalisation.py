@@ -45,8 +45,8 @@ and its paired difference with the shipped settings: how a setting is chosen by
 cross-validation.
 
 ``--quick`` scores at most ``--max-test`` rows per dataset and fold (default 60) with one
-fold seed: a few minutes on 2 cores once the encoder pass is cached (the first run pays one
-encoder pass over every prompt of ``DATA``, about 4 minutes on 2 cores).
+fold seed. The first run of any mode pays one encoder pass over every prompt of ``DATA``
+(cached in ``--cache-dir``); later runs only re-blend and route (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -62,12 +62,13 @@ from typing import Any
 
 import numpy as np
 
-from bench.generalisation_parts import FoldPredictor, HeadSignals, Signals, duplicate_groups, fold_memory, group_folds
+from bench.generalisation_parts import (FoldPredictor, Fixed, HeadSignals, Recording, Signals, Recorder, duplicate_groups,
+                                        fold_memory, group_folds)
 from router.classify.data import load_rows, split_of
 from router.classify.memory import OutcomeMemory
 from router.eval import routers as registry
 from router.eval.data import EvalData, load_eval_data
-from router.eval.routers.base import Context, ScoreRouter
+from router.eval.routers.base import Context
 from router.eval.summary import summarise
 
 #: name -> (path under DATA, metric, the (source, task family) of its rows).
@@ -159,7 +160,7 @@ def run_fold(pool: Pool, name: str, scheme: str, fold: np.ndarray, f: int, args:
             continue
         router = registry.get(r.split(":")[0])
         if r.startswith("mixroute"):
-            router = Recording(_Recorder(FoldPredictor(pool.signals, with_settings(memory, args.variants.get(r, {})),
+            router = Recording(Recorder(FoldPredictor(pool.signals, with_settings(memory, args.variants.get(r, {})),
                                                        args.variants.get(r, {}).get("tau", 0.0)),
                                          oof, r, pool.signals.head_model))
         elif r == "knn":
@@ -174,48 +175,6 @@ def run_fold(pool: Pool, name: str, scheme: str, fold: np.ndarray, f: int, args:
 
 def _options(router: Any) -> dict[str, Any]:
     return {"predictor": router.predictor} if isinstance(router, Recording) else {}
-
-
-class Fixed(ScoreRouter):
-    """A score router serving the out-of-fold predictions recorded for ``label`` (so that
-    every row of a pooled run keeps the prediction of the fold that held it out)."""
-
-    name = "fixed"
-
-    def __init__(self, oof: dict[tuple[str, str], Any], label: str):
-        self.oof, self.label = oof, label
-
-    def predict(self, test: EvalData, ctx: Context) -> tuple[np.ndarray, str]:
-        return np.array([self.oof[(self.label, p)] for p in test.prompts]), "out of fold"
-
-
-class Recording:
-    """The ``mixroute`` eval router over a :class:`_Recorder` predictor."""
-
-    def __init__(self, predictor: "_Recorder"):
-        self.predictor = predictor
-
-    def run(self, test: EvalData, ctx: Context) -> Any:
-        return registry.get("mixroute").run(test, ctx)
-
-
-class _Recorder:
-    """``classify_batch`` and ``head_model`` for the ``mixroute`` eval router: the outputs of
-    ``inner`` (a :class:`FoldPredictor`), recorded in ``oof`` under ``label`` for the pooled
-    run, which reads them back (``inner`` ``None``). ``memory`` is set so the router takes
-    the outputs as the gateway's blended estimate and adds no local blend of its own."""
-
-    memory = True
-
-    def __init__(self, inner: Any, oof: dict[tuple[str, str], Any], label: str, head_model: Any):
-        self.inner, self.oof, self.label, self.head_model = inner, oof, label, head_model
-
-    def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
-        if self.inner is None:
-            return [self.oof[(self.label, t)] for t in texts]
-        outs = self.inner.classify_batch(texts)
-        self.oof.update(((self.label, t), o) for t, o in zip(texts, outs))
-        return outs
 
 
 def pooled(pool: Pool, name: str, per_fold: list[dict[str, Any]], oof: dict[tuple[str, str], Any],
@@ -233,7 +192,7 @@ def pooled(pool: Pool, name: str, per_fold: list[dict[str, Any]], oof: dict[tupl
     for r in args.routers:
         if r == "knn" and any(p.get("knn") is None for p in per_fold):
             continue
-        router = (Recording(_Recorder(None, oof, r, pool.signals.head_model)) if r.startswith("mixroute")
+        router = (Recording(Recorder(None, oof, r, pool.signals.head_model)) if r.startswith("mixroute")
                   else Fixed(oof, r) if r == "knn" else registry.get(r))
         res = summarise(test, router.run(test, Context(seed=args.seed, options=_options(router))),
                         bootstrap=args.bootstrap, seed=args.seed)

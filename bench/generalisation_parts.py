@@ -4,7 +4,7 @@ fold's rows.
 
 Why its own cache and not the eval embedding cache (:mod:`router.eval.cache`): the
 cross-validation needs the quality head's raw outputs *and* the base embedding of every
-prompt of ``../shared/data`` (17,457), and re-blends them with a different outcome memory
+prompt of ``../shared/data``, and re-blends them with a different outcome memory
 per fold; the shipped heads' pass yields both at once (``classify_batch_embed``), so one
 encoder pass per prompt serves every fold and every rerun. The file is keyed by the quality
 head's weights and the encoder's precision, so vectors of another head or precision are
@@ -23,6 +23,9 @@ import numpy as np
 
 from backends.data import normalise_prompt
 from router.classify.memory import OutcomeMemory, build, score_matrix, task_groups
+from router.eval import routers as registry
+from router.eval.data import EvalData
+from router.eval.routers.base import Context, ScoreRouter
 
 #: Cosine similarity at or above which two prompts count as near duplicates and share a
 #: fold (and leave the memory together). The outcome memory's own "the prompt itself"
@@ -197,3 +200,45 @@ def similarity_blend(memory: OutcomeMemory, sig: Signals, tau: float) -> np.ndar
     known = ~np.isnan(nb)
     num = memory.kappa * sig.quality + (w * np.where(known, nb, 0.0)).sum(axis=1)
     return num / (memory.kappa + (w * known).sum(axis=1))
+
+
+class Fixed(ScoreRouter):
+    """A score router serving the out-of-fold predictions recorded for ``label`` (so that
+    every row of a pooled run keeps the prediction of the fold that held it out)."""
+
+    name = "fixed"
+
+    def __init__(self, oof: dict[tuple[str, str], Any], label: str):
+        self.oof, self.label = oof, label
+
+    def predict(self, test: EvalData, ctx: Context) -> tuple[np.ndarray, str]:
+        return np.array([self.oof[(self.label, p)] for p in test.prompts]), "out of fold"
+
+
+class Recording:
+    """The ``mixroute`` eval router over a :class:`Recorder` predictor."""
+
+    def __init__(self, predictor: "Recorder"):
+        self.predictor = predictor
+
+    def run(self, test: EvalData, ctx: Context) -> Any:
+        return registry.get("mixroute").run(test, ctx)
+
+
+class Recorder:
+    """``classify_batch`` and ``head_model`` for the ``mixroute`` eval router: the outputs of
+    ``inner`` (a :class:`FoldPredictor`), recorded in ``oof`` under ``label`` for the pooled
+    run, which reads them back (``inner`` ``None``). ``memory`` is set so the router takes
+    the outputs as the gateway's blended estimate and adds no local blend of its own."""
+
+    memory = True
+
+    def __init__(self, inner: Any, oof: dict[tuple[str, str], Any], label: str, head_model: Any):
+        self.inner, self.oof, self.label, self.head_model = inner, oof, label, head_model
+
+    def classify_batch(self, texts: list[str]) -> list[dict[str, Any]]:
+        if self.inner is None:
+            return [self.oof[(self.label, t)] for t in texts]
+        outs = self.inner.classify_batch(texts)
+        self.oof.update(((self.label, t), o) for t, o in zip(texts, outs))
+        return outs
