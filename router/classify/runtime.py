@@ -258,6 +258,8 @@ class MultiHeadEncoder:
         self.scan_chars = max(0, int(scan_chars))
         self.scan_heads = tuple(scan_heads)
         self.scan_cache = scan_cache if scan_cache is not None else ScanCache()
+        self._scanned = [j for j, h in enumerate(heads)
+                         if h.name in self.scan_heads and h.config.kind != "log_regression"]
         if prompt_threads is None:
             prompt_threads = torch.get_num_threads() if self.device.type == "cpu" and self.linear == "int8" else 0
         self.prompt_threads = max(0, int(prompt_threads)) if self.device.type == "cpu" else 0
@@ -303,16 +305,27 @@ class MultiHeadEncoder:
     def scan_embed(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None]:
         """:meth:`scan` plus each prompt's embedding ``(B, D)`` float32 of its main window
         (``None`` unless the encoder was built with ``embed=True``)."""
+        return self._per_prompt(self._scan_embed, texts)
+
+    def scan_main(self, texts: list[str]
+                  ) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None, list[list[list[int]]]]:
+        """The main windows' pass alone: :meth:`scan_embed`'s outputs before the extra
+        windows are read, plus each prompt's extra windows (token ids; empty where there are
+        none or no head reads them) for :meth:`window_rows` and :meth:`pick_alarming`."""
+        return self._per_prompt(self._scan_main, texts)
+
+    def _per_prompt(self, fn: Callable[[list[str]], tuple], texts: list[str]) -> tuple:
+        """``fn(texts)``, or with ``prompt_threads``, ``fn`` per prompt on the threads, joined."""
         if self.prompt_threads < 2 or len(texts) < 2:
-            return self._scan_embed(texts)
+            return fn(texts)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.prompt_threads, thread_name_prefix="classifier",
                                             initializer=torch.set_num_threads, initargs=(1,))
-        parts = list(self._pool.map(self._scan_embed, [[t] for t in texts]))
+        parts = list(self._pool.map(fn, [[t] for t in texts]))
         out = [torch.cat([p[0][i] for p in parts]) for i in range(len(self.heads))]
         coverage = [c for p in parts for c in p[1]]
         emb = None if parts[0][2] is None else torch.cat([p[2] for p in parts])
-        return out, coverage, emb
+        return (out, coverage, emb, *([[w for p in parts for w in p[3]]] if len(parts[0]) > 3 else []))
 
     def __getstate__(self) -> dict:  # copies (copy.deepcopy) start their own prompt threads
         return {**self.__dict__, "_pool": None}
@@ -325,22 +338,26 @@ class MultiHeadEncoder:
 
     @torch.inference_mode()
     def _scan_embed(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None]:
+        out, coverage, emb, windows = self._scan_main(texts)
+        for i, rows in enumerate(self.window_rows(windows)):
+            if rows:
+                self.pick_alarming(out, i, rows)
+        return out, coverage, emb
+
+    @torch.inference_mode()
+    def _scan_main(self, texts: list[str]
+                   ) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None, list[list[list[int]]]]:
         tiled = self.base.tile(texts, self.scan_chars)
         # The main windows run alone, as without scanning, so the other heads' inputs and
         # outputs do not depend on how long the other prompts of the batch are.
         out, emb = self._forward(*pad_batch(tiled.mains))
-        scanned = [j for j, h in enumerate(self.heads)
-                   if h.name in self.scan_heads and h.config.kind != "log_regression"]
-        if scanned and any(tiled.windows):
-            windows = self._window_outputs(tiled.windows, scanned)
-            for i, keys in enumerate(windows):
-                if keys:
-                    self._pick_alarming(out, i, keys, scanned)
-        return out, tiled.coverage, emb
+        windows = tiled.windows if self._scanned else [[] for _ in texts]
+        return out, tiled.coverage, emb, windows
 
-    def _window_outputs(self, windows: list[list[list[int]]], scanned: list[int]) -> list[list[torch.Tensor]]:
-        """Per prompt, each extra window's raw outputs of the ``scanned`` heads concatenated:
-        from :attr:`scan_cache` where it holds the window, else from the encoder (in chunks of
+    @torch.inference_mode()
+    def window_rows(self, windows: list[list[list[int]]]) -> list[list[torch.Tensor]]:
+        """Per prompt, each extra window's raw outputs of the scan heads concatenated: from
+        :attr:`scan_cache` where it holds the window, else from the encoder (in chunks of
         :data:`SCAN_CHUNK` rows, bounding memory), then stored there."""
         keys = [[window_key(w) for w in ws] for ws in windows]
         known: dict[bytes, torch.Tensor] = {}
@@ -358,15 +375,16 @@ class MultiHeadEncoder:
             chunk = pending[a:a + SCAN_CHUNK]
             raw, _ = self._forward(*pad_batch([w for _, w in chunk]))
             for r, (k, _) in enumerate(chunk):
-                known[k] = row = torch.cat([raw[j][r] for j in scanned])
+                known[k] = row = torch.cat([raw[j][r] for j in self._scanned])
                 self.scan_cache.put(k, row)
         return [[known[k] for k in ks] for ks in keys]
 
-    def _pick_alarming(self, out: list[torch.Tensor], i: int, rows: list[torch.Tensor], scanned: list[int]) -> None:
-        """Set prompt ``i``'s output of each scanned head, per output, to its most alarming
-        (highest post-processed) value over the main window and the extra ``rows``."""
+    def pick_alarming(self, out: list[torch.Tensor], i: int, rows: list[torch.Tensor]) -> None:
+        """Set prompt ``i``'s output of each scan head, per output, to its most alarming
+        (highest post-processed) value over the main window and the extra ``rows``
+        (:meth:`window_rows`; ``out`` as :meth:`scan_main` returns it, changed in place)."""
         at = 0
-        for j in scanned:
+        for j in self._scanned:
             width = out[j].shape[1]
             cand = torch.stack([out[j][i], *(r[at:at + width] for r in rows)])
             at += width

@@ -102,3 +102,35 @@ def test_repeated_prefix_is_read_once(predictor):
         assert warm == pytest.approx(cold.classify_batch([second])[0], abs=0.02)
     finally:
         cold.close()
+
+
+def _flat(signals: dict) -> dict:
+    out = {}
+    for k, v in signals.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{n}": x for n, x in v.items()})
+        elif isinstance(v, float):
+            out[k] = v
+    return out
+
+
+async def test_a_short_prompt_does_not_wait_for_a_long_scan(predictor):
+    """A long prompt's extra windows run in their own lane: a short prompt sent while they
+    run is answered first, and the long prompt's signals are what one batched call gives."""
+    import asyncio
+
+    long = with_phrase(benign(60_000).replace("Question", "Quiz item"), 0.5)  # no window cached: about 150 to run
+    order = []
+
+    async def one(name, text):
+        got = await predictor.signals(text)
+        order.append(name)
+        return got
+
+    long_task = asyncio.create_task(one("long", long))
+    await asyncio.sleep(0.3)
+    await one("short", "What is 2 + 3?")
+    got = await long_task
+    assert order == ["short", "long"]
+    assert got["injection"] > 0.5 and got["scan_coverage"] == 1.0
+    assert _flat(got) == pytest.approx(_flat(predictor.classify_batch([long])[0]), abs=1e-4)
