@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from router.classify.errors import INSTALL_CLASSIFIER, AdapterError, ClassifierError, ClassifierUnavailable
+from router.classify.scan import DEFAULT_SCAN_CHARS
 
 if TYPE_CHECKING:
     from router.classify.predictor import ClassifierPredictor
 
-__all__ = ["AdapterError", "ClassifierError", "ClassifierUnavailable", "default_adapters_dir", "load_encoder",
-           "load_predictor"]
-
-
-#: Characters of a prompt the gateway's predictor reads whole for ``pii``/``injection``.
-DEFAULT_SCAN_CHARS = 100_000
+__all__ = ["DEFAULT_SCAN_CHARS", "AdapterError", "ClassifierError", "ClassifierUnavailable", "default_adapters_dir",
+           "load_encoder", "load_predictor"]
 
 
 def default_adapters_dir() -> Path:
