@@ -41,7 +41,7 @@ def parity(device: str, base_path: Path | None) -> list[dict]:
     from router.classify.runtime import postprocess
 
     def outputs(dev: str, dtype: str) -> dict[str, torch.Tensor]:
-        enc = load_encoder(device=dev, dtype=dtype, base_path=base_path, embed=True, scan_windows=2)
+        enc = load_encoder(device=dev, dtype=dtype, base_path=base_path, embed=True, scan_chars=2_000)
         raw, _, emb = enc.scan_embed(PROMPTS)
         out = {h.name: postprocess(h.config, r.float()) for h, r in zip(enc.heads, raw)}
         out["embedding"] = emb.float()

@@ -2,7 +2,7 @@
 mixroute routed (classifier on), and LiteLLM's proxy, all in front of the same fixed nginx
 upstream (:mod:`bench.upstream`).
 
-Run: ``python -m bench.gateway_overhead [--json OUT] [--duration 5] [--skip-litellm]``
+Run: ``python -m bench.gateway_overhead [--json OUT] [--duration 5] [--skip-litellm] [--doors-only]``
 
 ``mixroute-passthrough`` runs on the default event loop (uvloop), ``mixroute-passthrough-asyncio``
 on the standard library's (``MIXROUTE_EVENT_LOOP=asyncio``): same code, to show what each
@@ -16,7 +16,11 @@ generator ``wrk`` and nginx share CPU 0. For each setup it prints:
 - the maximum requests/s over a sweep of concurrency levels among runs whose p99 stayed
   under 50 ms, the peak requests/s of the sweep, and the count of failed requests;
 - peak RSS (MiB, ``VmHWM`` of the worker process) and start-up time to readiness (s);
-- routed only: overhead p99 under an open-loop 50 requests/s load (:func:`bench.loadgen.open_loop`).
+- routed only: overhead p99 under an open-loop 50 requests/s load (:func:`bench.loadgen.open_loop`);
+- on the pass-through gateway, each door (Chat Completions, Responses, Messages; one the app
+  does not serve is skipped with a note) and a session lookup (``x-mixroute-session``):
+  :mod:`bench.doors`; ``--doors-only`` runs only those (and direct at c=1);
+- issue 41's targets, met or missed.
 
 LiteLLM's proxy (pinned ``litellm[proxy]==1.106.12``: the newest release whose ``proxy``
 extra installs from PyPI here; later ones need a ``litellm-proxy`` package that the index
@@ -38,6 +42,7 @@ from pathlib import Path
 
 import orjson
 
+from bench.doors import door_rows, door_targets, measure_doors
 from bench.loadgen import Result, open_loop, settle, wrk
 from bench.upstream import NginxUpstream, _wait_http
 
@@ -177,13 +182,30 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--doors-only", action="store_true", help="only the doors and the session lookup")
     args = parser.parse_args()
     import tempfile
 
     tmp = Path(tempfile.mkdtemp(prefix="mixroute-bench-"))
     upstream = NginxUpstream(_free_port(), cpu=LOAD_CPU).start()
     setups = [Setup("direct", url=upstream.url + "/chat/completions")]
-    procs = []
+    procs, doors = [], []
+    if args.doors_only:
+        try:
+            setups[0].runs[1] = wrk(setups[0].url, 1, args.duration, cpu=LOAD_CPU)
+            proc, url, _ = start_mixroute("bench/policies/passthrough.yaml", upstream.url, tmp, "off")
+            try:
+                doors = door_rows(measure_doors(url.removesuffix("/v1/chat/completions"), args.duration, LOAD_CPU),
+                                  setups[0].runs[1])
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        finally:
+            upstream.stop()
+        _print_targets(door_targets(doors), doors)
+        if args.json:
+            args.json.write_text(orjson.dumps({"doors": doors}, option=orjson.OPT_INDENT_2).decode())
+        return
     try:
         plan = [("mixroute-passthrough", lambda: start_mixroute("bench/policies/passthrough.yaml", upstream.url, tmp,
                                                                  "off")),
@@ -202,6 +224,9 @@ def main() -> None:
             if name == "mixroute-routed":
                 s.open_loop_50 = asyncio.run(open_loop(s.url, 50, 10, model="auto"))
             s.peak_rss_mib = _peak_rss_mib(proc.pid)
+            if name == "mixroute-passthrough":
+                doors = door_rows(measure_doors(url.removesuffix("/v1/chat/completions"), args.duration, LOAD_CPU),
+                                  setups[0].runs[1])
             proc.terminate()
             proc.wait(timeout=30)
             setups.append(s)
@@ -212,8 +237,44 @@ def main() -> None:
         upstream.stop()
     rows = summarize(setups)
     _print(rows)
+    _print_targets(targets(rows) + door_targets(doors), doors)
     if args.json:
-        args.json.write_text(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        args.json.write_text(orjson.dumps({"setups": rows, "doors": doors}, option=orjson.OPT_INDENT_2).decode())
+
+
+def targets(rows: list[dict]) -> list[tuple[str, str, bool | None]]:
+    """``(target, measured, met)`` for issue 41's gateway targets (``None``: not measured)."""
+    by = {r["setup"]: r for r in rows}
+    routed, passthrough = by.get("mixroute-routed"), by.get("mixroute-passthrough")
+    out: list[tuple[str, str, bool | None]] = [
+        ("routed rps (c=16) at least Portkey's pass-through rps", "Portkey is not run by this bench", None)]
+    if routed:
+        out.append(("routed c=1 overhead p50 at most 3 ms", f"{routed['c1_overhead_p50_ms']:.2f} ms",
+                    routed["c1_overhead_p50_ms"] <= 3.0))
+        rss = routed.get("peak_rss_mib")
+        out.append(("routed peak RSS at most 350 MiB", f"{rss:.0f} MiB" if rss else "n/a",
+                    None if rss is None else rss <= 350))
+        out.append(("routed: zero errors", str(routed["errors"]), routed["errors"] == 0))
+    if passthrough:
+        out.append(("pass-through c=1 overhead p99 at most 1.5 ms", f"{passthrough['c1_overhead_p99_ms']:.2f} ms",
+                    passthrough["c1_overhead_p99_ms"] <= 1.5))
+    return out
+
+
+def _print_targets(found: list[tuple[str, str, bool | None]], doors: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("door", "c1 ovh p50", "c1 ovh p99", "rps (c=16)", "errors", "note",
+                  title="doors on the pass-through gateway (overhead vs direct, ms)")
+    for d in doors:
+        table.add_row(d["door"], *(f"{d[k]:.2f}" if k in d else "" for k in ("c1_overhead_p50_ms", "c1_overhead_p99_ms")),
+                      f"{d['rps']:.0f}" if "rps" in d else "", str(d.get("errors", "")), d["note"])
+    Console().print(table)
+    table = Table("target (issue 41)", "measured", "met", title="targets")
+    for name, measured, met in found:
+        table.add_row(name, measured, {True: "met", False: "MISSED", None: "not measured"}[met])
+    Console().print(table)
 
 
 def _print(rows: list[dict]) -> None:

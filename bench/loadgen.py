@@ -44,8 +44,10 @@ def _ms(value: str, unit: str) -> float:
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 6e4}[unit]
 
 
-def wrk(url: str, connections: int, duration_s: int, model: str = "bench", cpu: int | None = None) -> Result:
-    """Closed-loop run of ``wrk`` against ``url`` (the full chat completions URL).
+def wrk(url: str, connections: int, duration_s: int, model: str = "bench", cpu: int | None = None,
+        body: dict | None = None, headers: dict[str, str] | None = None) -> Result:
+    """Closed-loop run of ``wrk`` against ``url`` (the full chat completions URL, or another
+    door's with its own ``body``; ``headers`` are sent besides the JSON type and the key).
 
     Raises:
         RuntimeError: wrk missing (``apt-get install wrk``) or unparsable output.
@@ -53,7 +55,9 @@ def wrk(url: str, connections: int, duration_s: int, model: str = "bench", cpu: 
     if not shutil.which("wrk"):
         raise RuntimeError("wrk is not installed: apt-get install -y wrk")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(_LUA.format(body=orjson.dumps({**BODY, "model": model}).decode()))
+        f.write(_LUA.format(body=orjson.dumps(body if body is not None else {**BODY, "model": model}).decode()))
+        for name, value in (headers or {}).items():
+            f.write(f'wrk.headers["{name}"] = "{value}"\n')
     cmd = ["wrk", "--latency", "-t1", f"-c{connections}", f"-d{duration_s}s", "-s", f.name, url]
     if cpu is not None and shutil.which("taskset"):
         cmd = ["taskset", "-c", str(cpu), *cmd]

@@ -60,7 +60,7 @@ def main() -> None:
         raise SystemExit("no shipped outcome memory: mixroute train --heads memory")
     memory = OutcomeMemory.load(path)
     # The head alone, with the embeddings from the same pass; every blend below starts from them.
-    pred = load_predictor(heads=["quality"], scan_windows=0, memory=False, embed=True)
+    pred = load_predictor(heads=["quality"], scan_chars=0, memory=False, embed=True)
     pred.close()
     labels = memory.labels
     rows = [r for r in load_rows(args.data) if split_of(r.text) == args.split

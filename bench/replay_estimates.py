@@ -37,7 +37,7 @@ def heads_and_embeddings(prompts: list[str]):
     precision :data:`ENCODER` asks for (resolved values recorded in :data:`RESOLVED`)."""
     from router.classify import load_predictor
 
-    pred = load_predictor(None, scan_windows=0, exclude_exact=True, memory=True, max_batch=64, **ENCODER)
+    pred = load_predictor(None, scan_chars=0, exclude_exact=True, memory=True, max_batch=64, **ENCODER)
     RESOLVED.update(dtype=str(pred.encoder.dtype).removeprefix("torch."), linear=str(pred.encoder.linear))
     mem, pred.memory = pred.memory, None  # head outputs unblended; callers blend per k
     try:

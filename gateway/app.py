@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import math
 import uuid
 from contextlib import asynccontextmanager
 
@@ -42,7 +41,7 @@ def load_predictor(settings: Settings):
 
         predictor = load_classifier(
             max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms,
-            dtype=settings.classifier_dtype, scan_windows=settings.classifier_scan_windows,
+            dtype=settings.classifier_dtype, scan_chars=settings.classifier_scan_chars,
             memory=settings.classifier_memory != "off", exclude_exact=settings.classifier_memory == "exclude-exact",
             memory_smoothing=settings.classifier_memory_smoothing,
             linear=settings.classifier_linear, rank_space=settings.classifier_rank_space == "on")
@@ -51,25 +50,7 @@ def load_predictor(settings: Settings):
             raise RuntimeError(f"classifier=on but it cannot be loaded: {exc}") from exc
         log.warning("classifier not loaded (%s); routing on the policy's quality priors", exc)
         return None
-    if "classifier_scan_windows" not in settings.model_fields_set:
-        _fit_scan(predictor, settings.classifier_scan_budget_ms)
     return predictor
-
-
-def _fit_scan(predictor, budget_ms: float) -> None:
-    """Read fewer long-prompt scan windows where the default ones take longer than
-    ``budget_ms`` on this machine (:func:`router.classify.scanbudget.fit_scan_windows`)."""
-    from router.classify.scanbudget import fit_scan_windows
-
-    fit = fit_scan_windows(predictor, budget_ms)
-    if fit.reduced:
-        log.warning("long-prompt scan: %d of %d extra windows, since a 100,000-character prompt took %.0f ms with %d "
-                    "here (expected %.0f ms now; budget MIXROUTE_CLASSIFIER_SCAN_BUDGET_MS=%g); set "
-                    "MIXROUTE_CLASSIFIER_SCAN_WINDOWS to read a fixed number", fit.windows, fit.wanted,
-                    fit.full_ms, fit.wanted, fit.expected_ms, budget_ms)
-    elif not math.isnan(fit.full_ms):  # measured (NaN: no budget, or no windows to fit)
-        log.info("long-prompt scan: %d extra windows, a 100,000-character prompt in %.0f ms", fit.windows,
-                 fit.full_ms)
 
 
 def make_limiter(settings: Settings):

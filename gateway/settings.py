@@ -84,14 +84,11 @@ class Settings(BaseSettings):
         classifier_rank_space: ``on`` pools heads that adapt only the top layer's output map
             in LoRA rank space (router/classify/pooled.py); ``off`` materialises every head's
             token states (same outputs up to rounding, slower with many heads).
-        classifier_scan_windows: extra 126-token windows read in the middle of a long prompt
-            by the pii and injection heads (0 = head and tail windows only); each costs one
-            more encoder row for that prompt.
-        classifier_scan_budget_ms: the time one 100,000-character prompt may take to classify
-            on this machine (ms); at start the gateway measures it with the default scan
-            windows and reads fewer where it is over (logged; ``scan_coverage`` in each
-            decision's signals says what was read). Not applied when
-            ``classifier_scan_windows`` is set explicitly; 0 = no budget.
+        classifier_scan_chars: prompts up to this many characters are read whole by the pii
+            and injection heads, in overlapping 126-token windows (a longer one: its first and
+            last half of it; ``scan_coverage`` in each decision's signals says what was read;
+            0 = head and tail window only); each window costs one encoder row unless the scan
+            cache holds it (router/classify/scan.py).
         classifier_memory: ``on`` blends the quality head with the outcome memory shipped
             next to it (the recorded scores of the 100 most similar training prompts,
             router/classify/memory.py); ``off`` uses the head alone; ``exclude-exact`` ignores
@@ -193,8 +190,7 @@ class Settings(BaseSettings):
                 raise ValueError("is set but the redis client is not installed: pip install 'mixroute[redis]'")
         return url
 
-    classifier_scan_windows: int = Field(default=8, ge=0, le=64)
-    classifier_scan_budget_ms: float = Field(default=150.0, ge=0, le=60_000, allow_inf_nan=False)
+    classifier_scan_chars: int = Field(default=100_000, ge=0, le=1_000_000)
     classifier_memory: Literal["on", "off", "exclude-exact"] = "on"
     classifier_memory_smoothing: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False)
     responses_retention_s: float = Field(default=30 * 24 * 3600, gt=0, allow_inf_nan=False)

@@ -45,7 +45,7 @@ async def readyz(request: Request):
     encoder = getattr(predictor, "encoder", None)
     if encoder is not None:  # which precision the classifier really runs (settings resolve per machine)
         body["classifier"] = {"dtype": str(encoder.dtype).removeprefix("torch."), "linear": encoder.linear,
-                              "heads": [h.name for h in encoder.heads], "scan_windows": encoder.scan_windows}
+                              "heads": [h.name for h in encoder.heads], "scan_chars": encoder.scan_chars}
         memory = getattr(predictor, "memory", None)
         if memory is not None:  # the outcome memory the quality estimates read (router/classify/memory.py)
             body["classifier"]["memory"] = {

@@ -46,7 +46,7 @@ def _load_heads(adapters: Path | None) -> Any:
     # calibrates the head alone, as the gateway with that setting decides (and as replay does);
     # MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING as the gateway reads it, for the same reason.
     memory, smoothing = settings_from_env()
-    return load_predictor(adapters, scan_windows=0, exclude_exact=True, memory=memory, memory_smoothing=smoothing)
+    return load_predictor(adapters, scan_chars=0, exclude_exact=True, memory=memory, memory_smoothing=smoothing)
 
 
 def _default_policy(data: Any) -> Any:

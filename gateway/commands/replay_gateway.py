@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from router.classify import DEFAULT_SCAN_WINDOWS
-
 if TYPE_CHECKING:
     from backends.replay.plan import ReplayPlan
 
@@ -47,9 +45,7 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
     loopback) nor ``MIXROUTE_REDIS_URL`` (a replay must not touch shared limits or budgets).
     Its classifier ignores outcome-memory rows identical to a replayed prompt
     (``MIXROUTE_CLASSIFIER_MEMORY=exclude-exact``, unless set to ``off``): the data replayed
-    may be the data the memory was built from. It reads the default number of scan windows
-    (``MIXROUTE_CLASSIFIER_SCAN_WINDOWS``, unless set) instead of timing a budget, so that a
-    replay's signals do not depend on how busy the machine was at start-up.
+    may be the data the memory was built from.
 
     Raises:
         ReplayFailed: the gateway exited or was not ready within ``timeout_s`` seconds
@@ -71,9 +67,6 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
         env["MIXROUTE_POLICY_WATCH"] = "false"  # the generated policy never changes
         if env.get("MIXROUTE_CLASSIFIER_MEMORY", "on") == "on":
             env["MIXROUTE_CLASSIFIER_MEMORY"] = "exclude-exact"  # a replayed row is not its own neighbour
-        # The scan budget is timed at start-up, so the windows kept (and, through batch shapes, the
-        # last bits of every signal) would follow the machine's load and flip near-ties between runs.
-        env.setdefault("MIXROUTE_CLASSIFIER_SCAN_WINDOWS", str(DEFAULT_SCAN_WINDOWS))
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), os.environ.get("PYTHONPATH")]))
         log_path = folder / "gateway.log"
         with log_path.open("wb") as log:

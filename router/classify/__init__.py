@@ -14,17 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from router.classify.errors import INSTALL_CLASSIFIER, AdapterError, ClassifierError, ClassifierUnavailable
+from router.classify.scan import DEFAULT_SCAN_CHARS
 
 if TYPE_CHECKING:
     from router.classify.predictor import ClassifierPredictor
 
-__all__ = ["AdapterError", "ClassifierError", "ClassifierUnavailable", "default_adapters_dir", "load_encoder",
-           "load_predictor"]
-
-
-#: Extra windows the gateway's predictor reads in a long prompt for ``pii``/``injection``:
-#: with 126-token windows, about the first and last 640 tokens beyond the main window.
-DEFAULT_SCAN_WINDOWS = 8
+__all__ = ["DEFAULT_SCAN_CHARS", "AdapterError", "ClassifierError", "ClassifierUnavailable", "default_adapters_dir",
+           "load_encoder", "load_predictor"]
 
 
 def default_adapters_dir() -> Path:
@@ -48,7 +44,7 @@ def default_base_path() -> Path:
 
 
 def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = None, base_path: Path | None = None,
-                 device: str | None = None, dtype: str = "auto", scan_windows: int = 0, embed: bool = False,
+                 device: str | None = None, dtype: str = "auto", scan_chars: int = 0, embed: bool = False,
                  linear: str = "auto", rank_space: bool = True):
     """Load the base encoder and the heads under ``adapters_dir`` into a
     :class:`router.classify.runtime.MultiHeadEncoder`.
@@ -60,8 +56,9 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
         device: ``cpu`` or ``cuda`` (default: ``cuda`` when available).
         dtype: ``auto`` (bfloat16 on CPUs with AMX-BF16 and bf16-capable GPUs, else float32),
             ``float32`` or ``bfloat16`` (see :class:`router.classify.runtime.MultiHeadEncoder`).
-        scan_windows: extra windows per long prompt for the ``pii``/``injection`` heads
-            (0: head + tail window only; see :meth:`router.classify.runtime.MultiHeadEncoder.scan`).
+        scan_chars: prompts up to this many characters are read whole by the
+            ``pii``/``injection`` heads (0: head + tail window only; see
+            :mod:`router.classify.scan`).
         embed: also compute each prompt's base embedding in the same pass
             (:meth:`router.classify.runtime.MultiHeadEncoder.scan_embed`).
         linear: frozen linear maps: ``auto`` (int8 for float32 on CPUs with VNNI, else oneDNN
@@ -103,7 +100,7 @@ def load_encoder(adapters_dir: Path | None = None, *, heads: list[str] | None = 
                            f"{base.positions} positions of the base encoder {first.base_model}; retrain them with "
                            f"--max-tokens {base.positions} or less")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_windows=scan_windows, embed=embed,
+    return MultiHeadEncoder(base, loaded, device=device, dtype=dtype, scan_chars=scan_chars, embed=embed,
                             linear=linear, rank_space=rank_space)
 
 
@@ -162,15 +159,15 @@ def check_loadable(adapters_dir: Path | None = None, *, dtype: str = "auto", lin
 def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None = None, max_batch: int = 32,
                    max_wait_ms: float = 0.0, base_path: Path | None = None,
                    device: str | None = None, dtype: str = "auto",
-                   scan_windows: int = DEFAULT_SCAN_WINDOWS, memory: bool = True,
+                   scan_chars: int = DEFAULT_SCAN_CHARS, memory: bool = True,
                    exclude_exact: bool = False, embed: bool = False, linear: str = "auto",
                    rank_space: bool = True, memory_smoothing: float | None = None) -> "ClassifierPredictor":
     """The shipped classifier as a :class:`router.predict.Predictor` (warmed up).
 
     Args: as :func:`load_encoder`, plus ``max_batch`` / ``max_wait_ms`` for micro-batching
     (settings ``MIXROUTE_CLASSIFIER_MAX_BATCH`` / ``MIXROUTE_CLASSIFIER_MAX_WAIT_MS``);
-    ``scan_windows`` defaults to :data:`DEFAULT_SCAN_WINDOWS` here (setting
-    ``MIXROUTE_CLASSIFIER_SCAN_WINDOWS``). ``memory``: blend the ``quality`` head with the
+    ``scan_chars`` defaults to :data:`DEFAULT_SCAN_CHARS` here (setting
+    ``MIXROUTE_CLASSIFIER_SCAN_CHARS``). ``memory``: blend the ``quality`` head with the
     outcome memory shipped next to it (``quality/memory.safetensors``,
     :mod:`router.classify.memory`) when that file exists (setting
     ``MIXROUTE_CLASSIFIER_MEMORY``); ``exclude_exact``: ignore memory rows identical to the
@@ -195,7 +192,7 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
     if outcomes is not None and memory_smoothing is not None:
         outcomes = outcomes.with_smoothing(memory_smoothing, path)
     encoder = load_encoder(adapters_dir, heads=heads, base_path=base_path, device=device, dtype=dtype,
-                           scan_windows=scan_windows, embed=embed or outcomes is not None, linear=linear,
+                           scan_chars=scan_chars, embed=embed or outcomes is not None, linear=linear,
                            rank_space=rank_space)
     predictor = ClassifierPredictor(encoder, max_batch=max_batch, max_wait_ms=max_wait_ms, memory=outcomes,
                                     exclude_exact=exclude_exact)

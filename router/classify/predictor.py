@@ -56,7 +56,12 @@ class ClassifierPredictor:
                  exclude_exact: bool = False):
         self.encoder = encoder
         self.memory, self.exclude_exact = memory, exclude_exact
-        self.batcher = MicroBatcher(self.classify_batch, max_batch=max_batch, max_wait_ms=max_wait_ms)
+        # Two lanes: the main windows of every prompt, and the extra windows of long prompts
+        # (router/classify/scan.py), so a short prompt never waits behind a long one's scan.
+        split = all(hasattr(encoder, m) for m in ("scan_main", "window_rows", "pick_alarming"))
+        self.batcher = MicroBatcher(self._main_batch if split else self.classify_batch, max_batch=max_batch,
+                                    max_wait_ms=max_wait_ms)
+        self.scan_lane = MicroBatcher(encoder.window_rows, max_batch=max_batch) if split else None
         self.heads = {h.name: h.config for h in encoder.heads}
         quality = self.heads.get("quality")
         if memory is not None and (quality is None or list(memory.labels) != list(quality.labels)
@@ -73,11 +78,15 @@ class ClassifierPredictor:
     def classify_batch_embed(self, texts: list[str]) -> tuple[list[dict[str, Any]], Any]:
         """:meth:`classify_batch` plus the prompts' base embeddings ``(B, D)`` float32 tensor
         (``None`` unless the encoder was built with ``embed=True``)."""
+        raw, coverage, emb = self.encoder.scan_embed(texts)
+        return self._dicts(raw, coverage, emb), emb
+
+    def _dicts(self, raw: list[Any], coverage: list[float], emb: Any) -> list[dict[str, Any]]:
+        """Per prompt, every head's post-processed outputs (quality blended with the memory)."""
         import torch
 
         from router.classify.runtime import postprocess
 
-        raw, coverage, emb = self.encoder.scan_embed(texts)
         per_head = {h.name: postprocess(h.config, r) for h, r in zip(self.encoder.heads, raw)}
         counts = None
         if self.memory is not None:
@@ -85,29 +94,55 @@ class ClassifierPredictor:
                                                 exclude_exact=self.exclude_exact, with_n=True)
             per_head["quality"] = torch.from_numpy(blended)
         out: list[dict[str, Any]] = []
-        for i in range(len(texts)):
+        for i in range(len(coverage)):
             d: dict[str, Any] = {}
             for name, values in per_head.items():
-                cfg = self.heads[name]
-                row = values[i].tolist()
-                if cfg.kind == "multilabel":
-                    d[name] = dict(zip(cfg.labels, row))
-                elif cfg.kind == "multiclass":
-                    k = max(range(len(row)), key=row.__getitem__)
-                    d[name] = cfg.labels[k]
-                    d[name + "_confidence"] = row[k]
-                else:
-                    d[name] = row[0]
+                d.update(self._entries(name, values[i].tolist()))
             d["scan_coverage"] = coverage[i]
             if self.memory is not None:
                 d["quality_memory"] = self.memory.n
                 d["quality_n"] = dict(zip(self.memory.labels, counts[i].tolist()))
             out.append(d)
-        return out, emb
+        return out
+
+    def _entries(self, name: str, row: list[float]) -> dict[str, Any]:
+        """One head's signal entries from its post-processed outputs for one prompt."""
+        cfg = self.heads[name]
+        if cfg.kind == "multilabel":
+            return {name: dict(zip(cfg.labels, row))}
+        if cfg.kind == "multiclass":
+            k = max(range(len(row)), key=row.__getitem__)
+            return {name: cfg.labels[k], name + "_confidence": row[k]}
+        return {name: row[0]}
+
+    def _main_batch(self, texts: list[str]) -> list[tuple[dict[str, Any], list[Any], list[list[int]]]]:
+        """The main lane: per prompt, its signals from the main window, its raw outputs and
+        its extra windows (the scan lane's work; empty for a prompt within one window)."""
+        raw, coverage, emb, windows = self.encoder.scan_main(texts)
+        dicts = self._dicts(raw, coverage, emb)
+        return [(d, [r[i:i + 1].clone() for r in raw], w) for i, (d, w) in enumerate(zip(dicts, windows))]
+
+    def _with_windows(self, signals: dict[str, Any], raw: list[Any], rows: list[Any]) -> dict[str, Any]:
+        """``signals`` with the scan heads' entries read over the extra windows' ``rows`` too."""
+        from router.classify.runtime import postprocess
+
+        self.encoder.pick_alarming(raw, 0, rows)
+        out = dict(signals)
+        for head, r in zip(self.encoder.heads, raw):
+            if head.name in self.encoder.scan_heads:
+                out.update(self._entries(head.name, postprocess(head.config, r)[0].tolist()))
+        return out
 
     async def signals(self, text: str) -> dict[str, Any]:
-        """All head outputs for one prompt (micro-batched with concurrent calls)."""
-        return await self.batcher.submit(text)
+        """All head outputs for one prompt (micro-batched with concurrent calls): the main
+        window in the main lane, then a long prompt's extra windows in the scan lane, so that
+        prompts queued behind it in the main lane do not wait for its scan."""
+        if self.scan_lane is None:
+            return await self.batcher.submit(text)
+        signals, raw, windows = await self.batcher.submit(text)
+        if not windows:
+            return signals
+        return self._with_windows(signals, raw, await self.scan_lane.submit(windows))
 
     def head_model(self, backend: BackendConfig) -> str | None:
         """The ``quality`` label standing for ``backend``, or ``None`` if unknown."""
@@ -140,6 +175,8 @@ class ClassifierPredictor:
     def close(self) -> None:
         """Stop the batching worker (waits for the batch in flight), then the encoder's prompt threads."""
         self.batcher.close()
+        if self.scan_lane is not None:
+            self.scan_lane.close()
         close = getattr(self.encoder, "close", None)
         if close is not None:
             close()

@@ -26,7 +26,9 @@ from router.classify.layers import (LINEARS, POOLING, Int8Linear, LayerWeights, 
                                     onednn_bf16_available, onednn_linear_available)
 from router.classify.pooled import RankSpacePooler, rank_space_ok
 from router.classify.precision import resolve_dtype, resolve_linear
-from router.classify.text import CHAR_WINDOW, clean, head_tail, pad_batch, scan_windows
+from router.classify.scan import Tiled, tile
+from router.classify.scancache import ScanCache, window_key
+from router.classify.text import pad_batch
 
 
 @dataclass
@@ -79,35 +81,12 @@ class BaseEncoder:
 
     def tokenize(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """``(input_ids (B, T), mask (B, T))`` with head + tail truncation to ``max_tokens``."""
-        ids, mask, _, _ = self.tokenize_scan(texts, 0)
-        return ids, mask
+        return pad_batch(self.tile(texts, 0).mains)
 
-    def tokenize_scan(self, texts: list[str], max_windows: int
-                      ) -> tuple[torch.Tensor, torch.Tensor, list[list[int]], list[float]]:
-        """Main windows (head + tail, as :meth:`tokenize`) plus up to ``max_windows`` extra
-        windows per long prompt over the middle it skips (:func:`router.classify.text.scan_windows`).
-
-        Returns:
-            ``(input_ids (R, T), mask (R, T), rows, coverage)``: ``rows[i]`` lists the rows of
-            text ``i``, its main window first; ``coverage[i]`` is the share of its characters
-            that some window saw (approximate: characters cut before tokenising count as unseen).
-        """
-        budget = self.max_tokens - 2
-        window = max(CHAR_WINDOW, 3 * budget * (max_windows + 1)) if max_windows > 0 else CHAR_WINDOW
-        enc = self.tokenizer([clean(t, window=window) for t in texts], add_special_tokens=False)["input_ids"]
-        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
-        flat: list[list[int]] = []
-        rows: list[list[int]] = []
-        coverage: list[float] = []
-        for text, ids in zip(texts, enc):
-            extra, seen = scan_windows(ids, budget, self.head_tokens, max_windows)
-            rows.append(list(range(len(flat), len(flat) + 1 + len(extra))))
-            flat.extend([cls_id, *w, sep_id] for w in [head_tail(ids, budget, self.head_tokens), *extra])
-            n = len(text) if isinstance(text, str) else len(str(text))
-            kept = min(1.0, 2 * window / n) if n else 1.0
-            coverage.append(round(kept * (seen / len(ids) if ids else 1.0), 4))
-        ids_t, mask_t = pad_batch(flat)
-        return ids_t, mask_t, rows, coverage
+    def tile(self, texts: list[str], scan_chars: int) -> Tiled:
+        """Main windows plus, for prompts up to ``scan_chars`` characters, windows tiling
+        all the rest (:func:`router.classify.scan.tile`)."""
+        return tile(self.tokenizer, texts, budget=self.max_tokens - 2, head=self.head_tokens, scan_chars=scan_chars)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         e = self.embeddings
@@ -191,6 +170,9 @@ def real_lengths(mask: torch.Tensor) -> list[int]:
 #: Heads that read every window of a long prompt (see :meth:`MultiHeadEncoder.scan`).
 SCAN_HEADS = ("pii", "injection")
 
+#: Extra scan windows per encoder pass: bounds the attention scores' memory of a long prompt.
+SCAN_CHUNK = 32
+
 
 class MultiHeadEncoder:
     """The base encoder plus ``H`` heads sharing its lower layers.
@@ -204,11 +186,16 @@ class MultiHeadEncoder:
             (several times faster on CPUs with AMX/AVX-512 BF16 and on GPUs; hidden states
             differ by about 1% relative, held-out AUCs by about 0.002, docs/CLASSIFIER.md).
             Output layers stay float32. The resolved value is ``self.dtype``.
-        scan_windows: extra windows per long prompt read for ``scan_heads`` (0: only the
-            main head + tail window). Each costs one more encoder row; see :meth:`scan`.
+        scan_chars: prompts up to this many characters are read whole by ``scan_heads``
+            (:mod:`router.classify.scan`; a longer one keeps its first and last half of it;
+            0: only the main head + tail window). Each extra window costs one encoder row
+            unless ``scan_cache`` holds it.
         scan_heads: heads whose output for a long prompt is the most alarming window's
             (highest calibrated output), not the main window's: an attack or personal data
             in the middle of a long prompt must not hide past the truncation point.
+        scan_cache: the scan heads' outputs per extra window, shared by calls (a repeated
+            prefix is read once, :class:`router.classify.scancache.ScanCache`); default a
+            new one of the default size.
         embed: also return each prompt's base-encoder embedding (:meth:`scan_embed`): the
             top layer(s) without any LoRA delta, mean-pooled and L2-normalised, which is
             the sentence-transformers all-MiniLM-L6-v2 embedding of the main window
@@ -243,8 +230,9 @@ class MultiHeadEncoder:
     """
 
     def __init__(self, base: BaseEncoder, heads: list[Head], device: str = "cpu", dtype: str = "auto",
-                 scan_windows: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False,
-                 linear: str = "auto", prompt_threads: int | None = None, rank_space: bool = True):
+                 scan_chars: int = 0, scan_heads: tuple[str, ...] = SCAN_HEADS, embed: bool = False,
+                 linear: str = "auto", prompt_threads: int | None = None, rank_space: bool = True,
+                 scan_cache: ScanCache | None = None):
         if not heads:
             raise AdapterError("no heads to run")
         dtype = resolve_dtype(dtype, device, linear)
@@ -267,8 +255,11 @@ class MultiHeadEncoder:
         self.pooler = RankSpacePooler(self.top[0], self.base.n_attn_heads, self.base.eps) if rank_space else None
         self.out = [(h.out_weight.to(self.device), h.out_bias.to(self.device)) for h in heads]
         self.trunk_calls = 0
-        self.scan_windows = max(0, int(scan_windows))
+        self.scan_chars = max(0, int(scan_chars))
         self.scan_heads = tuple(scan_heads)
+        self.scan_cache = scan_cache if scan_cache is not None else ScanCache()
+        self._scanned = [j for j, h in enumerate(heads)
+                         if h.name in self.scan_heads and h.config.kind != "log_regression"]
         if prompt_threads is None:
             prompt_threads = torch.get_num_threads() if self.device.type == "cpu" and self.linear == "int8" else 0
         self.prompt_threads = max(0, int(prompt_threads)) if self.device.type == "cpu" else 0
@@ -314,16 +305,27 @@ class MultiHeadEncoder:
     def scan_embed(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None]:
         """:meth:`scan` plus each prompt's embedding ``(B, D)`` float32 of its main window
         (``None`` unless the encoder was built with ``embed=True``)."""
+        return self._per_prompt(self._scan_embed, texts)
+
+    def scan_main(self, texts: list[str]
+                  ) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None, list[list[list[int]]]]:
+        """The main windows' pass alone: :meth:`scan_embed`'s outputs before the extra
+        windows are read, plus each prompt's extra windows (token ids; empty where there are
+        none or no head reads them) for :meth:`window_rows` and :meth:`pick_alarming`."""
+        return self._per_prompt(self._scan_main, texts)
+
+    def _per_prompt(self, fn: Callable[[list[str]], tuple], texts: list[str]) -> tuple:
+        """``fn(texts)``, or with ``prompt_threads``, ``fn`` per prompt on the threads, joined."""
         if self.prompt_threads < 2 or len(texts) < 2:
-            return self._scan_embed(texts)
+            return fn(texts)
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.prompt_threads, thread_name_prefix="classifier",
                                             initializer=torch.set_num_threads, initargs=(1,))
-        parts = list(self._pool.map(self._scan_embed, [[t] for t in texts]))
+        parts = list(self._pool.map(fn, [[t] for t in texts]))
         out = [torch.cat([p[0][i] for p in parts]) for i in range(len(self.heads))]
         coverage = [c for p in parts for c in p[1]]
         emb = None if parts[0][2] is None else torch.cat([p[2] for p in parts])
-        return out, coverage, emb
+        return (out, coverage, emb, *([[w for p in parts for w in p[3]]] if len(parts[0]) > 3 else []))
 
     def __getstate__(self) -> dict:  # copies (copy.deepcopy) start their own prompt threads
         return {**self.__dict__, "_pool": None}
@@ -336,19 +338,58 @@ class MultiHeadEncoder:
 
     @torch.inference_mode()
     def _scan_embed(self, texts: list[str]) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None]:
-        ids, mask, rows, coverage = self.base.tokenize_scan(texts, self.scan_windows)
-        raw, emb = self._forward(ids, mask)
-        main = torch.tensor([r[0] for r in rows])
-        out = []
-        for head, r in zip(self.heads, raw):
-            if head.name not in self.scan_heads or len(r) == len(texts) or head.config.kind == "log_regression":
-                out.append(r[main])
-                continue
-            post = postprocess(head.config, r)
-            picked = torch.stack([r[idx].gather(0, post[idx].argmax(0, keepdim=True)).squeeze(0)
-                                  for idx in (torch.tensor(x) for x in rows)])
-            out.append(picked)
-        return out, coverage, (None if emb is None else emb[main])
+        out, coverage, emb, windows = self._scan_main(texts)
+        for i, rows in enumerate(self.window_rows(windows)):
+            if rows:
+                self.pick_alarming(out, i, rows)
+        return out, coverage, emb
+
+    @torch.inference_mode()
+    def _scan_main(self, texts: list[str]
+                   ) -> tuple[list[torch.Tensor], list[float], torch.Tensor | None, list[list[list[int]]]]:
+        tiled = self.base.tile(texts, self.scan_chars)
+        # The main windows run alone, as without scanning, so the other heads' inputs and
+        # outputs do not depend on how long the other prompts of the batch are.
+        out, emb = self._forward(*pad_batch(tiled.mains))
+        windows = tiled.windows if self._scanned else [[] for _ in texts]
+        return out, tiled.coverage, emb, windows
+
+    @torch.inference_mode()
+    def window_rows(self, windows: list[list[list[int]]]) -> list[list[torch.Tensor]]:
+        """Per prompt, each extra window's raw outputs of the scan heads concatenated: from
+        :attr:`scan_cache` where it holds the window, else from the encoder (in chunks of
+        :data:`SCAN_CHUNK` rows, bounding memory), then stored there."""
+        keys = [[window_key(w) for w in ws] for ws in windows]
+        known: dict[bytes, torch.Tensor] = {}
+        todo: dict[bytes, list[int]] = {}
+        for ws, ks in zip(windows, keys):
+            for w, k in zip(ws, ks):
+                if k not in known and k not in todo:
+                    hit = self.scan_cache.get(k)
+                    if hit is None:
+                        todo[k] = w
+                    else:
+                        known[k] = hit
+        pending = list(todo.items())
+        for a in range(0, len(pending), SCAN_CHUNK):
+            chunk = pending[a:a + SCAN_CHUNK]
+            raw, _ = self._forward(*pad_batch([w for _, w in chunk]))
+            for r, (k, _) in enumerate(chunk):
+                known[k] = row = torch.cat([raw[j][r] for j in self._scanned])
+                self.scan_cache.put(k, row)
+        return [[known[k] for k in ks] for ks in keys]
+
+    def pick_alarming(self, out: list[torch.Tensor], i: int, rows: list[torch.Tensor]) -> None:
+        """Set prompt ``i``'s output of each scan head, per output, to its most alarming
+        (highest post-processed) value over the main window and the extra ``rows``
+        (:meth:`window_rows`; ``out`` as :meth:`scan_main` returns it, changed in place)."""
+        at = 0
+        for j in self._scanned:
+            width = out[j].shape[1]
+            cand = torch.stack([out[j][i], *(r[at:at + width] for r in rows)])
+            at += width
+            post = postprocess(self.heads[j].config, cand)
+            out[j][i] = cand.gather(0, post.argmax(0, keepdim=True)).squeeze(0)
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor | None]:
         ids, mask = ids.to(self.device), mask.to(self.device)

@@ -17,6 +17,11 @@ from __future__ import annotations
 #: characters per token for English, so 2,048 characters cover any 512-token window.
 CHAR_WINDOW = 2048
 
+#: Tokens two neighbouring scan windows share, so a phrase of up to this many tokens that
+#: crosses a window boundary is still read whole by one window (an instruction sentence
+#: is 10-30 WordPiece tokens).
+SCAN_OVERLAP = 32
+
 
 def clean(text: str, *, window: int = CHAR_WINDOW) -> str:
     """A bounded, encodable version of ``text`` (see the module docstring)."""
@@ -38,25 +43,30 @@ def head_tail(ids: list[int], budget: int, head: int) -> list[int]:
     return ids[:head] + ids[len(ids) - (budget - head):]
 
 
-def scan_windows(ids: list[int], budget: int, head: int, max_windows: int,
-                 overlap: int = 16) -> tuple[list[list[int]], int]:
+def scan_windows(ids: list[int], budget: int, head: int, max_windows: int | None,
+                 overlap: int = SCAN_OVERLAP) -> tuple[list[list[int]], int]:
     """Extra windows over the middle of a long prompt that :func:`head_tail` does not see.
 
     The middle ``ids[head : len(ids) - (budget - head)]`` is cut into windows of ``budget``
     tokens that overlap by ``overlap`` tokens (so a phrase across a boundary is still seen
-    whole in one of them). If it needs more than ``max_windows`` windows, half of them cover
-    the start of the middle and half its end; the centre stays unseen.
+    whole in one of them). The windows start at fixed offsets from the prompt's start, so
+    two prompts sharing a prefix share the windows inside it (the scan cache relies on it).
+    ``max_windows=None`` keeps every window (the whole prompt is read). If it needs more
+    than ``max_windows`` windows, half of them cover the start of the middle and half its
+    end; the centre stays unseen.
 
     Returns:
         ``(windows, scanned)``: the extra windows (none for a prompt within ``budget``) and
         how many of ``len(ids)`` tokens the main window and the extra windows see together.
     """
     n, tail = len(ids), budget - head
-    if n <= budget or max_windows <= 0:
+    if n <= budget or (max_windows is not None and max_windows <= 0):
         return [], min(n, budget)
     lo, hi = head, n - tail  # the unseen middle
     stride = max(1, budget - overlap)
     starts = list(range(max(0, lo - overlap), hi, stride))
+    if max_windows is None:
+        return [ids[a:a + budget] for a in starts], n  # overlapping tiles from lo - overlap past hi
     if len(starts) > max_windows:
         front = (max_windows + 1) // 2
         back = max_windows - front

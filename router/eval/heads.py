@@ -128,7 +128,7 @@ def fit_heads(train: EvalData, seed: int = 0, epochs: int = 3, progress: Progres
         states = trunk_states([r.text for r in rows], min(cfg.layers), cfg.max_tokens, cfg.head_tokens,
                               base_path, progress=progress)
         configs = train_heads(cfg, _base(cfg), rows, splits, states, progress)
-        predictor = load_predictor(Path(tmp), heads=heads, base_path=base_path, scan_windows=0)
+        predictor = load_predictor(Path(tmp), heads=heads, base_path=base_path, scan_chars=0)
     predictor.fitted = {name: c.data.get("rows", {}) for name, c in configs.items()}
     return predictor
 

@@ -91,8 +91,8 @@ def test_shipped_predictor_blends_the_memory():
     if not (default_adapters_dir() / "quality" / MEMORY_FILE).is_file():
         pytest.skip("no shipped outcome memory (mixroute train --heads memory)")
     texts = ["What is the derivative of x**3 + 2x?", "Write a Python function that reverses a list."]
-    with_mem = load_predictor(heads=["quality"], scan_windows=0)
-    alone = load_predictor(heads=["quality"], scan_windows=0, memory=False)
+    with_mem = load_predictor(heads=["quality"], scan_chars=0)
+    alone = load_predictor(heads=["quality"], scan_chars=0, memory=False)
     try:
         got = with_mem.classify_batch(texts)
         head = alone.classify_batch(texts)

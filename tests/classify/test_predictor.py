@@ -74,8 +74,8 @@ def _long_with_middle(middle: str) -> str:
 
 def test_injection_in_the_middle_of_a_long_prompt_is_scanned():
     """An attack placed past the head+tail window is seen by the extra windows, and only by them."""
-    scanning = load_predictor(scan_windows=16)
-    blind = load_predictor(scan_windows=0)
+    scanning = load_predictor()
+    blind = load_predictor(scan_chars=0)
     try:
         attacked, clean = _long_with_middle(JAILBREAK), _long_with_middle("Question: name a colour. Answer: red.")
         (s_attacked, s_clean), (b_attacked,) = scanning.classify_batch([attacked, clean]), blind.classify_batch([attacked])
@@ -91,7 +91,7 @@ def test_injection_in_the_middle_of_a_long_prompt_is_scanned():
 
 async def test_huge_prompt_scans_a_bounded_part(predictor):
     pred = await predictor.predict("word " * 200_000, BACKENDS)
-    assert 0.0 < pred.signals["scan_coverage"] < 0.05
+    assert pred.signals["scan_coverage"] == pytest.approx(0.1, abs=0.01)  # 100,000 of 1,000,000 characters
 
 
 #: Everyday chat, written by hand (not from the training templates of ``chat_rows``).

@@ -49,7 +49,12 @@ def test_scan_windows_cover_the_middle_then_both_ends_of_it():
     assert seen == 1000 and set().union(main, *map(set, windows)) == set(ids)
     assert all(len(w) <= 126 for w in windows)
     assert all(len(set(a) & set(b)) >= 16 for a, b in zip(windows, windows[1:]))  # overlapping, phrases stay whole
-    few, seen_few = scan_windows(ids, 126, 30, 4)
+    every, seen_every = scan_windows(ids, 126, 30, None)  # no limit: the whole prompt
+    assert seen_every == 1000 and set().union(main, *map(set, every)) == set(ids)
+    assert all(len(set(a) & set(b)) >= 32 for a, b in zip(every, every[1:]))
+    longer, _ = scan_windows(ids + [7] * 500, 126, 30, None)
+    assert longer[:len(every) - 2] == every[:-2]  # fixed offsets: a shared prefix, shared windows
+    few, seen_few = scan_windows(ids, 126, 30, 4, overlap=16)
     covered = set().union(main, *map(set, few))
     assert len(few) == 4 and seen_few == len(covered) < 1000
     assert {30, 249, 750, 903} <= covered and 500 not in covered  # both ends of the middle, not its centre

@@ -17,6 +17,18 @@ def test_nearest_finds_the_most_similar_rows():
     assert nearest(memory, queries, k=10).shape == (2, 4)  # k capped at the memory size
 
 
+def test_nearest_is_the_top_k_of_every_similarity():
+    """The k most similar rows by a full sort of ``q . m`` (any layout of the product), for
+    one query and a batch, on memory shaped like the shipped one (rows x 128)."""
+    rng = np.random.default_rng(0)
+    memory = rng.standard_normal((3_000, 128)).astype(np.float32)
+    memory /= np.linalg.norm(memory, axis=1, keepdims=True)
+    for queries in (memory[:1] + 0.01, rng.standard_normal((7, 128)).astype(np.float32)):
+        want = np.argsort(-(queries.astype(np.float64) @ memory.T.astype(np.float64)), axis=1)[:, :40]
+        got = nearest(memory, queries, k=40)
+        assert [set(r) for r in got.tolist()] == [set(r) for r in want.tolist()]
+
+
 def test_blend_is_the_posterior_mean_with_the_head_as_prior():
     head = np.array([[0.9, 0.1]])
     scores = np.array([[[0, 1], [0, 1], [1, 1], [0, 0]]], dtype=float)  # (1 prompt, 4 neighbours, 2 models)

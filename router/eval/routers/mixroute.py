@@ -236,7 +236,7 @@ class MixrouteRouter(EvalRouter):
             # evaluated rows). Without a memory file (or with MIXROUTE_CLASSIFIER_MEMORY=off)
             # this router makes its local estimate from the evaluated rows instead (below).
             memory, smoothing = settings_from_env()
-            heads = load_predictor(adapters, heads=wanted, scan_windows=0, memory=memory, exclude_exact=True,
+            heads = load_predictor(adapters, heads=wanted, scan_chars=0, memory=memory, exclude_exact=True,
                                    embed=True, memory_smoothing=smoothing)
         except Exception as exc:  # ClassifierUnavailable, AdapterError, a bad setting: reported, others still run
             raise RouterUnavailable(f"no usable heads: {exc}") from exc
