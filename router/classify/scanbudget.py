@@ -1,9 +1,9 @@
 """Fit long-prompt scanning to a latency budget on this machine.
 
 Each extra scan window of a long prompt is one more encoder row (docs/CLASSIFIER.md,
-"Long-prompt scanning"), so a 100,000-character prompt costs ``1 + scan_windows`` rows: about
-90 ms with the default 8 windows on an AVX-512 VNNI CPU, but 250-370 ms on a 2-vCPU AMD EPYC
-Zen 2 (AVX2 only, float32). :func:`fit_scan_windows` measures that worst case once, at start,
+"Long-prompt scanning"), so a 100,000-character prompt costs ``1 + scan_windows`` rows, and
+that time varies several-fold between CPUs (with and without int8 dot-product instructions;
+docs/CLASSIFIER.md). :func:`fit_scan_windows` measures that worst case once, at start,
 and lowers the window count until it fits the budget; what a prompt's scan did not read is
 reported per request in ``signals["scan_coverage"]``.
 """
