@@ -4,7 +4,7 @@ importing ``transformers``.
 
 Why: importing ``transformers`` and building the model through ``AutoModel.from_pretrained``
 takes seconds of the gateway's start-up, where reading the same weights and tokenizer here
-takes a few hundredths of one (figures in docs/CLASSIFIER.md); the tensors and token ids are
+takes a few hundredths of one (figures in docs/BENCHMARKS.md); the tensors and token ids are
 the same (``tests/classify/test_basefiles.py``). Folders this module does not cover
 (another architecture or tokenizer, PyTorch ``.bin`` weights, a tokenizer whose
 ``tokenizer_config.json`` contradicts its ``tokenizer.json``): :func:`load_base_files` returns

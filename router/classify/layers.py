@@ -85,7 +85,7 @@ class PackedLinear:
 
     Why: torch's default float32 ``addmm`` (MKL) is slower than oneDNN's prepacked maps
     with GELU and residual adds fused; compare with ``python -m bench.classifier_linear_ab``
-    (figures in docs/CLASSIFIER.md).
+    (figures in docs/BENCHMARKS.md).
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
@@ -135,7 +135,7 @@ class Int8Linear:
 
     Error: about 2-4% relative per map (random weights); on the shipped heads' held-out split
     every metric stayed within 0.3 points of float32 (``python -m bench.classifier_precision``,
-    docs/CLASSIFIER.md). Speed: 2-2.6x float32 per map on AVX-512 VNNI (same bench).
+    docs/BENCHMARKS.md, "int8 frozen linear maps").
 
     Args:
         reduce_range: quantise activations to 7 bits, which CPUs without VNNI need to avoid

@@ -28,7 +28,7 @@ with one scale per row; scores as uint8 (``round(255 x score)``; 255 with the ``
 bit clear means "not recorded"); each row's group as uint16 (``groups``, names in the
 metadata); labels and settings in the safetensors metadata. Cosine
 similarity is taken in the projected space (re-normalised). ``bench/`` and
-docs/CLASSIFIER.md report what the projection costs against the full 384 dimensions.
+docs/BENCHMARKS.md report what the projection costs against the full 384 dimensions.
 
 Shapes: ``N`` memory rows, ``D`` encoder width (384), ``d`` projected width, ``M`` labels
 (the quality head's models), ``B`` prompts.
@@ -56,7 +56,7 @@ EXACT = 0.995
 #: metadata). 100, not the 40 of ``mixroute eval``'s kNN (:data:`router.neighbours.K`):
 #: within one task the outcomes of a few dozen neighbours barely rank the prompts, so more
 #: neighbours mostly average out noise (``python -m bench.memory_eval ../shared/data
-#: --source S --k 40,100``; figures in docs/CLASSIFIER.md and docs/BENCHMARKS.md).
+#: --source S --k 40,100``; figures in docs/BENCHMARKS.md).
 DEFAULT_K = 100
 #: Share of the way each neighbour's recorded score moves to its group's mean in a memory
 #: built without saying (:func:`router.neighbours.task_smoothed`; the shipped memory's);

@@ -21,7 +21,7 @@ def cpu_prefers_bf16() -> bool:
     """Whether the encoder runs faster in bfloat16 than in float32/int8 on this CPU: with
     AMX-BF16 only. AVX-512 BF16 alone is not enough: without AMX, oneDNN's bfloat16 linear
     maps are slower than float32's (``python -m bench.classifier_precision --speed``;
-    figures in docs/CLASSIFIER.md)."""
+    figures in docs/BENCHMARKS.md)."""
     return "amx_bf16" in cpu_flags()
 
 

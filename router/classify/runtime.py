@@ -229,7 +229,7 @@ class MultiHeadEncoder:
             intra-op thread count on the CPU with ``int8`` maps, else 0 (batched): per-prompt
             int8 maps gain nothing from batching, and a few intra-op threads split small
             matrices poorly (``mixroute bench classifier --prompt-threads 0,2``;
-            docs/CLASSIFIER.md, "Prompt threads"). Outputs are the same as
+            docs/BENCHMARKS.md, "Prompt threads"). Outputs are the same as
             batched (int8: each prompt is quantised on its own either way; float: up to
             rounding).
         rank_space: when every head adapts only the top layer's output map, pool them in LoRA
