@@ -84,3 +84,34 @@ def test_every_setting_is_documented() -> None:
     missing = [f"MIXROUTE_{name.upper()}" for name in Settings.model_fields
                if f"`MIXROUTE_{name.upper()}`" not in settings_doc]
     assert not missing, f"settings missing from docs/SETTINGS.md (add a row each): {missing}"
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
+def test_doc_pages_open_with_what_they_cover(page: Path) -> None:
+    lines = [line for line in page.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert lines and lines[0].startswith("# "), f"{page.name} should start with a '# Title' line"
+    first = lines[1] if len(lines) > 1 else ""
+    assert not first.startswith(("#", "```", "|", "- ")), (
+        f"{page.name}: open with a few lines saying what the page covers, not with {first[:40]!r}")
+
+
+# Run history and machine names belong in docs/BENCHMARKS.md, next to the command that
+# produced the figure; reference docs, docstrings and comments carry none.
+_HISTORY = re.compile(r"\b(EPYC|Xeon|Zen [0-9]|Sapphire Rapids|session [0-9]+)\b")
+_CODE_DIRS = ("gateway", "router", "backends", "adapters")
+
+
+def test_run_history_only_in_benchmarks() -> None:
+    pages = [README, *(p for p in DOCS if p.name != "BENCHMARKS.md")]
+    sources = [p for d in _CODE_DIRS for p in sorted((ROOT / d).rglob("*.py"))]
+    hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+            for p in pages + sources
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if _HISTORY.search(line)]
+    assert not hits, "machine names or session history outside docs/BENCHMARKS.md:\n" + "\n".join(hits)
+
+
+def test_history_pattern_catches_machine_and_session() -> None:
+    assert _HISTORY.search("measured on a 2-vCPU AMD EPYC Zen 2")
+    assert _HISTORY.search("since session 20")
+    assert not _HISTORY.search("a session's prefix; sessions: 3")
