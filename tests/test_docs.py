@@ -63,16 +63,39 @@ def test_table_cell_helper_sees_cells() -> None:
     assert _table_cells(text) == ["a", "b", "`x \\| y`", "one two three"]
 
 
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation other than hyphens
+    and underscores dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    headings = re.findall(r"^#{1,6} (.+)$", _prose(page.read_text(encoding="utf-8")), re.M)
+    return {_slug(h) for h in headings}
+
+
 @pytest.mark.parametrize("page", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_relative_links_resolve(page: Path) -> None:
     broken = []
     for target in _LINK.findall(_prose(page.read_text(encoding="utf-8"))):
-        if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
-            continue  # a URL (http:, mailto:) or an anchor in the same page
-        path = (page.parent / target.split("#", 1)[0]).resolve()
-        if not path.exists() and path not in PENDING_PAGES:
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # a URL (http:, mailto:)
+        file, _, anchor = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
+        if not path.exists():
+            if path not in PENDING_PAGES:
+                broken.append(target)
+        elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
             broken.append(target)
-    assert not broken, f"{page.relative_to(ROOT)} links to missing files: {broken}"
+    assert not broken, f"{page.relative_to(ROOT)} links to missing files or headings: {broken}"
+
+
+def test_slug_matches_github() -> None:
+    assert _slug("Gateway overhead, side by side (issue 9)") == "gateway-overhead-side-by-side-issue-9"
+    assert _slug("Willingness to pay against `target`") == "willingness-to-pay-against-target"
+    assert _slug("Quality bars on RouterBench: calibration and the replay target") == \
+        "quality-bars-on-routerbench-calibration-and-the-replay-target"
 
 
 def test_link_pattern_skips_images_and_finds_links() -> None:
