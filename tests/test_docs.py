@@ -139,3 +139,34 @@ def test_history_pattern_catches_machine_and_session() -> None:
     assert _HISTORY.search("measured on a 2-vCPU AMD EPYC Zen 2")
     assert _HISTORY.search("since session 20")
     assert not _HISTORY.search("a session's prefix; sessions: 3")
+
+
+def _readme_commands() -> list[str]:
+    """Every ``mixroute ...`` command line written in the README (code spans and blocks)."""
+    text = README.read_text(encoding="utf-8")
+    spans = re.findall(r"`([^`\n]+)`", _prose(text)) + re.findall(r"^```\w*\n(.*?)^```", text, re.S | re.M)
+    lines = [line.split("#", 1)[0].strip() for span in spans for line in span.splitlines()]
+    return [line for line in lines if line.startswith("mixroute ")]
+
+
+def test_readme_commands_exist() -> None:
+    """Each README command names a real subcommand and only options that command takes."""
+    import typer.main
+
+    from gateway.cli import app
+
+    root = typer.main.get_command(app)
+    commands = _readme_commands()
+    assert len(commands) >= 8, commands  # the quickstart, the two commands, the table
+    wrong = []
+    for line in commands:
+        words = line.replace("[", " ").replace("]", " ").split()[1:]
+        command = root
+        while words and words[0] in getattr(command, "commands", {}):
+            command = command.commands[words.pop(0)]
+        if hasattr(command, "commands"):  # a group: the line names no command of it
+            wrong.append(f"{line}: no such command")
+            continue
+        options = {opt for p in command.params for opt in p.opts + p.secondary_opts}
+        wrong += [f"{line}: {w}" for w in words if w.startswith("--") and w.split("=")[0] not in options]
+    assert not wrong, f"README commands the CLI does not take: {wrong}"
