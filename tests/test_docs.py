@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.observability.settings import ObservabilitySettings
 from gateway.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,11 +104,29 @@ def test_link_pattern_skips_images_and_finds_links() -> None:
     assert _LINK.findall(text) == ["docs/API.md#x", "https://example.com"]
 
 
+def _setting_names() -> set[str]:
+    names = {f"MIXROUTE_{name.upper()}" for name in Settings.model_fields}
+    for field in ObservabilitySettings.model_fields.values():
+        names.update(field.validation_alias.choices)
+    return names
+
+
 def test_every_setting_is_documented() -> None:
     settings_doc = (ROOT / "docs" / "SETTINGS.md").read_text(encoding="utf-8")
-    missing = [f"MIXROUTE_{name.upper()}" for name in Settings.model_fields
-               if f"`MIXROUTE_{name.upper()}`" not in settings_doc]
+    missing = sorted(name for name in _setting_names() if f"`{name}`" not in settings_doc)
     assert not missing, f"settings missing from docs/SETTINGS.md (add a row each): {missing}"
+
+
+def test_documented_variables_exist() -> None:
+    """A ``MIXROUTE_*`` name in the README or docs is a setting or one of the tools'
+    variables that docs/SETTINGS.md lists under "Not process settings"."""
+    settings_doc = (ROOT / "docs" / "SETTINGS.md").read_text(encoding="utf-8")
+    tools = set(re.findall(r"`(MIXROUTE_[A-Z0-9_]+)`", settings_doc.split("## Not process settings", 1)[1]))
+    known = _setting_names() | tools
+    unknown = sorted({f"{page.relative_to(ROOT)}: {name}" for page in [README, *DOCS]
+                      for name in re.findall(r"\bMIXROUTE_[A-Z0-9_]*[A-Z0-9]\b", page.read_text(encoding="utf-8"))
+                      if name not in known})
+    assert not unknown, f"variables no code reads (a typo, or a removed setting): {unknown}"
 
 
 @pytest.mark.parametrize("page", DOCS, ids=lambda p: p.name)
