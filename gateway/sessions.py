@@ -1,12 +1,14 @@
 """Session identity and shared session state for the gateway.
 
 Which conversation a request continues (:func:`session_hint`): the ``x-mixroute-session``
-header, else the body's OpenAI ``prompt_cache_key``, else its ``user`` (the Messages door
-maps Anthropic's ``metadata.user_id`` to it). Without one, a request whose message list
-extends a recent request's (same tenant, same route) continues that request's session: each
-request leaves the hash of its message list (its *lineage* key), and a later request looks up
-the hashes of its own list shortened by one to :data:`LINEAGE_DEPTH` messages (the previous
-turn's list plus its answer and the new input).
+header, else the id its door names (Anthropic's ``metadata.user_id``), else the body's OpenAI
+``prompt_cache_key``, else its ``user``. Else, for a request continuing an earlier answer (the
+Responses door's ``previous_response_id``), that answer's session: each answer leaves a link
+from its id to its session. Else, a request whose message list extends a recent request's
+(same tenant, same route) continues that request's session: each request leaves the hash of
+its message list (its *lineage* key), and a later request looks up the hashes of its own list
+shortened by one to :data:`LINEAGE_DEPTH` messages (the previous turn's list plus its answer
+and the new input).
 
 Every key is scoped to the tenant and the route, so a session id never joins another
 tenant's session. State lives in process (:class:`router.session.InProcessSessions`) or, with
@@ -19,6 +21,7 @@ import hashlib
 import logging
 import secrets
 import time
+import unicodedata
 from dataclasses import dataclass
 
 import orjson
@@ -35,18 +38,25 @@ MAX_ID = 256
 LINEAGE_DEPTH = 8
 
 
-def session_hint(headers, body: dict) -> tuple[str | None, bool]:
+def session_hint(headers, body: dict, door_hint: str | None = None) -> tuple[str | None, bool]:
     """``(id, explicit)``: the session the client names, or ``(None, False)``.
 
+    Args:
+        door_hint: the id the request's door found in its dialect
+            (:attr:`gateway.doors.base.DoorCall.session_hint`), already prefixed with its field.
+
     Raises:
-        InvalidRequest: the header is over :data:`MAX_ID` characters or holds control characters.
+        InvalidRequest: the header is over :data:`MAX_ID` characters, blank, or holds control
+            characters (C0, DEL or C1: a header arrives decoded as Latin-1).
     """
     sid = headers.get(HEADER)
     if sid is not None:
-        if len(sid) > MAX_ID or any(ord(ch) < 32 or ord(ch) == 127 for ch in sid) or not sid.strip():
+        if len(sid) > MAX_ID or any(unicodedata.category(ch) == "Cc" for ch in sid) or not sid.strip():
             raise InvalidRequest(f"The {HEADER} header must be 1 to {MAX_ID} printable characters",
                                  param=HEADER, code="invalid_session")
         return sid, True
+    if isinstance(door_hint, str) and door_hint.strip():
+        return door_hint[:MAX_ID], True
     for field in ("prompt_cache_key", "user"):
         value = body.get(field)
         if isinstance(value, str) and value.strip():
@@ -61,6 +71,11 @@ def _scope(tenant: str | None, route: str) -> bytes:
 def session_key(tenant: str | None, route: str, sid: str) -> str:
     """The store key of session ``sid`` (tenant- and route-scoped, fixed length)."""
     return hashlib.sha256(_scope(tenant, route) + b"\x00" + sid.encode()).hexdigest()
+
+
+def link_key(tenant: str | None, route: str, answer_id: str) -> str:
+    """The lineage key linking an answer's id (a Responses ``resp_...`` id) to its session."""
+    return hashlib.sha256(_scope(tenant, route) + b"\x01" + answer_id.encode()).hexdigest()
 
 
 def lineage_keys(tenant: str | None, route: str, messages: list) -> list[str]:
@@ -85,6 +100,7 @@ class Ticket:
     state: SessionState
     lineage: str | None
     idle_s: float
+    links: tuple[str, ...] = ()
 
 
 class Sessions:
@@ -93,13 +109,19 @@ class Sessions:
     def __init__(self, store: SessionStore | None = None):
         self.store = store or InProcessSessions()
 
-    async def open(self, router, tenant: str | None, headers, body: dict) -> Ticket | None:
+    async def open(self, router, tenant: str | None, headers, body: dict, *, hint: str | None = None,
+                   follows: str | None = None, answer_id: str | None = None) -> Ticket | None:
         """The request's session, or ``None`` when its ``model`` is not a route with sessions on.
+
+        Args:
+            hint: an explicit id the door found (:func:`session_hint`).
+            follows: the id of an earlier answer this request continues (its session goes on).
+            answer_id: the id under which a later request may continue this one's answer.
 
         Raises:
             InvalidRequest: a malformed session header (:func:`session_hint`).
         """
-        sid, explicit = session_hint(headers, body)
+        sid, explicit = session_hint(headers, body, hint)
         model = body.get("model") or router.policy.default_route
         route = router.policy.route(model) if isinstance(model, str) else None
         if route is None or not route.session.enabled:
@@ -110,8 +132,10 @@ class Sessions:
         key = None
         if sid is not None:
             key = session_key(tenant, route.name, sid)
-        elif len(lineage) > 1:
-            key = await self.store.find_lineage(lineage[1:], idle)
+        else:
+            wanted = [link_key(tenant, route.name, follows)] if follows else []
+            wanted += lineage[1:]
+            key = await self.store.find_lineage(wanted, idle) if wanted else None
         state = await self.store.get(key, idle) if key is not None else None
         if state is None:
             if key is None:
@@ -121,7 +145,8 @@ class Sessions:
                 # are two sessions, so its key is new rather than derived from the prompt.
                 key = secrets.token_hex(16)
             state = SessionState(id=sid or key[:16], explicit=explicit)
-        return Ticket(key=key, state=state, lineage=lineage[0] if lineage else None, idle_s=idle)
+        links = (link_key(tenant, route.name, answer_id),) if answer_id else ()
+        return Ticket(key=key, state=state, lineage=lineage[0] if lineage else None, idle_s=idle, links=links)
 
     async def close(self, ticket: Ticket, backend: str | None, ok: bool, tokens_in: int, text_out: str = "",
                     tokens_out: int | None = None, replica: str | None = None) -> None:
@@ -139,8 +164,9 @@ class Sessions:
         state.held[backend] = [state.prefix_tokens, state.last_seen]
         try:
             await self.store.put(ticket.key, state, ticket.idle_s)
-            if ticket.lineage is not None:
-                await self.store.add_lineage(ticket.lineage, ticket.key, ticket.idle_s)
+            for link in (ticket.lineage, *ticket.links):
+                if link is not None:
+                    await self.store.add_lineage(link, ticket.key, ticket.idle_s)
         except Exception as exc:  # shared state is an optimisation: the answer already went out
             log.warning("session state not saved (%s: %s)", type(exc).__name__, exc)
 

@@ -86,46 +86,63 @@ class SessionStore(Protocol):
 
 
 class InProcessSessions:
-    """A bounded in-process store (one gateway process): least recently used sessions are
-    dropped past ``max_sessions``, idle ones when read after ``idle_s``."""
+    """A bounded in-process store (one gateway process): past ``max_sessions`` the least
+    recently used session is dropped, and sessions idle for longer than their route's
+    ``idle_s`` are dropped as soon as a write finds them at the old end of the order (so an
+    idle process holds no more than it held at its last write, and never more than the cap).
+
+    Why not a library cache: the expiry is per entry (each route has its own ``idle_s``) and
+    the store is read and written only from the event loop, so an ordered dict with
+    deadlines is all it takes (cachetools' TTLCache has one TTL per cache).
+    """
 
     def __init__(self, max_sessions: int = MAX_SESSIONS):
         self.max = max_sessions
-        self._s: OrderedDict[str, SessionState] = OrderedDict()
-        self._lineage: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._s: OrderedDict[str, tuple[SessionState, float]] = OrderedDict()  # key -> (state, deadline)
+        self._lineage: OrderedDict[str, tuple[str, float]] = OrderedDict()  # key -> (session key, deadline)
 
     async def get(self, key: str, idle_s: float) -> SessionState | None:
-        state = self._s.get(key)
-        if state is None:
+        found = self._s.get(key)
+        if found is None:
             return None
-        if time.time() - state.last_seen > idle_s:
+        if time.time() > found[1]:
             del self._s[key]
             return None
         self._s.move_to_end(key)
-        return SessionState.from_dict(state.to_dict())  # a copy: callers may change theirs
+        return SessionState.from_dict(found[0].to_dict())  # a copy: callers may change theirs
 
     async def put(self, key: str, state: SessionState, idle_s: float) -> None:
-        self._s[key] = state
+        self._s[key] = (state, time.time() + idle_s)
         self._s.move_to_end(key)
-        while len(self._s) > self.max:
-            self._s.popitem(last=False)
+        _trim(self._s, self.max)
 
     async def find_lineage(self, keys: list[str], idle_s: float) -> str | None:
         now = time.time()
         for k in keys:
             hit = self._lineage.get(k)
-            if hit is not None and now - hit[1] <= idle_s:
+            if hit is not None and now <= hit[1]:
                 return hit[0]
         return None
 
     async def add_lineage(self, key: str, session_key: str, idle_s: float) -> None:
-        self._lineage[key] = (session_key, time.time())
+        self._lineage[key] = (session_key, time.time() + idle_s)
         self._lineage.move_to_end(key)
-        while len(self._lineage) > self.max:
-            self._lineage.popitem(last=False)
+        _trim(self._lineage, self.max)
 
     def live(self) -> int:
-        return len(self._s)
+        """Sessions held and not idle past their route's ``idle_s``."""
+        now = time.time()
+        return sum(1 for _, deadline in self._s.values() if deadline >= now)
+
+
+def _trim(entries: OrderedDict, cap: int) -> None:
+    """Drop expired entries from the least recently used end, then any over ``cap``."""
+    now = time.time()
+    while entries:
+        oldest = next(iter(entries.values()))
+        if oldest[1] >= now and len(entries) <= cap:
+            break
+        entries.popitem(last=False)
 
 
 @dataclass

@@ -233,7 +233,7 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
         if raw is None:
             raw = await _read(request, settings, principal)
         call = await door.parse(raw, ctx)
-        ticket = await _open_session(request, runtime, principal, call.endpoint, call.body)
+        ticket = await _open_session(request, runtime, principal, call.endpoint, call.body, call)
         decision, body = await _decide(request, runtime, settings, call.endpoint, principal, request_id,
                                        raw=call.body, door=door.name, session=ticket)
     except REFUSALS as exc:  # recorded: a decision with no choice and a 'rejected' outcome
@@ -278,12 +278,14 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
 
 
 async def _open_session(request: Request, runtime: Runtime, principal: Principal, endpoint: str,
-                        body: dict) -> Ticket | None:
-    """The chat request's session (:mod:`gateway.sessions`); ``None`` for other endpoints,
-    pinned requests and routes with sessions off."""
+                        body: dict, call: DoorCall | None = None) -> Ticket | None:
+    """The chat request's session (:mod:`gateway.sessions`), with what its door found
+    (``call``); ``None`` for other endpoints, pinned requests and routes with sessions off."""
     if endpoint != "chat" or not isinstance(body, dict):
         return None
-    return await request.app.state.sessions.open(runtime.router, principal.tenant, request.headers, body)
+    return await request.app.state.sessions.open(
+        runtime.router, principal.tenant, request.headers, body, hint=call.session_hint if call else None,
+        follows=call.session_follows if call else None, answer_id=call.session_answer_id if call else None)
 
 
 def _finisher(store, admission: Admission, live, prefix_hash: str | None = None) -> Callable[[OutcomeRecord], None]:

@@ -21,6 +21,7 @@ router = APIRouter()
 async def metrics(request: Request) -> Response:
     obs = request.app.state.observability
     obs.metrics.scraped.store = getattr(request.app.state, "store", None)
+    obs.metrics.scraped.sessions = request.app.state.sessions.store
     obs.metrics.replicas.policies = request.app.state.policies
     body = await asyncio.to_thread(generate_latest, obs.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -31,12 +31,22 @@ class DoorCall:
         extra: door-private values the door's rendering needs later (the Responses door's
             stored conversation, the Messages door's requested model name...). Never sent
             to a backend.
+        session_hint: a session id the dialect names explicitly, prefixed with the field it
+            came from (the Messages door: ``f"metadata.user_id:{user_id}"``); the
+            ``x-mixroute-session`` header still wins (:func:`gateway.sessions.session_hint`).
+        session_follows: the id of an earlier answer this request continues (the Responses
+            door's ``previous_response_id``): the session of that answer goes on.
+        session_answer_id: the id under which a later request may continue this answer (the
+            Responses door's new response id).
     """
 
     endpoint: Endpoint
     body: dict
     stream: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    session_hint: str | None = None
+    session_follows: str | None = None
+    session_answer_id: str | None = None
 
 
 @dataclass

@@ -71,9 +71,12 @@ class ResponsesDoor(Door):
         stream = raw.get("stream") is True
         if stream:
             parsed.body["stream"] = True
+        response_id = new_id("resp")
+        # The session follows the chain: the previous response's session goes on, and this
+        # response leaves a link for the next (gateway.sessions).
         return DoorCall(endpoint="chat", body=parsed.body, stream=stream, extra={
-            "response_id": new_id("resp"), "echo": parsed.echo, "input_items": parsed.input_items, "store": store,
-            "tenant": ctx.principal.tenant})
+            "response_id": response_id, "echo": parsed.echo, "input_items": parsed.input_items, "store": store,
+            "tenant": ctx.principal.tenant}, session_follows=previous, session_answer_id=response_id if store else None)
 
     @staticmethod
     async def _chain(previous: str, ctx: DoorContext) -> list[dict]:

@@ -26,6 +26,7 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_store_journal_bytes                             gauge     size of the spill journal
     mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
     mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
+    mixroute_sessions_live                                   gauge     sessions within their idle time
 """
 
 from __future__ import annotations
@@ -153,14 +154,17 @@ class Metrics:
 
 
 class ScrapeCollector(Collector):
-    """Values read at scrape time: prefix-cache ratio, store stats and feedback counts.
+    """Values read at scrape time: prefix-cache ratio, live sessions, store stats and
+    feedback counts.
 
-    ``store`` and ``engine`` are attached by the app's lifespan (``None`` before it).
+    ``store`` and ``sessions`` (the session store, :mod:`gateway.sessions`) are attached at
+    scrape time by ``GET /metrics`` (``None`` before).
     """
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.store: Any = None
+        self.sessions: Any = None
         self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
 
     def describe(self) -> list:
@@ -172,6 +176,11 @@ class ScrapeCollector(Collector):
         for backend, value in sorted(self.metrics.prefix_ratios().items()):
             ratio.add_metric([backend], value)
         yield ratio
+        if self.sessions is not None:
+            # In process: this process's sessions; with Redis: those this replica served
+            # within their idle time (each replica reports its own, sum them).
+            yield GaugeMetricFamily("mixroute_sessions_live", "Sessions within their idle time (this replica's).",
+                                    value=self.sessions.live())
         store = self.store
         if store is None:
             return

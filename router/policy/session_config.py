@@ -21,9 +21,9 @@ class SessionConfig(Strict):
         allow_downgrade: a session may move to a cheaper model mid-conversation when that
             pays over the expected rest of the session; off: it moves only up (escalation,
             when its model no longer clears the bar) or when rules leave its model out.
-        max_switches: moves down (for price) a session may make; after that it stays
-            where it is unless its model no longer clears the bar (escalation) or a rule
-            leaves its model out.
+        max_switches: switches of any kind (escalations included) after which a session no
+            longer moves down for price; it still moves when its model no longer clears the
+            bar (escalation) or a rule leaves its model out.
     """
 
     enabled: bool = True
