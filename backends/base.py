@@ -9,15 +9,11 @@ or an async iterator of ``chat.completion.chunk`` / ``text_completion`` chunk di
 subclass (translated at the edge, never a raw httpx/litellm exception).
 
 Usage is reported in the usual OpenAI ``usage`` object (``prompt_tokens``,
-``completion_tokens``, ``prompt_tokens_details.cached_tokens``). A backend that knows the
-real cost of a call (the replay backend's recorded cost; the hosted backend's cost of a
-prompt-cache write, which the OpenAI usage cannot express) may add the non-standard key
-``"x_mixroute_cost_usd"`` (USD) to the response or the final chunk; the gateway records it as
-the call's cost and strips it. Likewise a backend whose provider reports prompt-cache writes
-(the hosted backend, for Anthropic) may add ``"x_mixroute_cache_write"``:
-``{"tokens": <int>, "tokens_1h": <int>}``, the prompt tokens written to the provider's cache
-and the part of them written to its 1-hour cache (tokens), which the gateway records in the
-outcome (``tokens_cache_write``, ``tokens_cache_write_1h``) and strips.
+``completion_tokens``, ``prompt_tokens_details.cached_tokens``). What the caller knows about
+the call (cache scope, session) comes beside the body as a :class:`backends.call.CallContext`;
+what the backend knows that the OpenAI answer cannot say (a recorded or cache-write-priced
+cost, prompt-cache writes, the replica) goes into the :class:`backends.call.CallReport` the
+caller passes, never into the answer.
 """
 
 from __future__ import annotations
@@ -26,17 +22,12 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Literal
 
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.config import BackendConfig
 from backends.errors import BackendError
 
 Endpoint = Literal["chat", "completions"]
 
-COST_KEY = "x_mixroute_cost_usd"
-CACHE_WRITE_KEY = "x_mixroute_cache_write"
-CACHE_SCOPE_KEY = "x_mixroute_cache"
-"""Private request-body key the engine adds for backends: ``{"tenant", "prefix_hash"}``.
-Backends that send the body upstream remove it (vllm, hosted); the hosted backend uses it
-for ``prompt_cache_key``."""
 
 
 class Backend(ABC):
@@ -56,12 +47,15 @@ class Backend(ABC):
         return self.config.model
 
     @abstractmethod
-    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+    async def send(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                   report: CallReport | None = None) -> dict:
         """Send a non-streaming request.
 
         Args:
             endpoint: ``"chat"`` (``/v1/chat/completions``) or ``"completions"``.
             body: the OpenAI request body; ``body["model"]`` is already this backend's model.
+            context: what the caller knows about the call (cache scope, session).
+            report: filled with what the backend knows about the call beyond the answer.
 
         Returns:
             The OpenAI response object as a dict, including ``usage``.
@@ -71,8 +65,12 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+    def stream(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+               report: CallReport | None = None) -> AsyncIterator[dict]:
         """Send a streaming request; yield OpenAI chunk dicts.
+
+        ``context`` and ``report`` as for :meth:`send`; ``report`` is complete when the
+        chunk carrying ``usage`` is yielded.
 
         The body always has ``stream_options.include_usage = true`` so the last chunk
         carries ``usage``. Errors before the first chunk raise a retryable
@@ -80,8 +78,10 @@ class Backend(ABC):
         Closing the iterator (client disconnect) must cancel the upstream request.
         """
 
-    async def embed(self, body: dict) -> dict:
+    async def embed(self, body: dict, *, context: CallContext = NO_CONTEXT, report: CallReport | None = None) -> dict:
         """Embed the inputs of an OpenAI embeddings request (``POST /v1/embeddings``).
+
+        ``context`` and ``report`` as for :meth:`send`.
 
         Args:
             body: the validated request body: ``input`` (a string, strings, token ids or

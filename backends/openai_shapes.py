@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 import uuid
 
+import orjson
+
 
 def estimate_tokens(text: str) -> int:
     """Token estimate used where no tokenizer is available offline: ceil(chars / 4),
@@ -53,6 +55,16 @@ def prompt_text(endpoint: str, body: dict) -> str:
     return prompt if isinstance(prompt, str) else "\n".join(map(str, prompt))
 
 
+def stable_prefix_text(body: dict) -> str:
+    """The text of a chat body's stable prefix (system/developer messages and tool
+    definitions), the part a prefix cache can hold across requests."""
+    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)
+             and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)]
+    if body.get("tools"):
+        parts.append(orjson.dumps(body["tools"]).decode())
+    return "\n".join(parts)
+
+
 def prompt_tokens(endpoint: str, body: dict, text: str) -> int:
     """Estimated prompt tokens of a request (:func:`estimate_tokens`):
     its ``text`` plus, for chat, the JSON of its tool definitions (``tools``, legacy
@@ -64,8 +76,6 @@ def prompt_tokens(endpoint: str, body: dict, text: str) -> int:
     extra = [body[k] for k in ("tools", "functions") if body.get(k)]
     extra += [m["tool_calls"] for m in body.get("messages") or () if isinstance(m, dict) and m.get("tool_calls")]
     if extra:
-        import orjson
-
         try:
             tokens += estimate_tokens(orjson.dumps(extra).decode())
         except TypeError:  # not JSON (the schema refuses such bodies before routing)

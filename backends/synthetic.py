@@ -21,7 +21,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from backends import openai_shapes as shapes
-from backends.base import COST_KEY, Backend, Endpoint
+from backends.base import Backend, Endpoint
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.errors import BackendStreamError
 
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -96,7 +97,8 @@ class SyntheticBackend(Backend):
         costs = [a.cost_usd for _, a in answers]
         return None if any(c is None for c in costs) else sum(costs)
 
-    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+    async def send(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                   report: CallReport | None = None) -> dict:
         answers = await self._answers(endpoint, body)
         answer = answers[0][1]
         if any(a.fail_after_chunks is not None for _, a in answers):
@@ -115,12 +117,12 @@ class SyntheticBackend(Backend):
             out = shapes.text_completion(self.model, answer.text, answer.finish, use, n)
             out["choices"] = [{"index": k * n + j, "text": a.text, "logprobs": None, "finish_reason": a.finish}
                               for k, (_, a) in enumerate(answers) for j in range(n)]
-        cost = self._cost(answers)
-        if cost is not None:
-            out[COST_KEY] = cost
+        if report is not None:
+            report.cost_usd = self._cost(answers)
         return out
 
-    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+    async def stream(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                     report: CallReport | None = None) -> AsyncIterator[dict]:
         answers = await self._answers(endpoint, body)
         await asyncio.sleep(answers[0][1].first_token_delay_s)
         cid = shapes.new_id("chatcmpl" if endpoint == "chat" else "cmpl")
@@ -135,9 +137,8 @@ class SyntheticBackend(Backend):
                 yield chunk
         obj = "chat.completion.chunk" if endpoint == "chat" else "text_completion"
         last = shapes.usage_chunk(cid, self.model, obj, self._usage(endpoint, answers))
-        cost = self._cost(answers)
-        if cost is not None:
-            last[COST_KEY] = cost
+        if report is not None:
+            report.cost_usd = self._cost(answers)
         yield last
 
     def _chunks(self, endpoint: Endpoint, cid: str, answer: Answer, n: int = 1, first: int = 0):

@@ -81,7 +81,7 @@ class RoundRobinChooser:
     def __init__(self) -> None:
         self._i = 0
 
-    def choose(self, replicas: list[Replica], body: dict) -> Replica:
+    def choose(self, replicas: list[Replica], body: dict, context=None) -> Replica:
         self._i += 1
         return replicas[self._i % len(replicas)]
 

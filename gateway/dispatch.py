@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 from backends.base import Backend
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.errors import BackendContextExceeded, BackendError
 from backends.openai_shapes import estimate_tokens, prompt_text
 from backends.pricing import cost_usd
@@ -34,20 +35,25 @@ log = logging.getLogger("mixroute.dispatch")
 
 @dataclass
 class Attempt:
-    """Bookkeeping of one request's dispatch (times in seconds from ``perf_counter``)."""
+    """Bookkeeping of one request's dispatch (times in seconds from ``perf_counter``).
+
+    ``context`` goes to every backend tried beside the body; ``report`` is what the backend
+    now answering reported (a fresh one per backend tried)."""
 
     decision: Decision
     endpoint: str
+    context: CallContext = NO_CONTEXT
+    report: CallReport = field(default_factory=CallReport)
     started: float = field(default_factory=time.perf_counter)
     tried: list[str] = field(default_factory=list)
     backend: Backend | None = None
     first_at: float | None = None
 
     def outcome(self, runtime: Runtime, *, status: str, http_status: int, usage: dict | None = None,
-                recorded_cost: float | None = None, error: BackendError | None = None, ttft: float | None = None,
-                itl: float | None = None, streamed: bool = False, fallback_text: str = "",
-                cache_write: dict | None = None) -> OutcomeRecord:
-        """The request's outcome (``cache_write``: the backend's ``CACHE_WRITE_KEY`` value, if any)."""
+                error: BackendError | None = None, ttft: float | None = None,
+                itl: float | None = None, streamed: bool = False, fallback_text: str = "") -> OutcomeRecord:
+        """The request's outcome; cost and cache writes as the answering backend reported them
+        (:attr:`report`), else priced from ``usage``."""
         usage = usage or {}
         tokens_in = int(usage.get("prompt_tokens") or 0)
         tokens_out = int(usage.get("completion_tokens") or 0)
@@ -66,7 +72,7 @@ class Attempt:
         cost = 0.0
         if name and (status != "error" or broke_mid_stream):
             cost = call_cost(runtime, name, {"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
-                                             "prompt_tokens_details": {"cached_tokens": cached}}, recorded_cost)
+                                             "prompt_tokens_details": {"cached_tokens": cached}}, self.report.cost_usd)
         failed = [n for n in self.tried if n != name or status == "error"]
         return OutcomeRecord(
             request_id=self.decision.record.request_id, backend=name,
@@ -74,8 +80,8 @@ class Attempt:
             fallbacks_taken=failed, error_code=error.code if error else None, ttft_s=ttft, itl_s=itl,
             latency_s=time.perf_counter() - self.started, tokens_in=tokens_in, tokens_out=tokens_out,
             tokens_cached=cached, cost_usd=cost, streamed=streamed,
-            tokens_cache_write=cache_write.get("tokens") if cache_write else None,
-            tokens_cache_write_1h=cache_write.get("tokens_1h") if cache_write else None,
+            tokens_cache_write=self.report.cache_write_tokens,
+            tokens_cache_write_1h=self.report.cache_write_tokens_1h,
         )
 
 
@@ -118,8 +124,7 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
     """Non-streaming dispatch with fallback.
 
     Returns:
-        The backend's response dict (``COST_KEY`` and ``CACHE_WRITE_KEY`` still present if
-        the backend set them).
+        The backend's response dict (what it reported beside it: ``attempt.report``).
 
     Raises:
         BackendError: the last failure when every backend failed (or a non-retryable one).
@@ -131,7 +136,8 @@ async def send(runtime: Runtime, attempt: Attempt, body: dict) -> dict:
         backend = _begin(runtime, attempt, name)
         try:
             sent = _body_for(backend, body, stream=False, cap=attempt.decision.token_cap(name))
-            response = await observability.send(backend, attempt.endpoint, sent)
+            response = await observability.send(backend, attempt.endpoint, sent, context=attempt.context,
+                                                report=attempt.report)
             attempt.decision.answered_by(name)
             return response
         except BackendError as exc:
@@ -156,7 +162,8 @@ async def open_stream(runtime: Runtime, attempt: Attempt, body: dict) -> tuple[d
     for name in _to_try(runtime, attempt, failures, skipped):
         backend = _begin(runtime, attempt, name)
         chunks = backend.stream(attempt.endpoint, _body_for(backend, body, stream=True,
-                                                           cap=attempt.decision.token_cap(name)))
+                                                           cap=attempt.decision.token_cap(name)),
+                                context=attempt.context, report=attempt.report)
         try:
             first = await observability.first_chunk(backend, attempt.endpoint, body, chunks)
             attempt.first_at = time.perf_counter()
@@ -179,6 +186,7 @@ def _begin(runtime: Runtime, attempt: Attempt, name: str) -> Backend:
     """Start an attempt on backend ``name``: record it as tried and in flight."""
     backend = runtime.backends[name]
     attempt.backend = backend
+    attempt.report = CallReport()
     attempt.tried.append(name)
     runtime.router.live.started(name)
     return backend

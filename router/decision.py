@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.call import CallContext
 from router.records import DecisionRecord
 from router.session import SessionState
 
@@ -88,6 +89,13 @@ class Decision:
     def dispatch_order(self) -> list[str]:
         """:attr:`order`, then the :attr:`reserve` a skipped fallback makes room for."""
         return [*self.order, *self.reserve]
+
+    def call_context(self, session_id: str | None = None, session_replica: str | None = None) -> CallContext:
+        """What dispatch passes each backend beside the body: the cache scope (the tenant and
+        the stable-prefix hash of :attr:`record`), the request id, and the session, if any."""
+        rec = self.record
+        return CallContext(tenant=rec.tenant, prefix_hash=rec.prefix_hash, session_id=session_id,
+                           session_replica=session_replica, request_id=rec.request_id)
 
     def answered_by(self, backend: str) -> None:
         """Report that ``backend`` gave the answer (dispatch calls this after a fallback)."""

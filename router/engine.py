@@ -37,7 +37,8 @@ from math import isfinite
 
 from backends.catalog import resolve_context, resolve_pricing
 from backends.config import BackendConfig, Pricing
-from backends.openai_shapes import completions_asked, estimate_tokens, max_tokens_asked, prompt_text, prompt_tokens
+from backends.openai_shapes import (completions_asked, estimate_tokens, max_tokens_asked, prompt_text, prompt_tokens,
+                                    stable_prefix_text)
 from backends.pricing import cost_usd
 from router.aggregate import BAR_TOLERANCE
 from router.choice import choose, note
@@ -50,11 +51,11 @@ from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import RouteConfig
 from router.policy.tasks import ENDPOINT_TASK, target_task, wrong_task_message
-from router.predict import UNKNOWN_QUALITY, Predictor, PriorPredictor
+from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Predictor, PriorPredictor
 from router.records import DecisionRecord
-from router.rewrite import CACHE_SCOPE_KEY, DocumentOptions, RewriteOptions, rewrite
+from router.rewrite import DocumentOptions, RewriteOptions, rewrite
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
-from router.session import SwitchPricing, cached_tokens_of, expected_rest, weigh
+from router.session import cached_tokens_of, keep_session, session_signal
 
 #: What the engine refuses a read request with (after the model is resolved): each carries
 #: ``record``, the refusal's :class:`DecisionRecord`, for the store.
@@ -63,18 +64,6 @@ REFUSALS = (NoCandidate, RequestRejected, PromptBlocked, BackendNotAllowed, Cont
 _EPS = BAR_TOLERANCE  # 1e-9: a candidate clears the bar when quality + _EPS >= bar
 #: Header an admin may send to force a backend on a routed request.
 OVERRIDE_HEADER = "x-mixroute-backend-override"
-
-
-def stable_prefix_text(body: dict) -> str:
-    """The text of a chat body's stable prefix (system/developer messages and tool
-    definitions), the part a prefix cache can hold across requests."""
-    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, dict)
-             and m.get("role") in ("system", "developer") and isinstance(m.get("content"), str)]
-    if body.get("tools"):
-        import orjson
-
-        parts.append(orjson.dumps(body["tools"]).decode())
-    return "\n".join(parts)
 
 
 class Router:
@@ -147,7 +136,6 @@ class Router:
         # instruction-like wording would read as an injection attempt.
         original = text if body is req.body else prompt_text(req.endpoint, req.body)
         tokens_in = prompt_tokens(req.endpoint, req.body, text)  # once: the context check, costs and limits read it
-        body = {**body, CACHE_SCOPE_KEY: {"tenant": req.tenant, "prefix_hash": phash}}
         override = req.headers.get(OVERRIDE_HEADER)
         if override and req.admin and route is None:
             raise InvalidRequest(f"{OVERRIDE_HEADER} overrides a route's choice, but model '{model}' already names "
@@ -275,7 +263,7 @@ class Router:
             raise
         switch = None
         if session is not None and session.backend is not None:
-            chosen, reason, switch = self._keep_session(route, session, cands, chosen, reason, tokens_in)
+            chosen, reason, switch = keep_session(route, session, cands, chosen, reason, tokens_in, self.pricing)
         on_fallback = None
         if ctl is not None and not req.dry_run:
             row = ctl.chose(held[chosen.backend])
@@ -306,7 +294,7 @@ class Router:
                             {"route_wtp_usd": price if isfinite(price) else None})}
                         if ctl is not None else {}),
                      "rewrite": rewritten.signals(),
-                     **({"session": _session_signal(session, switch)} if session is not None else {})},
+                     **({"session": session_signal(session, switch)} if session is not None else {})},
             tenant=req.tenant, endpoint=req.endpoint, prefix_hash=phash,
             probability=ctl.probability if ctl is not None and not req.dry_run else 1.0,
         )
@@ -347,39 +335,9 @@ class Router:
         )
         return Decision(record=record, body=body, candidates=cands)
 
-    def _keep_session(self, route: RouteConfig, session, cands: list[Candidate], chosen: Candidate, reason: str,
-                      tokens_in: int) -> tuple[Candidate, str, SwitchPricing]:
-        """Keep the session on its backend unless moving pays (:mod:`router.session`):
-        ``(chosen, reason, pricing)``, where pricing holds both sides of the weighed switch."""
-        stay = next((c for c in cands if c.backend == session.backend), None)
-        if stay is None:  # a rule, a cost limit or the context window left its backend out
-            return chosen, reason, SwitchPricing(on=session.backend, stay_usd=None, move_to=chosen.backend,
-                                                 move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
-        pricing = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, expected_rest=expected_rest(session))
-        if chosen is stay:
-            return stay, "session_kept", pricing
-        pricing.move_to, pricing.move_usd = chosen.backend, chosen.expected_cost_usd
-        warm = min(tokens_in, session.prefix_tokens)
-        pricing.move_warm_usd = cost_usd(self.pricing[chosen.backend], tokens_in, chosen.expected_output_tokens,
-                                         warm, tokens_in - warm)
-        if not (stay.eligible and stay.meets_slo):
-            # The bar is the route's promise: a turn its model cannot clear moves, whatever
-            # the switches so far.
-            pricing.verdict = "escalate"
-            return chosen, "session_escalated", pricing
-        capped = session.switches >= route.session.max_switches
-        if route.session.allow_downgrade and not capped and weigh(
-                stay.expected_cost_usd, chosen.expected_cost_usd, pricing.move_warm_usd, pricing.expected_rest):
-            pricing.verdict = "move"
-            return chosen, "session_moved", pricing
-        pricing.verdict = "stay"
-        return stay, "session_kept", pricing
-
     def _score(self, req: RoutingRequest, tokens_in: int, backends: Sequence[BackendConfig],
                quality: dict[str, float], output_tokens: int | None, body: dict | None = None,
                phash: str | None = None, session=None) -> list[Candidate]:
-        from router.predict import DEFAULT_OUTPUT_TOKENS
-
         out = output_tokens or DEFAULT_OUTPUT_TOKENS
         limit = max_tokens_asked(req.body)
         if limit is not None:
@@ -434,11 +392,3 @@ class Router:
             return max(held[c.backend] for c in cands if c.utility_usd >= top)
         return (qb.target if share is None else share) * max(held[c.backend] for c in cands)
 
-
-def _session_signal(session, switch: SwitchPricing | None) -> dict:
-    """The decision's ``signals.session``: the session, its turn and the switch weighed."""
-    out = {"id": session.id, "turn": session.turns + 1, "on": session.backend, "switches": session.switches,
-           "explicit": session.explicit}
-    if switch is not None:
-        out["switch"] = switch.to_dict()
-    return out

@@ -23,11 +23,18 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from backends.config import Pricing
 from backends.openai_shapes import estimate_tokens
+from backends.pricing import cost_usd
 from router.live import PREFIX_TTL_S
+
+if TYPE_CHECKING:  # router.decision imports this module for SessionState
+    from router.decision import Candidate
+    from router.policy.models import RouteConfig
 
 #: Most sessions an in-process store keeps (least recently used dropped first).
 MAX_SESSIONS = 100_000
@@ -192,3 +199,50 @@ def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int) -> 
 def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None = None) -> int:
     """The prefix a backend holds after a turn: its prompt plus its answer (tokens)."""
     return tokens_in + (tokens_out if tokens_out is not None else estimate_tokens(text_out))
+
+
+def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candidate], chosen: Candidate,
+                 reason: str, tokens_in: int, pricing: Mapping[str, Pricing]) -> tuple[Candidate, str, SwitchPricing]:
+    """Keep the session on its backend unless moving pays (module docstring):
+    ``(chosen, reason, switch)``, where ``switch`` holds both sides of the weighed switch.
+
+    Args:
+        route: the route decided for (its ``session`` block).
+        state: the session, on ``state.backend`` (not ``None``).
+        candidates: the scored candidates, bar and SLO applied; chosen: the engine's
+            choice among them, with its ``reason``.
+        tokens_in: the request's prompt tokens (estimated).
+        pricing: backend name -> its prices, for the moved-to backend's warm turns.
+    """
+    stay = next((c for c in candidates if c.backend == state.backend), None)
+    if stay is None:  # a rule, a cost limit or the context window left its backend out
+        return chosen, reason, SwitchPricing(on=state.backend, stay_usd=None, move_to=chosen.backend,
+                                             move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
+    switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, expected_rest=expected_rest(state))
+    if chosen is stay:
+        return stay, "session_kept", switch
+    switch.move_to, switch.move_usd = chosen.backend, chosen.expected_cost_usd
+    warm = min(tokens_in, state.prefix_tokens)
+    switch.move_warm_usd = cost_usd(pricing[chosen.backend], tokens_in, chosen.expected_output_tokens,
+                                    warm, tokens_in - warm)
+    if not (stay.eligible and stay.meets_slo):
+        # The bar is the route's promise: a turn its model cannot clear moves, whatever
+        # the switches so far.
+        switch.verdict = "escalate"
+        return chosen, "session_escalated", switch
+    capped = state.switches >= route.session.max_switches
+    if route.session.allow_downgrade and not capped and weigh(
+            stay.expected_cost_usd, chosen.expected_cost_usd, switch.move_warm_usd, switch.expected_rest):
+        switch.verdict = "move"
+        return chosen, "session_moved", switch
+    switch.verdict = "stay"
+    return stay, "session_kept", switch
+
+
+def session_signal(state: SessionState, switch: SwitchPricing | None) -> dict:
+    """The decision's ``signals.session``: the session, its turn and the switch weighed."""
+    out = {"id": state.id, "turn": state.turns + 1, "on": state.backend, "switches": state.switches,
+           "explicit": state.explicit}
+    if switch is not None:
+        out["switch"] = switch.to_dict()
+    return out

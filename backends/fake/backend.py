@@ -43,6 +43,7 @@ from functools import cached_property
 import orjson
 
 from backends.base import Endpoint
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.errors import BackendRateLimited, BackendServerError, from_status
 from backends.openai_shapes import embedding_inputs, embedding_list, embedding_tokens, prompt_text
 from backends.registry import FakeOptions
@@ -58,7 +59,7 @@ _PROMPT_PARAM = {"completions": "prompt", "embeddings": "input"}  # the field ho
 class FakeBackend(SyntheticBackend):
     """See module docstring."""
 
-    async def embed(self, body: dict) -> dict:
+    async def embed(self, body: dict, *, context: CallContext = NO_CONTEXT, report: CallReport | None = None) -> dict:
         """Deterministic unit vectors (:func:`fake_vector`), ``dimensions`` long (else
         ``options.embedding_dimensions``); usage: :func:`backends.openai_shapes.embedding_tokens`
         per input. The failure suffixes behave as for chat (``-error-context``: param ``input``)."""

@@ -22,7 +22,8 @@ How the request body is passed through:
   redirect the call, with our key, to another host.
 - Prompt-cache hints (:mod:`backends.hosted.cache_hints`): Anthropic ``cache_control`` on
   the last stable block, OpenAI ``prompt_cache_key`` per tenant and prefix; hints the
-  client set are kept. The engine's private ``x_mixroute_cache`` key is never sent.
+  client set are kept; the key's scope (tenant, prefix hash) comes from the call's
+  :class:`~backends.call.CallContext`.
 - ``drop_params`` is left at litellm's default (off): a parameter the provider does not
   support fails loudly rather than being silently dropped; an operator can enable it per
   backend with ``options: {drop_params: true}``. ``litellm.UnsupportedParamsError`` is
@@ -43,9 +44,10 @@ keys (``provider_specific_fields``, ``usage.cost``, Anthropic's ``inference_geo`
 cache reads there), all kept. Cache *writes* (Anthropic's ``cache_creation_input_tokens``)
 have no OpenAI key: when the provider reports some and the backend's prices bill them above
 the input price, the answer's cost is computed from litellm's usage before the cut
-(:func:`backends.hosted.pricing.billed_cost`) and added as ``COST_KEY``, which the gateway
-records and strips; the write counts travel the same way, for the outcome store, as
-``CACHE_WRITE_KEY`` (:func:`backends.hosted.pricing.cache_write_counts`). Exceptions are
+(:func:`backends.hosted.pricing.billed_cost`) and reported as the call's cost
+(:class:`~backends.call.CallReport`), which the gateway records; the write counts are
+reported the same way, for the outcome store
+(:func:`backends.hosted.pricing.cache_write_counts`). Exceptions are
 translated into :mod:`backends.errors` by :func:`translate_error`, the one edge.
 """
 
@@ -57,7 +59,8 @@ from typing import Any
 
 import httpx
 
-from backends.base import CACHE_SCOPE_KEY, CACHE_WRITE_KEY, COST_KEY, Backend, Endpoint
+from backends.base import Backend, Endpoint
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from backends.catalog import resolve_pricing
 from backends.config import Pricing
 from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError,
@@ -113,15 +116,15 @@ class HostedBackend(Backend):
     async def start(self) -> None:
         load_litellm()
 
-    def call_kwargs(self, body: dict) -> dict:
-        """The litellm keyword arguments for request ``body`` (without ``stream``)."""
+    def call_kwargs(self, body: dict, context: CallContext = NO_CONTEXT) -> dict:
+        """The litellm keyword arguments for request ``body`` (without ``stream``); the
+        ``context``'s cache scope keys OpenAI's prompt cache."""
         cfg = self.config
         options = dict(cfg.options)
         extra = dict(options.pop("extra_body", None) or {})
         known: dict[str, Any] = {}
-        scope = body.get(CACHE_SCOPE_KEY)
         for key, value in body.items():
-            if key in ("model", "stream", "stream_options", CACHE_SCOPE_KEY):
+            if key in ("model", "stream", "stream_options"):
                 continue
             (known if key in OPENAI_PARAMS else extra)[key] = value
         kwargs: dict[str, Any] = {"max_retries": 0, **options, **known}
@@ -133,7 +136,7 @@ class HostedBackend(Backend):
             kwargs["api_base"] = cfg.api_base
         if cfg.api_key is not None:
             kwargs["api_key"] = cfg.api_key.get_secret_value()
-        add_cache_hints(kwargs, self.provider, scope if isinstance(scope, dict) else None)
+        add_cache_hints(kwargs, self.provider, context.tenant, context.prefix_hash)
         return kwargs
 
     @property
@@ -151,19 +154,22 @@ class HostedBackend(Backend):
         fn = litellm.acompletion if endpoint == "chat" else litellm.atext_completion
         return await fn(**kwargs)
 
-    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+    async def send(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                   report: CallReport | None = None) -> dict:
         """Call the provider without streaming; return the response as an OpenAI dict.
 
         Raises:
             backends.errors.BackendError: see :func:`translate_error`.
         """
         try:
-            response = await self._call(endpoint, self.call_kwargs(body))
+            response = await self._call(endpoint, self.call_kwargs(body, context))
         except Exception as exc:  # noqa: BLE001  # the edge: every provider failure is translated
             raise self._error(exc, started=False) from exc
-        return self._billed(response, to_dict(response))
+        self._bill(response, report)
+        return to_dict(response)
 
-    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+    async def stream(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                     report: CallReport | None = None) -> AsyncIterator[dict]:
         """Call the provider with streaming; yield OpenAI chunk dicts, the last with ``usage``.
 
         Closing this generator closes litellm's stream and so the provider's HTTP response.
@@ -172,7 +178,7 @@ class HostedBackend(Backend):
             backends.errors.BackendError: before the first chunk (retryable classes).
             backends.errors.BackendStreamError: after the first chunk.
         """
-        kwargs = self.call_kwargs(body)
+        kwargs = self.call_kwargs(body, context)
         options = {**(body.get("stream_options") or {}), "include_usage": True}
         kwargs.update(stream=True, stream_options=options)
         started = False
@@ -183,7 +189,8 @@ class HostedBackend(Backend):
         held: list[dict] = []  # leading chunks that carry nothing (a role-only first delta)
         try:
             async for chunk in response:
-                data = self._billed(chunk, to_dict(chunk))
+                self._bill(chunk, report)
+                data = to_dict(chunk)
                 if not started and not _carries_output(data):
                     held.append(data)
                     continue
@@ -203,7 +210,7 @@ class HostedBackend(Backend):
             raise BackendServerError(f"{self.name}: the upstream stream carried no output and no usage "
                                      "(not an SSE stream?)", backend=self.name)
 
-    async def embed(self, body: dict) -> dict:
+    async def embed(self, body: dict, *, context: CallContext = NO_CONTEXT, report: CallReport | None = None) -> dict:
         """``litellm.aembedding`` (:mod:`backends.hosted.embeddings`); errors: :func:`translate_error`."""
         try:
             return embedding_dict(await load_litellm().aembedding(**embedding_kwargs(self.config, body)))
@@ -217,21 +224,19 @@ class HostedBackend(Backend):
         """The backend's prices (:func:`backends.catalog.resolve_pricing`: the policy's, else litellm's map)."""
         return resolve_pricing(self.config)
 
-    def _billed(self, raw: Any, data: dict) -> dict:
-        """``data`` (the cut answer or chunk) with ``COST_KEY`` set to the cost of ``raw``'s
-        litellm usage when its cache writes change the price, and ``CACHE_WRITE_KEY`` to its
-        cache-write counts when the provider reports them (see the module docstring)."""
+    def _bill(self, raw: Any, report: CallReport | None) -> None:
+        """Report the cost of ``raw``'s litellm usage (the answer, or a chunk, before
+        :func:`to_dict` cuts it) when its cache writes change the price, and its cache-write
+        counts when the provider reports them (see the module docstring)."""
         usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
-        if not usage:  # every stream chunk but the last
-            return data
-
+        if not usage or report is None:  # every stream chunk but the last
+            return
         cost = billed_cost(self.pricing, usage)
         if cost is not None:
-            data[COST_KEY] = cost
+            report.cost_usd = cost
         written = cache_write_counts(usage)
         if written is not None:
-            data[CACHE_WRITE_KEY] = written
-        return data
+            report.cache_write(written["tokens"], written["tokens_1h"])
 
     def _error(self, exc: Exception, *, started: bool) -> BackendError:
         key = self.config.api_key.get_secret_value() if self.config.api_key is not None else ""

@@ -64,20 +64,22 @@ def prompt_cache_key(tenant: str | None, prefix_hash: str) -> str:
     return "mr-" + hashlib.sha256(raw).hexdigest()[:24]
 
 
-def add_cache_hints(kwargs: dict[str, Any], provider: str, scope: dict | None) -> str | None:
+def add_cache_hints(kwargs: dict[str, Any], provider: str, tenant: str | None = None,
+                    prefix_hash: str | None = None) -> str | None:
     """Add the provider's hints to litellm call ``kwargs`` in place (copies what it changes).
 
     Args:
         provider: litellm provider name (``openai``, ``anthropic``, ``bedrock``, ``vertex_ai``, ...).
-        scope: ``{"tenant", "prefix_hash"}`` from :data:`router.rewrite.CACHE_SCOPE_KEY`.
+        tenant, prefix_hash: the call's cache scope (:class:`backends.call.CallContext`);
+            no ``prompt_cache_key`` without a prefix hash.
 
     Returns:
         What was added (``"cache_control"``, ``"prompt_cache_key"``) or ``None``.
     """
     if provider == "anthropic" or (provider in CLAUDE_HOSTS and "claude" in str(kwargs.get("model", "")).lower()):
         return "cache_control" if _anthropic(kwargs) else None
-    if provider == "openai" and scope and "prompt_cache_key" not in kwargs and scope.get("prefix_hash"):
-        kwargs["prompt_cache_key"] = prompt_cache_key(scope.get("tenant"), str(scope["prefix_hash"]))
+    if provider == "openai" and prefix_hash and "prompt_cache_key" not in kwargs:
+        kwargs["prompt_cache_key"] = prompt_cache_key(tenant, str(prefix_hash))
         return "prompt_cache_key"
     return None
 

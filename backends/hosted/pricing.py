@@ -19,7 +19,7 @@ same field names; ``None`` when Anthropic sent no split, and then litellm's own 
 calculator bills every write at the 5-minute price, ``litellm_core_utils/llm_cost_calc/utils.py``
 ``calculate_cache_writing_cost``; so does :func:`billed_cost`). The hosted backend cuts its answers to
 OpenAI's keys, which have no cache-write count, so the cost is computed from litellm's usage
-before that cut and travels as the backend's recorded cost (``backends.base.COST_KEY``).
+before that cut and is reported as the call's cost (``backends.call.CallReport.cost_usd``).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def cache_write_tokens(usage: Any) -> int:
 
 def cache_write_counts(usage: Any) -> dict[str, int] | None:
     """The cache writes of litellm's usage as the gateway records them
-    (``backends.base.CACHE_WRITE_KEY``): ``{"tokens": cache_write_tokens(usage), "tokens_1h":
+    (:meth:`backends.call.CallReport.cache_write`): ``{"tokens": cache_write_tokens(usage), "tokens_1h":
     cache_write_1h_tokens(usage)}`` (tokens), or ``None`` when the usage carries no cache-write
     count at all (providers that do not report writes, such as OpenAI, as against Anthropic's
     count of 0)."""

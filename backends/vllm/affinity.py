@@ -1,6 +1,15 @@
 """Prefix-affinity replica choice: send a request to the replica most likely to hold the
 longest prefix of its prompt in its prefix cache, unless that replica is overloaded.
 
+**Sessions first.** A call whose :class:`~backends.call.CallContext` names a session goes
+to the replica the session is on while that replica is healthy and acceptable by step 2
+(reason ``session``): the replica of its last answered turn as the gateway's shared session
+state remembers it (``session_replica``, so every gateway replica agrees), else the one this
+chooser last picked for it. A conversation's prefix is on that replica even where the
+steps below would not find it (a prompt shorter than a block, a block table that another
+gateway's traffic evicted). When that replica is ejected or overloaded the session moves by
+the steps below, and stays on its new replica from then on.
+
 For a request with block hashes ``h_1..h_n`` (:mod:`backends.vllm.blocks`):
 
 1. **Preference order.** (a) The replicas that received the deepest block ``h_i`` found in
@@ -55,6 +64,7 @@ import math
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
+from backends.call import NO_CONTEXT, CallContext
 from backends.vllm.blocks import BLOCK_TOKENS, block_hashes, prompt_text
 from backends.vllm.cachemodel import ReplicaCaches
 from backends.vllm.pool import LeastLoadedChooser, Replica
@@ -78,18 +88,20 @@ class AffinityChooser:
             docstring, "Capacity-aware mode").
         cache_blocks: KV blocks of ``block_tokens`` tokens per replica, for replicas that do
             not report ``vllm:cache_config_info`` (``None``: only scraped capacities).
+        sessions_kept: sessions whose replica this chooser remembers (least recently used
+            forgotten first).
 
     Attributes:
         on_choice: called with ``(block hashes, replica url)`` after each choice
             (:mod:`backends.vllm.shared` publishes it to the other gateway replicas).
-        reasons: how many choices were ``prefix_match``, ``rendezvous`` (or balanced new
-            prefix), ``overloaded_least_loaded`` or ``short_prompt``.
+        reasons: how many choices were ``session``, ``prefix_match``, ``rendezvous`` (or
+            balanced new prefix), ``overloaded_least_loaded`` or ``short_prompt``.
     """
 
     def __init__(self, *, block_tokens: int = BLOCK_TOKENS, hrw_blocks: int = 8, table_blocks: int = 200_000,
                  load_factor: float = 1.25, min_bound: int = 8, queue_threshold: float = 8,
                  balance_new: bool = True, match_threshold: float = 0.5, holders: int = 2,
-                 cache_model: bool = True, cache_blocks: int | None = None):
+                 cache_model: bool = True, cache_blocks: int | None = None, sessions_kept: int = 100_000):
         self.block_tokens = block_tokens
         self.hrw_blocks = hrw_blocks
         self.table_blocks = table_blocks
@@ -104,45 +116,77 @@ class AffinityChooser:
         self.caches = ReplicaCaches(block_tokens)
         self.capacities: dict[str, int] = {}  # replica url -> modelled capacity (gateway blocks), once known
         self.table: OrderedDict[int, tuple[str, ...]] = OrderedDict()
+        self.sessions: OrderedDict[str, str] = OrderedDict()  # session id -> replica url
+        self.sessions_kept = sessions_kept
         self.owned: dict[str, int] = {}
         self.fallback = LeastLoadedChooser()
         self.last_reason = ""
         self.reasons: Counter[str] = Counter()
         self.on_choice = None  # callable(hashes, url): shares each choice with other gateways
 
-    def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
+    def choose(self, replicas: Sequence[Replica], body: dict, context: CallContext = NO_CONTEXT) -> Replica:
         hashes = block_hashes(body, self.block_tokens)
         if hashes:
             self._update_capacities(replicas)
-        pick, self.last_reason = self._select(replicas, body, hashes, self.capacities, self.fallback.choose)
+        pick, self.last_reason = self._select(replicas, body, hashes, self.capacities, self.fallback.choose, context)
         self.reasons[self.last_reason] += 1
+        if context.session_id is not None:
+            self._keep_session(context.session_id, pick.base_url)
         if hashes:
             self.learn(hashes, pick.base_url)
             if self.on_choice is not None:
                 self.on_choice(hashes, pick.base_url)
         return pick
 
-    def preview(self, replicas: Sequence[Replica], body: dict) -> tuple[Replica, str]:
+    def preview(self, replicas: Sequence[Replica], body: dict,
+                context: CallContext = NO_CONTEXT) -> tuple[Replica, str]:
         """The replica and reason :meth:`choose` would give ``body`` now, changing nothing:
         no :meth:`learn`, no ``reasons`` or ``last_reason``, no ``on_choice``, no stored
         capacity, and the least-loaded fallback's cursor stays (``POST /v1/route``)."""
         hashes = block_hashes(body, self.block_tokens)
         capacities = {**self.capacities, **self._scraped_capacities(replicas)} if hashes else self.capacities
-        return self._select(replicas, body, hashes, capacities, self.fallback.peek)
+        return self._select(replicas, body, hashes, capacities, self.fallback.peek, context)
 
     def _select(self, replicas: Sequence[Replica], body: dict, hashes: Sequence[int],
-                capacities: dict[str, int], fallback) -> tuple[Replica, str]:
-        """Steps 2 and 3 of the module docstring over :meth:`preference`'s order; ``fallback``
-        is the least-loaded choice (``choose``, or ``peek`` for a preview)."""
-        if not hashes:
-            return fallback(replicas, body), "short_prompt"
+                capacities: dict[str, int], fallback, context: CallContext = NO_CONTEXT) -> tuple[Replica, str]:
+        """The session's replica, then steps 2 and 3 of the module docstring over
+        :meth:`preference`'s order; ``fallback`` is the least-loaded choice (``choose``, or
+        ``peek`` for a preview)."""
         bound = max(self.min_bound, math.ceil(self.load_factor * (sum(r.load for r in replicas) + 1)
                                               / len(replicas)))
+        held = self._session_replica(replicas, context)
+        if held is not None and self._acceptable(held, bound):
+            return held, "session"
+        if not hashes:
+            return fallback(replicas, body), "short_prompt"
         order, matched = self._ranked(replicas, hashes, capacities)
         for i, replica in enumerate(order):
-            if replica.load < bound and replica.queue <= self.queue_threshold:
+            if self._acceptable(replica, bound):
                 return replica, ("prefix_match" if i < matched else "rendezvous")
         return fallback(replicas, body), "overloaded_least_loaded"
+
+    def _acceptable(self, replica: Replica, bound: int) -> bool:
+        """Step 2: the replica's in-flight count is under ``bound`` and its scraped queue at
+        most ``queue_threshold``."""
+        return replica.load < bound and replica.queue <= self.queue_threshold
+
+    def _session_replica(self, replicas: Sequence[Replica], context: CallContext) -> Replica | None:
+        """The healthy replica among ``replicas`` that the call's session is on (module
+        docstring, "Sessions first"), or ``None``."""
+        if context.session_id is None:
+            return None
+        hint, url = context.session_replica, self.sessions.get(context.session_id)
+        held = next((r for r in replicas if r.shown_url == hint), None) if hint is not None else None
+        if held is None and url is not None:
+            held = next((r for r in replicas if r.base_url == url), None)
+        return held if held is not None and held.healthy else None
+
+    def _keep_session(self, session_id: str, url: str) -> None:
+        """Remember that ``session_id`` is on replica ``url`` (bounded: ``sessions_kept``)."""
+        self.sessions[session_id] = url
+        self.sessions.move_to_end(session_id)
+        while len(self.sessions) > self.sessions_kept:
+            self.sessions.popitem(last=False)
 
     def preference(self, replicas: Sequence[Replica], hashes: Sequence[int]) -> list[Replica]:
         """Replicas in preference order: those holding the deepest table match first (by

@@ -18,8 +18,8 @@ round-robin) with ``options: {affinity: false}`` (:class:`backends.vllm.options.
 (queue depth, KV cache use, prefix-cache hits, TTFT) every ``metrics_interval_s`` (through the
 same session, with its own timeout); connect failures and timeouts, of requests and scrapes, eject a replica
 after ``eject_after`` in a row, and a successful scrape puts it back
-(:mod:`backends.vllm.metrics`). The engine's private ``x_mixroute_cache`` key is removed
-from the body sent upstream.
+(:mod:`backends.vllm.metrics`). The replica that answered is reported in the call's
+:class:`~backends.call.CallReport`.
 
 Timeouts: ``config.connect_timeout_s`` for the TCP/TLS connect; ``config.timeout_s`` bounds
 a non-streaming call as a whole (connect, the replica's queue, generation and reading the
@@ -73,15 +73,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import orjson
 
-from backends.base import CACHE_SCOPE_KEY, Backend, Endpoint
-from backends.errors import (
-    BackendConnectError,
-    BackendError,
-    BackendServerError,
-    BackendStreamError,
-    BackendTimeout,
-    from_status,
-)
+from backends.base import Backend, Endpoint
+from backends.call import NO_CONTEXT, CallContext, CallReport
+from backends.errors import (BackendConnectError, BackendError, BackendServerError, BackendStreamError, BackendTimeout,
+                             from_status)
 from backends.openai_shapes import ShapeError, check_chunk, check_completion
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.metrics import Scraper, read_capped
@@ -140,13 +135,13 @@ class VllmBackend(Backend):
 
         self.shared = SharedPoolState(redis_url, prefix, self.name, gateway_id)
 
-    def preview_replica(self, body: dict) -> tuple[str, str] | None:
+    def preview_replica(self, body: dict, context: CallContext = NO_CONTEXT) -> tuple[str, str] | None:
         """``(replica URL without user info, reason)`` that the pool's chooser would pick for
         ``body`` now, changing no state (:meth:`backends.vllm.pool.Pool.preview`; reasons:
-        ``prefix_match``, ``rendezvous``, ``overloaded_least_loaded``, ``short_prompt``, or
-        ``least_loaded`` with ``affinity: false``; ``retry_ejected`` or ``all_ejected`` when
+        ``session``, ``prefix_match``, ``rendezvous``, ``overloaded_least_loaded``,
+        ``short_prompt``, or ``least_loaded`` with ``affinity: false``; ``retry_ejected`` or ``all_ejected`` when
         the replica is ejected); ``None`` for a chooser without a preview."""
-        preview = self.pool.preview({k: v for k, v in body.items() if k != CACHE_SCOPE_KEY})
+        preview = self.pool.preview(body, context)
         return (preview[0].shown_url, preview[1]) if preview is not None else None
 
     async def start(self) -> None:
@@ -193,7 +188,8 @@ class VllmBackend(Backend):
         raise BackendServerError(f"{self.name}: upstream answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB",
                                  backend=self.name)
 
-    async def send(self, endpoint: Endpoint, body: dict) -> dict:
+    async def send(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                   report: CallReport | None = None) -> dict:
         """POST a non-streaming request; return the parsed response.
 
         ``stream`` is forced off and ``stream_options`` removed (vLLM rejects
@@ -202,20 +198,20 @@ class VllmBackend(Backend):
         Raises:
             backends.errors.BackendError: see the module docstring.
         """
-        payload = {k: v for k, v in body.items() if k not in ("stream_options", CACHE_SCOPE_KEY)}
+        payload = {k: v for k, v in body.items() if k != "stream_options"}
         payload["stream"] = False
-        return await self._post(endpoint, payload)
+        return await self._post(endpoint, payload, context, report)
 
-    async def embed(self, body: dict) -> dict:
+    async def embed(self, body: dict, *, context: CallContext = NO_CONTEXT, report: CallReport | None = None) -> dict:
         """POST ``/embeddings`` to a replica: the pool's choice, with :meth:`send`'s connect
         retry, size cap, shape check (:func:`backends.openai_shapes.check_embeddings`) and errors."""
-        return await self._post("embeddings", {k: v for k, v in body.items() if k != CACHE_SCOPE_KEY})
+        return await self._post("embeddings", body, context, report)
 
-    async def _post(self, endpoint: str, payload: dict) -> dict:
+    async def _post(self, endpoint: str, payload: dict, context: CallContext, report: CallReport | None) -> dict:
         content = orjson.dumps(payload)
         tried: list[Replica] = []
         while True:
-            replica = self._pick(payload, tried)
+            replica = self._pick(payload, tried, context, report)
             try:
                 out = await self._send_to(replica, endpoint, content)
             except BackendConnectError:
@@ -257,7 +253,8 @@ class VllmBackend(Backend):
             raise BackendServerError(f"{self.name}: upstream sent a malformed answer ({exc})", backend=self.name) from exc
         return out
 
-    async def stream(self, endpoint: Endpoint, body: dict) -> AsyncIterator[dict]:
+    async def stream(self, endpoint: Endpoint, body: dict, *, context: CallContext = NO_CONTEXT,
+                     report: CallReport | None = None) -> AsyncIterator[dict]:
         """POST a streaming request; yield the upstream's chunk dicts.
 
         ``stream`` is forced on and ``stream_options.include_usage`` to true. Closing this
@@ -270,11 +267,10 @@ class VllmBackend(Backend):
         """
         options = {**(body.get("stream_options") or {}), "include_usage": True}
         payload = {**body, "stream": True, "stream_options": options}
-        payload.pop(CACHE_SCOPE_KEY, None)
         content = orjson.dumps(payload)
         tried: list[Replica] = []
         while True:
-            replica = self._pick(payload, tried)
+            replica = self._pick(payload, tried, context, report)
             sent = 0
             try:
                 with self.pool.occupy(replica):
@@ -335,10 +331,12 @@ class VllmBackend(Backend):
             cls = BackendStreamError if started else BackendServerError
             raise cls(f"{self.name}: upstream stream ended before [DONE]", backend=self.name)
 
-    def _pick(self, body: dict, tried: list[Replica]) -> Replica:
-        replica = self.pool.pick(body, exclude=tried)
+    def _pick(self, body: dict, tried: list[Replica], context: CallContext, report: CallReport | None) -> Replica:
+        replica = self.pool.pick(body, exclude=tried, context=context)
         if replica is None:  # only reachable if the pool is empty, which Pool forbids
             raise BackendConnectError(f"{self.name}: no replica left to try", backend=self.name)
+        if report is not None:
+            report.replica = replica.shown_url
         return replica
 
     def _may_retry(self, tried: list[Replica], replica: Replica) -> bool:

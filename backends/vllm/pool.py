@@ -29,6 +29,7 @@ from typing import Protocol
 
 from yarl import URL
 
+from backends.call import NO_CONTEXT, CallContext
 from backends.vllm.metrics import ReplicaMetrics
 
 log = logging.getLogger("mixroute.pool")
@@ -95,8 +96,9 @@ def safe_url(url: str) -> str:
 class ReplicaChooser(Protocol):
     """Picks the replica for a request."""
 
-    def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
-        """Return one of ``replicas`` (never empty) for the request ``body``."""
+    def choose(self, replicas: Sequence[Replica], body: dict, context: CallContext = NO_CONTEXT) -> Replica:
+        """Return one of ``replicas`` (never empty) for the request ``body`` (``context``:
+        the call's session, which a chooser may keep on one replica)."""
         ...
 
 
@@ -104,22 +106,24 @@ class LeastLoadedChooser:
     """Least in-flight requests (all gateway replicas' when shared) first; ties broken round-robin.
 
     The round-robin cursor advances past each pick, so equally loaded replicas (e.g. an
-    idle pool under sequential traffic) take turns instead of the first one taking all.
+    idle pool under sequential traffic) take turns instead of the first one taking all. Sessions are not kept on a
+    replica: that is part of prefix affinity (:class:`backends.vllm.affinity.AffinityChooser`).
     """
 
     def __init__(self) -> None:
         self._cursor = 0
 
-    def choose(self, replicas: Sequence[Replica], body: dict) -> Replica:
+    def choose(self, replicas: Sequence[Replica], body: dict, context: CallContext = NO_CONTEXT) -> Replica:
         i = self._next(replicas)
         self._cursor = i + 1
         return replicas[i]
 
-    def peek(self, replicas: Sequence[Replica], body: dict) -> Replica:
+    def peek(self, replicas: Sequence[Replica], body: dict, context: CallContext = NO_CONTEXT) -> Replica:
         """The replica :meth:`choose` would return now, without moving the cursor."""
         return replicas[self._next(replicas)]
 
-    def preview(self, replicas: Sequence[Replica], body: dict) -> tuple[Replica, str]:
+    def preview(self, replicas: Sequence[Replica], body: dict,
+                context: CallContext = NO_CONTEXT) -> tuple[Replica, str]:
         """``(replica, "least_loaded")``: :meth:`peek` with the reason ``/v1/route`` shows."""
         return self.peek(replicas, body), "least_loaded"
 
@@ -152,13 +156,13 @@ class Pool:
         self.eject_after = eject_after
         self.retry_ejected_s = retry_ejected_s
 
-    def pick(self, body: dict, exclude: Sequence[Replica] = ()) -> Replica | None:
-        """Choose a replica for ``body`` among those not in ``exclude`` (ejected ones only
-        when no healthy one is left); ``None`` if none left."""
+    def pick(self, body: dict, exclude: Sequence[Replica] = (), context: CallContext = NO_CONTEXT) -> Replica | None:
+        """Choose a replica for ``body`` (of a call with ``context``) among those not in
+        ``exclude`` (ejected ones only when no healthy one is left); ``None`` if none left."""
         left = self._eligible(exclude)
-        return self.chooser.choose(left, body) if left else None
+        return self.chooser.choose(left, body, context) if left else None
 
-    def preview(self, body: dict) -> tuple[Replica, str] | None:
+    def preview(self, body: dict, context: CallContext = NO_CONTEXT) -> tuple[Replica, str] | None:
         """The replica :meth:`pick` would choose for ``body`` now, and the chooser's reason,
         without changing any state (the chooser's ``preview``: nothing learned or counted);
         ``None`` when the chooser has no ``preview`` (e.g. a benchmark's).
@@ -170,7 +174,7 @@ class Pool:
         preview = getattr(self.chooser, "preview", None)
         if preview is None:
             return None
-        replica, reason = preview(self._eligible(()), body)
+        replica, reason = preview(self._eligible(()), body, context)
         if not replica.healthy:
             due = time.monotonic() - replica.ejected_at >= self.retry_ejected_s
             reason = "retry_ejected" if due else "all_ejected"

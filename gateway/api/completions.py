@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
-from backends.base import CACHE_WRITE_KEY, COST_KEY
+from backends.call import CallContext
 from backends.errors import BackendError
 from gateway import dispatch, observability
 from gateway.api.deps import hot_path_deps
@@ -30,7 +30,6 @@ from router.decision import Decision, RoutingRequest, candidate_dict, new_reques
 from router.engine import OVERRIDE_HEADER, REFUSALS
 from router.errors import InvalidRequest, MixrouteError, RequestRejected
 from router.records import DecisionRecord, OutcomeRecord
-from router.rewrite import CACHE_SCOPE_KEY
 
 router = APIRouter()
 
@@ -199,7 +198,7 @@ async def route(request: Request):
             exc.headers = {**getattr(exc, "headers", {}), "x-mixroute-request-id": refused.request_id}
         raise
     rec = decision.record
-    replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body)
+    replica, replica_reason = _replica_preview(runtime, rec.chosen, decision.body, _call_context(decision, ticket))
     if principal.tenant is not None and not principal.admin:
         replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
@@ -208,17 +207,26 @@ async def route(request: Request):
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
         "prefix_hash": rec.prefix_hash, "rewrite": rec.signals.get("rewrite"),
-        "rewritten_request": {k: v for k, v in decision.body.items() if k != CACHE_SCOPE_KEY},
+        "rewritten_request": decision.body,
         "replica": replica, "replica_reason": replica_reason,
     })
 
 
-def _replica_preview(runtime: Runtime, chosen: str | None, body: dict) -> tuple[str | None, str | None]:
+def _replica_preview(runtime: Runtime, chosen: str | None, body: dict,
+                     context: CallContext) -> tuple[str | None, str | None]:
     """The replica (and the chooser's reason) the chosen backend's pool would pick for
     ``body`` now, changing no state; ``(None, None)`` for backends without replicas."""
     preview = getattr(runtime.backends.get(chosen or ""), "preview_replica", None)
-    found = preview(body) if preview is not None else None
+    found = preview(body, context) if preview is not None else None
     return found if found is not None else (None, None)
+
+
+def _call_context(decision: Decision, ticket: Ticket | None) -> CallContext:
+    """What each backend gets beside the body: the decision's cache scope and the session
+    (its tenant-scoped key, and the replica its last turn used)."""
+    if ticket is None:
+        return decision.call_context()
+    return decision.call_context(session_id=ticket.key, session_replica=ticket.state.replica)
 
 
 async def complete(request: Request, runtime: Runtime, settings, principal: Principal, door: Door,
@@ -247,7 +255,7 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
         raise
     observability.record_decision(state.store, decision.record)
     limit_headers = admission.headers()
-    attempt = dispatch.Attempt(decision=decision, endpoint=call.endpoint)
+    attempt = dispatch.Attempt(decision=decision, endpoint=call.endpoint, context=_call_context(decision, ticket))
     finish = observability.finisher(decision.record, _finisher(state.store, admission, runtime.router.live, decision.record.prefix_hash))
     if body.get("stream"):
         return await _stream(request, runtime, finish, attempt, decision.body, limit_headers, door, call, ctx, ticket)
@@ -259,17 +267,16 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
     except BackendError as exc:
         finish(attempt.outcome(runtime, status="error", http_status=exc.status, error=exc))
         return _error_response(exc, decision, attempt, limit_headers, door)
-    recorded, written = resp.pop(COST_KEY, None), resp.pop(CACHE_WRITE_KEY, None)
     resp.setdefault("model", attempt.backend.model)
     elapsed = time.perf_counter() - attempt.started
-    outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"),
-                              recorded_cost=recorded, ttft=elapsed, cache_write=written)
+    outcome = attempt.outcome(runtime, status="ok", http_status=200, usage=resp.get("usage"), ttft=elapsed)
     rendered = door.render(resp, call, Rendered(request_id=request_id, backend=attempt.backend.name,
                                                 model=attempt.backend.model, cost_usd=outcome.cost_usd))
     try:
         await door.after(call, rendered, ctx)
         if ticket is not None:
-            await state.sessions.close(ticket, outcome.backend, True, outcome.tokens_in, tokens_out=outcome.tokens_out)
+            await state.sessions.close(ticket, outcome.backend, True, outcome.tokens_in, tokens_out=outcome.tokens_out,
+                                       replica=attempt.report.replica)
     finally:
         finish(outcome)
     headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
@@ -328,12 +335,11 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
                  ticket: Ticket | None = None) -> AsyncIterator[bytes]:
     """Relay chunks as the door's SSE; record the outcome when the stream ends, breaks or is cancelled."""
     ttft = (attempt.first_at or time.perf_counter()) - attempt.started
-    last_at, gaps, usage, recorded, written, text = time.perf_counter(), [], None, None, None, []
+    last_at, gaps, usage, text = time.perf_counter(), [], None, []
     status, error = "client_disconnected", None
     try:
         chunk = first
         while True:
-            recorded, written = chunk.pop(COST_KEY, recorded), chunk.pop(CACHE_WRITE_KEY, written)
             if chunk.get("usage"):
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or ():
@@ -345,7 +351,7 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
                 if out:
                     yield out
             elif usage is not None:
-                cost = dispatch.call_cost(runtime, attempt.backend.name, usage, recorded)
+                cost = dispatch.call_cost(runtime, attempt.backend.name, usage, attempt.report.cost_usd)
                 out = encoder.usage(chunk, {**usage, "cost_usd": cost})
                 if out:
                     yield out
@@ -363,7 +369,7 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
             tokens_in = int((usage or {}).get("prompt_tokens") or 0) or dispatch.prompt_estimate(attempt)
             await ctx.request.app.state.sessions.close(
                 ticket, attempt.backend.name, True, tokens_in, text_out="".join(text),
-                tokens_out=(usage or {}).get("completion_tokens"))
+                tokens_out=(usage or {}).get("completion_tokens"), replica=attempt.report.replica)
         await door.after(call, getattr(encoder, "final", None) or {}, ctx)
         yield encoder.done()
     except BackendError as exc:
@@ -373,5 +379,5 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
         await chunks.aclose()
         itl = sum(gaps) / len(gaps) if gaps else None
         finish(attempt.outcome(
-            runtime, status=status, http_status=200, usage=usage, recorded_cost=recorded, error=error,
-            ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text), cache_write=written))
+            runtime, status=status, http_status=200, usage=usage, error=error,
+            ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text)))

@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from backends.base import CACHE_WRITE_KEY
+from backends.call import NO_CONTEXT, CallContext, CallReport
 from gateway.observability import tracing as tr
 
 if TYPE_CHECKING:
@@ -185,28 +185,32 @@ def record_decision(store, record: DecisionRecord) -> None:
         store.record_decision(record)
 
 
-def _call(backend, endpoint: str, body: dict) -> Awaitable[dict]:
+def _call(backend, endpoint: str, body: dict, context: CallContext, report: CallReport) -> Awaitable[dict]:
     """The backend's non-streaming call for ``endpoint``: ``embed`` for embeddings, else ``send``."""
-    return backend.embed(body) if endpoint == "embeddings" else backend.send(endpoint, body)
+    if endpoint == "embeddings":
+        return backend.embed(body, context=context, report=report)
+    return backend.send(endpoint, body, context=context, report=report)
 
 
-async def send(backend, endpoint: str, body: dict) -> dict:
-    """``await backend.send(endpoint, body)`` (``backend.embed(body)`` for ``embeddings``) as
-    one observed attempt."""
+async def send(backend, endpoint: str, body: dict, *, context: CallContext = NO_CONTEXT,
+               report: CallReport | None = None) -> dict:
+    """``await backend.send(endpoint, body, ...)`` (``backend.embed(body, ...)`` for
+    ``embeddings``) as one observed attempt."""
+    report = report if report is not None else CallReport()
     ctx = _current.get()
     if ctx is None:
-        return await _call(backend, endpoint, body)
+        return await _call(backend, endpoint, body, context, report)
     ctx.begin(backend, endpoint, body)
     try:
-        resp = await _call(backend, endpoint, body)
+        resp = await _call(backend, endpoint, body, context, report)
     except BaseException as exc:
         ctx.close(error=exc)
         raise
     ctx.first_token(resp)
     usage = resp.get("usage") or {}
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-    written = (resp.get(CACHE_WRITE_KEY) or {}).get("tokens")  # the gateway strips the key later
-    ctx.close(usage=tr.usage_attributes(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached, written)
+    ctx.close(usage=tr.usage_attributes(usage.get("prompt_tokens"), usage.get("completion_tokens"), cached,
+                                        report.cache_write_tokens)
               if usage else None)
     return resp
 

@@ -19,7 +19,6 @@ pair.
 """
 
 from router.rewrite.core import (
-    CACHE_SCOPE_KEY,
     NOTE_HEADER,
     RewriteOptions,
     RewriteResult,
@@ -29,4 +28,4 @@ from router.rewrite.core import (
 )
 from router.rewrite.documents import DocumentOptions
 
-__all__ = ["CACHE_SCOPE_KEY", "DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]
+__all__ = ["DocumentOptions", "NOTE_HEADER", "RewriteOptions", "RewriteResult", "note_text", "prefix_hash", "rewrite"]

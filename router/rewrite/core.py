@@ -45,7 +45,6 @@ from typing import Any
 
 import orjson
 
-from backends.base import CACHE_SCOPE_KEY
 from router.rewrite.canonical import CannotCanonicalise, canonical_response_format, canonical_tools, normalise_whitespace
 from router.rewrite.documents import DocumentOptions, move_documents, split_section, user_section
 from router.rewrite.volatile import BUILTIN, compile_patterns, find_spans, replace_spans

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from backends.call import CallContext, CallReport
 from backends.config import BackendConfig
 from backends.vllm.affinity import AffinityChooser
 from backends.vllm.backend import VllmBackend
@@ -257,11 +258,14 @@ async def test_dead_replica_is_ejected_by_the_scraper_and_avoided(fakes):
     await backend.aclose()
 
 
-async def test_private_cache_scope_is_not_sent_upstream(upstream, upstream_state):
+async def test_the_call_context_is_not_sent_upstream(upstream, upstream_state):
     backend = vllm([upstream.v1("r1")], metrics_interval_s=0)
-    await backend.send("chat", {**conv(1), "x_mixroute_cache": {"tenant": "t", "prefix_hash": "h"}})
+    report = CallReport()
+    context = CallContext(tenant="t", prefix_hash="h", session_id="s", request_id="mr-1")
+    await backend.send("chat", conv(1), context=context, report=report)
     await backend.aclose()
-    assert "x_mixroute_cache" not in upstream_state.last_body
+    assert upstream_state.last_body == {**conv(1), "stream": False}
+    assert report.replica == upstream.v1("r1")
 
 
 def test_options_are_typed():

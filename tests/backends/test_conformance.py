@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from backends.call import CallContext, CallReport
 from backends.errors import (
     BackendError,
     BackendRateLimited,
@@ -187,3 +188,23 @@ async def test_client_disconnect_closes_upstream_stream(make_backend, kind, upst
     record = upstream_state.streams[-1]
     assert await asyncio.to_thread(record.closed.wait, 5), "upstream never saw the disconnect"
     assert record.closed_early and not record.finished
+
+
+CONTEXT = CallContext(tenant="acme", prefix_hash="0123456789abcdef", session_id="sess-1", request_id="mr-conf")
+
+
+async def test_the_call_context_travels_beside_the_body(make_backend, kind, upstream_state):
+    """Every backend takes the caller's context and fills a report, and neither reaches the
+    answer, the chunks or (for backends with an upstream) the body sent upstream."""
+    backend = await make_backend("")
+    report = CallReport()
+    out = await backend.send("chat", _body(backend, CHAT), context=CONTEXT, report=report)
+    chunks = await _collect(backend.stream("chat", _body(backend, CHAT), context=CONTEXT, report=CallReport()))
+    for obj in (out, *chunks):
+        assert not [k for k in obj if k.startswith("x_")], obj
+    _assert_usage(out["usage"])
+    if kind.reaches_upstream:
+        seen = upstream_state.last_body
+        sent = str(seen)
+        assert "acme" not in sent and "sess-1" not in sent and "mr-conf" not in sent
+        assert seen["messages"] == CHAT["messages"]

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from backends.base import Backend
+from backends.call import CallContext
 from backends.config import BackendConfig
 from backends.errors import BackendConnectError, BackendError, BackendRateLimited, BackendServerError
 from backends.registry import build_backend
@@ -65,12 +66,12 @@ async def test_vllm_pool_posts_embeddings_to_a_replica(upstream, upstream_state)
     backend = await _started(_vllm(upstream))
     try:
         out = await backend.embed({"model": "e5", "input": ["a b c", "d"], "dimensions": 3, "user": "u1",
-                                   "truncate_prompt_tokens": 8, "x_mixroute_cache": {"tenant": None}})
+                                   "truncate_prompt_tokens": 8}, context=CallContext(tenant="t", prefix_hash="h"))
     finally:
         await backend.aclose()
     seen = upstream_state.requests[-1]
     assert seen["path"] in ("/r1/v1/embeddings", "/r2/v1/embeddings")
-    # what the client sent, the engine's private key removed; vLLM's own fields pass through
+    # what the client sent, the call's context beside it; vLLM's own fields pass through
     assert seen["body"] == {"model": "e5", "input": ["a b c", "d"], "dimensions": 3, "user": "u1",
                             "truncate_prompt_tokens": 8}
     assert [d["embedding"] for d in out["data"]] == [fake_embedding("a b c", 3), fake_embedding("d", 3)]

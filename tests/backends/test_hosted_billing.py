@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.base import CACHE_WRITE_KEY, COST_KEY
+from backends.call import CallReport
 from backends.config import BackendConfig, Pricing
 from backends.hosted.backend import HostedBackend
 from backends.hosted.pricing import (billed_cost, cache_write_1h_tokens, cache_write_counts, cache_write_tokens,
@@ -150,36 +150,43 @@ def _expected(pricing: Pricing, system: str, user: str, *, written: bool) -> flo
 
 async def test_a_written_prefix_is_billed_through_litellm(anthropic):
     """The backend adds the cache-control breakpoint, the fake writes the prefix, and the
-    answer carries its cost at the write price; the read that follows carries none."""
+    call's report carries its cost at the write price; the read that follows reports none."""
     backend = _backend(anthropic.url)
     pricing = hosted_pricing(f"anthropic/{MODEL}")
     system = "Send. " + SYSTEM
-    first = await backend.send("chat", _body(system))
+    report = CallReport()
+    first = await backend.send("chat", _body(system), report=report)
     assert anthropic.state.last_body["system"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "cache_creation_input_tokens" not in first["usage"]  # clients still get OpenAI's keys
-    assert first[COST_KEY] == pytest.approx(_expected(pricing, system, "hi", written=True))
-    assert first[COST_KEY] > cost_usd(pricing, first["usage"]["prompt_tokens"], 3)  # above the plain input price
-    assert first[CACHE_WRITE_KEY] == {"tokens": tokens(system), "tokens_1h": 0}
-    second = await backend.send("chat", _body(system))
-    assert COST_KEY not in second and second["usage"]["prompt_tokens_details"]["cached_tokens"] == tokens(system)
-    assert second[CACHE_WRITE_KEY] == {"tokens": 0, "tokens_1h": 0}  # counted, none written
+    assert report.cost_usd == pytest.approx(_expected(pricing, system, "hi", written=True))
+    assert report.cost_usd > cost_usd(pricing, first["usage"]["prompt_tokens"], 3)  # above the plain input price
+    assert (report.cache_write_tokens, report.cache_write_tokens_1h) == (tokens(system), 0)
+    assert not {k for k in first if k.startswith("x_")}  # the report travels beside the answer
+    again = CallReport()
+    second = await backend.send("chat", _body(system), report=again)
+    assert again.cost_usd is None and second["usage"]["prompt_tokens_details"]["cached_tokens"] == tokens(system)
+    assert (again.cache_write_tokens, again.cache_write_tokens_1h) == (0, 0)  # counted, none written
 
 
 async def test_a_written_prefix_is_billed_on_the_usage_chunk_of_a_stream(anthropic):
     backend = _backend(anthropic.url)
     system = "Stream. " + SYSTEM
-    chunks = [c async for c in backend.stream("chat", _body(system))]
-    [billed] = [c for c in chunks if COST_KEY in c]
+    report, seen = CallReport(), []
+    async for c in backend.stream("chat", _body(system), report=report):
+        seen.append((c, report.cost_usd))
+    [(billed, cost)] = [(c, cost) for c, cost in seen if c.get("usage")]
     assert billed["usage"]["prompt_tokens"] == tokens(system) + tokens("hi")
-    assert billed[COST_KEY] == pytest.approx(_expected(hosted_pricing(f"anthropic/{MODEL}"), system, "hi", written=True))
+    # reported by the time the usage chunk is yielded
+    assert cost == pytest.approx(_expected(hosted_pricing(f"anthropic/{MODEL}"), system, "hi", written=True))
 
 
 async def test_the_policy_write_price_is_the_one_billed(anthropic):
     pricing = Pricing(input_per_1m=1, output_per_1m=2, cache_write_input_per_1m=10)
     backend = _backend(anthropic.url, pricing=pricing)
     system = "Policy. " + SYSTEM
-    answer = await backend.send("chat", _body(system))
-    assert answer[COST_KEY] == pytest.approx(_expected(pricing, system, "hi", written=True))
+    report = CallReport()
+    await backend.send("chat", _body(system), report=report)
+    assert report.cost_usd == pytest.approx(_expected(pricing, system, "hi", written=True))
 
 
 def _hour_body(hour: str, five: str) -> dict:
@@ -194,12 +201,12 @@ async def test_a_clients_1h_breakpoint_is_billed_at_the_1h_price_on_a_stream(ant
     and the fake writes the first part to the 1-hour cache and the second to the 5-minute one."""
     backend = _backend(anthropic.url)
     hour, five = "Stream hour. " + SYSTEM, "Stream five. " + SYSTEM
-    chunks = [c async for c in backend.stream("chat", _hour_body(hour, five))]
+    report = CallReport()
+    [c async for c in backend.stream("chat", _hour_body(hour, five), report=report)]
     assert [b.get("cache_control") for b in anthropic.state.last_body["system"]] == [
         {"type": "ephemeral", "ttl": "1h"}, {"type": "ephemeral"}]
-    [billed] = [c for c in chunks if COST_KEY in c]
     written, written_1h = tokens(hour + five), tokens(hour)
-    assert [c[CACHE_WRITE_KEY] for c in chunks if CACHE_WRITE_KEY in c] == [{"tokens": written, "tokens_1h": written_1h}]
+    assert (report.cache_write_tokens, report.cache_write_tokens_1h) == (written, written_1h)
     pricing = hosted_pricing(f"anthropic/{MODEL}")
-    assert billed[COST_KEY] == pytest.approx(cost_usd(pricing, written + tokens("hi"), 3, 0, written, written_1h))
-    assert billed[COST_KEY] > cost_usd(pricing, written + tokens("hi"), 3, 0, written)  # above the 5-minute bill
+    assert report.cost_usd == pytest.approx(cost_usd(pricing, written + tokens("hi"), 3, 0, written, written_1h))
+    assert report.cost_usd > cost_usd(pricing, written + tokens("hi"), 3, 0, written)  # above the 5-minute bill

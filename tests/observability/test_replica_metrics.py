@@ -133,7 +133,8 @@ def test_route_dry_run_names_the_replica_without_changing_the_chooser(pool_gatew
     after = {u: s.state.requests for u, s in zip(urls, servers.replicas)}
     assert [u for u in urls if after[u] > served[u]] == [first["replica"]]  # the preview was the real choice
     again = httpx.post(gw.v1 + "/route", json={**conv(11, 2), "model": "auto"}, timeout=10).json()
-    assert (again["replica"], again["replica_reason"]) == (first["replica"], "prefix_match")
+    # the next turn continues the conversation's session (found by its lineage): its replica
+    assert (again["replica"], again["replica_reason"]) == (first["replica"], "session")
 
     plain = httpx.post(gw.v1 + "/route", json={**body, "model": "plain"}, timeout=10).json()
     assert plain["chosen"] == "other" and plain["replica"] is None and plain["replica_reason"] is None

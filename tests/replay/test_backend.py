@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.base import COST_KEY
+from backends.call import CallReport
 from backends.config import BackendConfig
 from backends.data import DataFormatError
 from backends.registry import build_backend
@@ -26,12 +26,14 @@ def _chat(*user: str, system: str = "Answer briefly.") -> dict:
 async def test_recorded_response_and_cost(tmp_path):
     backend = _backend("big/model-1", write_bench(tmp_path))
     await backend.start()
-    out = await backend.send("chat", _chat("  What is 2+2?\n\n  A) 3 B) 4 "))
+    report = CallReport()
+    out = await backend.send("chat", _chat("  What is 2+2?\n\n  A) 3 B) 4 "), report=report)
     assert out["choices"][0]["message"]["content"] == "B"
-    assert out[COST_KEY] == 0.004 and out["model"] == "big/model-1"
+    assert report.cost_usd == 0.004 and out["model"] == "big/model-1"
     small = _backend("small model", tmp_path / "bench.csv")
-    out = await small.send("completions", {"prompt": "Capital of France?"})
-    assert out["choices"][0]["text"] == "Paris." and out[COST_KEY] == 0.0002
+    report = CallReport()
+    out = await small.send("completions", {"prompt": "Capital of France?"}, report=report)
+    assert out["choices"][0]["text"] == "Paris." and report.cost_usd == 0.0002
 
 
 async def test_lookup_falls_back_to_the_whole_prompt(tmp_path):
@@ -58,16 +60,18 @@ async def test_placeholder_without_recorded_response(tmp_path):
 
 async def test_unknown_prompt_is_a_labelled_200_answer(tmp_path):
     backend = _backend("big/model-1", write_bench(tmp_path))
-    out = await backend.send("chat", _chat("Something never recorded"))
+    report = CallReport()
+    out = await backend.send("chat", _chat("Something never recorded"), report=report)
     assert out["choices"][0]["message"]["content"] == "[replay: prompt not in the recorded data for big/model-1]"
-    assert COST_KEY not in out and out["usage"]["completion_tokens"] > 0
+    assert report.cost_usd is None and out["usage"]["completion_tokens"] > 0
 
 
 async def test_stream_carries_the_recorded_cost(tmp_path):
     backend = _backend("small model", write_bench(tmp_path))
-    chunks = [c async for c in backend.stream("chat", _chat("Hard one"))]
+    report = CallReport()
+    chunks = [c async for c in backend.stream("chat", _chat("Hard one"), report=report)]
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
-    assert text == "42" and chunks[-1][COST_KEY] == 0.0003 and chunks[-1]["usage"]["completion_tokens"] >= 1
+    assert text == "42" and report.cost_usd == 0.0003 and chunks[-1]["usage"]["completion_tokens"] >= 1
 
 
 async def test_backends_share_one_loaded_index(tmp_path):
@@ -103,7 +107,8 @@ async def test_real_routerbench_rows(data_dir):
     row = load(path).rows[0]
     backend = _backend("gpt-4-1106-preview", path)
     await backend.start()
-    out = await backend.send("chat", _chat(row.prompt))
+    report = CallReport()
+    out = await backend.send("chat", _chat(row.prompt), report=report)
     assert out["choices"][0]["message"]["content"] == row.responses["gpt-4-1106-preview"] == "A"
-    assert out[COST_KEY] == pytest.approx(0.00354)
+    assert report.cost_usd == pytest.approx(0.00354)
     assert await backend.recorded_score("chat", _chat(row.prompt)) == 0.0

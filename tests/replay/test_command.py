@@ -15,7 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from typer.testing import CliRunner
 
-from backends.base import COST_KEY
+from backends.call import CallReport
 from backends.config import BackendConfig
 from backends.data import load
 from backends.registry import build_backend
@@ -162,8 +162,9 @@ def _stub_gateway(plan: ReplayPlan) -> FastAPI:
             return JSONResponse({"error": {"message": "no candidate", "type": "invalid_request_error", "param": None,
                                            "code": "no_candidate"}}, status_code=422)
         model = "small model" if prompt == "Hard one" else "big/model-1"
-        out = await backends[model].send("chat", body)
-        cost = out.pop(COST_KEY, None)  # None: a prompt the backend's data does not hold
+        report = CallReport()
+        out = await backends[model].send("chat", body, report=report)
+        cost = report.cost_usd  # None: a prompt the backend's data does not hold
         return JSONResponse(out, headers={"x-mixroute-backend": names[model],
                                           **({"x-mixroute-cost-usd": f"{cost:.10f}"} if cost is not None else {})})
 

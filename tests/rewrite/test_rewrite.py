@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.policy.models import RewriteConfig
-from router.rewrite import CACHE_SCOPE_KEY, NOTE_HEADER, RewriteOptions, prefix_hash, rewrite
+from router.rewrite import NOTE_HEADER, RewriteOptions, prefix_hash, rewrite
 from router.rewrite.canonical import MAX_TOOLS
 from router.rewrite.core import MAX_SCAN_CHARS
 from router.rewrite.volatile import BUILTIN, find_spans
@@ -119,7 +119,9 @@ async def test_engine_records_rewrite_and_scope():
     req = RoutingRequest(endpoint="chat", body=chat("Now 2025-06-01T10:04:05Z", model="auto"), tenant="acme")
     decision = await router.decide(req)
     assert decision.record.signals["rewrite"]["moved"] == {"timestamp": 1}
-    assert decision.body[CACHE_SCOPE_KEY] == {"tenant": "acme", "prefix_hash": decision.record.prefix_hash}
+    context = decision.call_context()
+    assert (context.tenant, context.prefix_hash) == ("acme", decision.record.prefix_hash)
+    assert not {k for k in decision.body if k.startswith("x_")}  # the scope travels beside the body
     off = await router.decide(RoutingRequest(endpoint="chat", body=chat("Now 2025-06-01T10:04:05Z", model="raw")))
     assert off.record.signals["rewrite"]["enabled"] is False
     assert off.body["messages"][0]["content"] == "Now 2025-06-01T10:04:05Z"

@@ -1,4 +1,4 @@
-"""Session economics in the decision engine (router.session, Router._keep_session)."""
+"""Session economics in the decision engine (router.session: keep_session, session_signal)."""
 
 from __future__ import annotations
 

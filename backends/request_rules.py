@@ -1,6 +1,6 @@
 """The OpenAI API's rules for the chat fields mixroute declares (content parts per role, tool
 calls, tools, ``tool_choice``, legacy ``functions``, ``modalities``), checked by the request
-models of :mod:`gateway.schemas`.
+models of :mod:`backends.request`.
 
 Each check raises :class:`Invalid` (a ``ValueError``, so pydantic reports it on the field)
 carrying the path below the field, so that the error's ``param`` names the exact spot
@@ -15,7 +15,7 @@ from typing import Any
 
 class Invalid(ValueError):
     """A validator's error about something inside its field: ``at`` is the path below the
-    field (``(0, "type")`` for ``content[0].type``), which :func:`gateway.schemas.validate` appends to the
+    field (``(0, "type")`` for ``content[0].type``), which the gateway's validation appends to the
     error's location so that ``param`` names the exact spot."""
 
     def __init__(self, message: str, *at: str | int) -> None:
