@@ -16,8 +16,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from gateway import dashboard, errors, observability
-from gateway.api import completions, embeddings, feedback, health, models, responses
+from gateway.api import admin, completions, embeddings, feedback, health, models, responses
 from gateway.auth.guard import Authenticator
+from gateway.limits.runaway import RunawayWatch
 from gateway.runtime import PolicyHolder
 from gateway.sessions import RedisSessions, Sessions
 from gateway.settings import Settings
@@ -161,10 +162,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.ready = False
     app.state.policies = PolicyHolder(settings.policy_path, None)
     app.state.sessions = Sessions()
+    app.state.runaway = RunawayWatch()
     errors.install(app)
     # The completion routes come first: a request is matched against routes in order, and
     # these carry nearly all traffic.
-    for module in (completions, responses, embeddings, models, health, feedback):
+    for module in (completions, responses, embeddings, models, health, feedback, admin):
         app.include_router(module.router)
     observability.install(app)
     dashboard.install(app, settings)

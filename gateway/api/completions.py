@@ -249,7 +249,9 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
         raise
     decision.record.key_id = _key_id(principal)
     try:
-        admission = await admit(state.limiter, principal, decision, runtime.loaded.policy.limits.on_unavailable)
+        policy = runtime.loaded.policy
+        admission = await admit(state.limiter, principal, decision, policy.limits.on_unavailable,
+                                state.runaway.check(policy.runaway))
     except RequestRejected as exc:
         _record_refusal(state.store, runtime, request_id, door.name, principal, exc, decision)
         raise

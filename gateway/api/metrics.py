@@ -23,5 +23,6 @@ async def metrics(request: Request) -> Response:
     obs.metrics.scraped.store = getattr(request.app.state, "store", None)
     obs.metrics.scraped.sessions = request.app.state.sessions.store
     obs.metrics.replicas.policies = request.app.state.policies
+    obs.metrics.scraped.runaway = getattr(request.app.state, "runaway", None)
     body = await asyncio.to_thread(generate_latest, obs.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -22,7 +22,12 @@ MAX_BUDGET_USD = 10_000_000.0
 
 
 class KeyError_(ValueError):
-    """Invalid key parameters (negative or absurd budget, bad limits)."""
+    """Invalid key parameters (negative or absurd budget, bad limits); ``param`` names the
+    field at fault (the admin API's error ``param``)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -64,10 +69,12 @@ MAX_PER_MINUTE = 2**31 - 1
 def validate_limits(budget_usd: float | None, rpm: int | None, tpm: int | None) -> None:
     """Raises :class:`KeyError_` with a clear message for impossible limits."""
     if budget_usd is not None and not (0 <= budget_usd <= MAX_BUDGET_USD):
-        raise KeyError_(f"--budget-usd must be between 0 and {MAX_BUDGET_USD:,.0f} USD, got {budget_usd}")
+        raise KeyError_(f"--budget-usd must be between 0 and {MAX_BUDGET_USD:,.0f} USD, got {budget_usd}",
+                        param="budget_usd")
     for name, value in (("--rpm", rpm), ("--tpm", tpm)):
         if value is not None and not 1 <= value <= MAX_PER_MINUTE:
-            raise KeyError_(f"{name} must be a positive integer of at most {MAX_PER_MINUTE:,}, got {value}")
+            raise KeyError_(f"{name} must be a positive integer of at most {MAX_PER_MINUTE:,}, got {value}",
+                            param=name.removeprefix("--"))
 
 
 def create_key(engine: Engine, tenant: str, *, budget_usd: float | None = None, period: Period = "month",
@@ -122,6 +129,13 @@ def revoke_key(engine: Engine, key_id_or_prefix: str) -> int:
         if ids:
             conn.execute(sa.update(ApiKey).where(ApiKey.key_id == ids[0]).values(revoked_at=datetime.now(timezone.utc)))
         return len(ids)
+
+
+def get_key(engine: Engine, key_id: str) -> KeyInfo | None:
+    """The key with this id (revoked or not), or ``None``."""
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(ApiKey).where(ApiKey.key_id == key_id)).first()
+    return None if row is None else _info(row)
 
 
 def find_key(engine: Engine, key: str) -> KeyInfo | None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
@@ -18,8 +17,8 @@ app = typer.Typer(help="Create, list and revoke tenant API keys.", no_args_is_he
 
 DbOption = Annotated[Optional[str], typer.Option("--database-url", help="Store URL (default: MIXROUTE_DATABASE_URL).")]
 
-MAX_TENANT_CHARS = 128
-_COLUMNS = ("key id", "prefix", "tenant", "budget USD", "period", "rpm", "tpm", "routes", "created", "revoked")
+_COLUMNS = ("key id", "prefix", "tenant", "budget USD", "period", "spent USD", "left USD", "rpm", "tpm", "routes",
+            "created", "revoked")
 
 
 def _engine(database_url: str | None, create: bool = True):
@@ -74,26 +73,16 @@ def _error(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-#: Tenant names the gateway itself uses: a key's tenant with one of them would share its
-#: logs, dashboard view, feedback rights and metrics labels.
-RESERVED_TENANTS = {"admin": "the admin key's requests are logged as tenant 'admin'",
-                    "-": "metrics label requests made with auth off as tenant '-'"}
-
-
 def _check_tenant(tenant: str) -> None:
-    """Exit 2 for a tenant over :data:`MAX_TENANT_CHARS` or with control characters (they
-    would corrupt terminal output and log lines)."""
-    if not tenant.strip() or all(unicodedata.category(c) in ("Cf", "Zs", "Zl", "Zp") for c in tenant):
-        _error("--tenant must not be empty (or only invisible characters)")
-    if tenant != tenant.strip():
-        _error(f"--tenant must not start or end with whitespace, got {tenant!r}")
-    if tenant in RESERVED_TENANTS:
-        _error(f"--tenant {tenant!r} is reserved: {RESERVED_TENANTS[tenant]}")
-    if len(tenant) > MAX_TENANT_CHARS:
-        _error(f"--tenant must be at most {MAX_TENANT_CHARS} characters, got {len(tenant)}")
-    bad = sorted({c for c in tenant if unicodedata.category(c) == "Cc"})
-    if bad:
-        _error(f"--tenant must not contain control characters, found {', '.join(f'U+{ord(c):04X}' for c in bad)}")
+    """Exit 2 for a tenant name the store must not hold
+    (:func:`gateway.auth.admin_ops.check_tenant_name`)."""
+    from gateway.auth.admin_ops import check_tenant_name
+    from gateway.auth.keys import KeyError_
+
+    try:
+        check_tenant_name(tenant, "--tenant")
+    except KeyError_ as exc:
+        _error(str(exc))
 
 
 def _check_routes(routes: list[str] | None, policy: Path | None) -> None:
@@ -146,7 +135,7 @@ def _usd(value: float | None) -> str:
 
 @app.command("create")
 def create(
-    tenant: Annotated[str, typer.Option(help=f"Tenant name (at most {MAX_TENANT_CHARS} characters).")],
+    tenant: Annotated[str, typer.Option(help="Tenant name (at most 128 characters).")],
     budget_usd: Annotated[Optional[float], typer.Option(help="USD budget per --period.")] = None,
     period: Annotated[Optional[str], typer.Option(help="Budget period: day, month or total (default month; only with "
                                                  "--budget-usd).")] = None,
@@ -157,7 +146,8 @@ def create(
     database_url: DbOption = None,
 ) -> None:
     """Create a key; the key itself is printed once, on the last line of stdout."""
-    from gateway.auth.keys import KeyError_, create_key
+    from gateway.auth.admin_ops import create_key
+    from gateway.auth.keys import KeyError_
 
     if period is not None and budget_usd is None:
         _error("--period needs --budget-usd (the period is the budget's)")
@@ -179,22 +169,20 @@ def create(
     parts = [f"budget {_usd(budget_usd)} USD {per}" if budget_usd is not None else None,
              f"{rpm} requests/min" if rpm is not None else None, f"{tpm} tokens/min" if tpm is not None else None]
     limits = ", ".join(p for p in parts if p)
-    typer.echo(f"created key {info.key_id} ({info.prefix}...) for tenant '{tenant}'" + (f" [{limits}]" if limits else ""))
+    typer.echo(f"created key {info['key_id']} ({info['prefix']}...) for tenant '{tenant}'"
+               + (f" [{limits}]" if limits else ""))
     typer.echo("store it now: it is shown only once")
     typer.echo(key)
 
 
-def _row(k) -> tuple[str, ...]:
-    return (k.key_id, k.prefix, k.tenant, _usd(k.budget_usd), k.period, _s(k.rpm), _s(k.tpm),
-            ",".join(k.routes) or "*", f"{k.created_at:%Y-%m-%d %H:%M}",
-            f"{k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "")
+def _row(k: dict) -> tuple[str, ...]:
+    return (k["key_id"], k["prefix"], k["tenant"], _usd(k["budget_usd"]), k["period"], _usd(k["spent_usd"]),
+            _usd(k["left_usd"]), _s(k["rpm"]), _s(k["tpm"]), ",".join(k["routes"]) or "*", _when(k["created_at"]),
+            _when(k["revoked_at"]))
 
 
-def _json(k) -> dict:
-    return {"key_id": k.key_id, "prefix": k.prefix, "tenant": k.tenant, "budget_usd": k.budget_usd,
-            "period": k.period, "rpm": k.rpm, "tpm": k.tpm, "routes": list(k.routes),
-            "created_at": k.created_at.isoformat() if k.created_at else None,
-            "revoked_at": k.revoked_at.isoformat() if k.revoked_at else None}
+def _when(iso: str | None) -> str:
+    return "" if iso is None else iso[:16].replace("T", " ")
 
 
 @app.command("list")
@@ -202,13 +190,13 @@ def list_(tenant: Annotated[Optional[str], typer.Option(help="Only this tenant."
           all_: Annotated[bool, typer.Option("--all", help="Include revoked keys.")] = False,
           as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array of keys.")] = False,
           database_url: DbOption = None) -> None:
-    """List keys (ids and prefixes, never the keys): a table on a terminal, tab-separated rows
-    otherwise, JSON with --json."""
-    from gateway.auth.keys import list_keys
+    """List keys (ids and prefixes, never the keys) with spend and budget left this period: a
+    table on a terminal, tab-separated rows otherwise, JSON with --json."""
+    from gateway.auth.admin_ops import list_key_views
 
-    keys = list_keys(_engine(database_url, create=False), tenant, include_revoked=all_)
+    keys = list_key_views(_engine(database_url, create=False), tenant, include_revoked=all_)
     if as_json:
-        typer.echo(json.dumps([_json(k) for k in keys], indent=2))
+        typer.echo(json.dumps(keys, indent=2))
         return
     if not _interactive():
         for row in (_COLUMNS, *map(_row, keys)):
@@ -232,15 +220,48 @@ def list_(tenant: Annotated[Optional[str], typer.Option(help="Only this tenant."
 def revoke(key: Annotated[str, typer.Argument(help="Key id or display prefix.")],
            database_url: DbOption = None) -> None:
     """Revoke a key (takes effect on every gateway within the key cache TTL, 5 s)."""
-    from gateway.auth.keys import KeyError_, revoke_key
+    from gateway.auth.admin_ops import NotFound, revoke_key
+    from gateway.auth.keys import KeyError_
 
     try:
-        n = revoke_key(_engine(database_url, create=False), key)
+        revoke_key(_engine(database_url, create=False), key)
     except KeyError_ as exc:
         _error(str(exc))
-    if not n:
+    except NotFound:
         _error(f"no active key '{key}'", 1)
     typer.echo(f"revoked {key}")
+
+
+@app.command("update")
+def update(key_id: Annotated[str, typer.Argument(help="Key id.")],
+           budget_usd: Annotated[Optional[float], typer.Option(help="New USD budget per period.")] = None,
+           no_budget: Annotated[bool, typer.Option("--no-budget", help="Remove the key's budget.")] = False,
+           period: Annotated[Optional[str], typer.Option(help="day, month or total.")] = None,
+           rpm: Annotated[Optional[int], typer.Option(help="Requests per minute.")] = None,
+           tpm: Annotated[Optional[int], typer.Option(help="Tokens per minute.")] = None,
+           routes: Annotated[Optional[list[str]], typer.Option("--routes", help="Allowed routes (repeat); "
+                                                               "replaces the list.")] = None,
+           database_url: DbOption = None) -> None:
+    """Change a key's limits (the same operation as PATCH /v1/admin/keys/{id}); gateways apply
+    it within the key cache TTL."""
+    from gateway.auth.admin_ops import NotFound, update_key
+    from gateway.auth.keys import KeyError_
+
+    changes = {name: value for name, value in (("budget_usd", budget_usd), ("period", period), ("rpm", rpm),
+                                               ("tpm", tpm), ("routes", routes)) if value is not None}
+    if no_budget:
+        if budget_usd is not None:
+            _error("--no-budget contradicts --budget-usd")
+        changes["budget_usd"] = None
+    if not changes:
+        _error("nothing to change: give --budget-usd, --no-budget, --period, --rpm, --tpm or --routes")
+    try:
+        view = update_key(_engine(database_url, create=False), key_id, changes)
+    except KeyError_ as exc:
+        _error(str(exc))
+    except NotFound as exc:
+        _error(str(exc), 1)
+    typer.echo(json.dumps(view, indent=2))
 
 
 def _s(value) -> str:

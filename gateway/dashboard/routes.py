@@ -21,6 +21,7 @@ Errors::
 from __future__ import annotations
 
 import asyncio
+import hmac
 import html
 import re
 from datetime import datetime, timedelta, timezone
@@ -33,7 +34,8 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 
 from backends.errors import MixrouteError
 from gateway.api.feedback import StoreUnavailable
-from gateway.auth.guard import AuthError
+from gateway.auth.admin_ops import tenant_budgets
+from gateway.auth.guard import AuthError, presented_key
 from gateway.auth.keys import list_keys
 from gateway.dashboard import queries, worker
 from gateway.dashboard.session import COOKIE, Sessions, Viewer, is_loopback
@@ -62,8 +64,11 @@ def install(app, settings) -> None:
 
 
 async def viewer(request: Request) -> Viewer | None:
-    """Who is looking, from the session cookie or loopback access; ``None``: sign in first."""
+    """Who is looking, from the admin key as a Bearer token (scripts), the session cookie or
+    loopback access; ``None``: sign in first."""
     state = request.app.state
+    if _bearer_admin(request):
+        return Viewer(admin=True)
     v = state.dashboard_sessions.check(request.cookies.get(COOKIE))
     if v is not None:
         if v.key_id is not None and not await asyncio.to_thread(_key_active, state.store.engine, v):
@@ -72,6 +77,13 @@ async def viewer(request: Request) -> Viewer | None:
     if not state.settings.admin_key and is_loopback(request.client.host if request.client else None):
         return Viewer(admin=True)
     return None
+
+
+def _bearer_admin(request: Request) -> bool:
+    """Whether the request presents ``MIXROUTE_ADMIN_KEY`` (``Authorization: Bearer``)."""
+    admin_key = request.app.state.settings.admin_key
+    key = presented_key(request.headers)
+    return bool(admin_key and key) and hmac.compare_digest(key.encode(), admin_key.encode())
 
 
 def _key_active(engine, v: Viewer) -> bool:
@@ -150,7 +162,22 @@ async def summary(request: Request, since: str | None = None, until: str | None 
     except (SQLAlchemyError, worker.StoreDown):
         raise StoreUnavailable("The store cannot be queried right now; retry later") from None
     data["viewer"] = {"admin": v.admin, "tenant": v.scope}
+    data["budgets"], data["runaway"] = await _operations(request, engine, v.scope)
     return FastJSONResponse(data, headers={"cache-control": "no-store"})
+
+
+async def _operations(request: Request, engine, scope: str | None) -> tuple[list[dict], list[dict]]:
+    """The tenants' budgets this period and this gateway's recent runaway-spend events, as
+    far as ``scope`` (a tenant; ``None``: all) may see them."""
+    try:
+        budgets = await asyncio.to_thread(tenant_budgets, engine)
+    except SQLAlchemyError:
+        raise StoreUnavailable("The store cannot be queried right now; retry later") from None
+    rows = [{"tenant": name, **spend.as_dict()} for name, spend in budgets if scope in (None, name)]
+    watch = getattr(request.app.state, "runaway", None)
+    events = [] if watch is None else [e for e in watch.recent_events() if scope is None
+                                       or (e["scope"] == "tenant" and e["name"] == scope)]
+    return rows, events
 
 
 def parse_time(value: str, now: datetime, param: str) -> datetime:

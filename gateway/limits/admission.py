@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backends.errors import MixrouteError
 from gateway.auth.guard import Principal
-from gateway.limits.base import TENANT_SUBJECT, Limiter, LimiterUnavailable, Limits, Reservation
+from gateway.limits.base import (TENANT_SUBJECT, Limiter, LimiterUnavailable, Limits, RateLimitExceeded,
+                                 Reservation)
+from gateway.limits.runaway import RUNAWAY_SUBJECT, RunawayCheck, throttled
 from router.decision import Decision
 from router.records import OutcomeRecord
 
@@ -28,10 +31,12 @@ class LimitsUnavailable(MixrouteError):
 
 @dataclass
 class Admission:
-    """A granted admission; :meth:`settle` once with the outcome."""
+    """A granted admission; :meth:`settle` once with the outcome. ``spent`` counts the
+    outcome's cost in the runaway check (tenant and route of the request)."""
 
     limiter: Limiter | None = None
     reservations: list[Reservation] = field(default_factory=list)
+    spent: Callable[[float], None] | None = None
 
     def headers(self) -> dict[str, str]:
         """OpenAI's ``x-ratelimit-*`` headers of the key's window (its reservation with
@@ -43,6 +48,8 @@ class Admission:
         return {}
 
     def settle(self, outcome: OutcomeRecord) -> None:
+        if self.spent is not None and outcome.cost_usd:
+            self.spent(outcome.cost_usd)
         if self.limiter is None or not self.reservations:
             return
         task = asyncio.get_running_loop().create_task(self._settle(outcome.tokens_in + outcome.tokens_out,
@@ -72,8 +79,10 @@ def limits_of(principal: Principal) -> list[Limits]:
     return out
 
 
-async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_unavailable: str) -> Admission:
-    """Admit a decided request against its key's limits.
+async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_unavailable: str,
+                runaway: RunawayCheck | None = None) -> Admission:
+    """Admit a decided request against its key's limits, and against the throttle of a
+    tenant or route whose spend ran away (``runaway``, :mod:`gateway.limits.runaway`).
 
     Tokens and cost reserved are the chosen candidate's ceiling when the request sets
     ``max_tokens`` (the most it can cost: :attr:`router.decision.Candidate.cost_ceiling_usd`),
@@ -81,11 +90,14 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
 
     Raises:
         gateway.limits.base.RateLimitExceeded, gateway.limits.base.BudgetExceeded: over a limit.
+        gateway.limits.runaway.SpendThrottled: over a runaway throttle.
         LimitsUnavailable: the limiter is down and the policy says ``closed``.
     """
-    all_limits = limits_of(principal)
+    tenant, route = principal.tenant, decision.record.route
+    spent = (lambda usd: runaway.observe(tenant, route, usd)) if runaway is not None else None
+    all_limits = limits_of(principal) + (runaway.throttles(tenant, route) if runaway is not None else [])
     if not all_limits:
-        return Admission()
+        return Admission(spent=spent)
     chosen = next(c for c in decision.candidates if c.backend == decision.record.chosen)
     ceiling = chosen.cost_ceiling_usd is not None
     tokens = (chosen.output_tokens_ceiling if ceiling else chosen.expected_output_tokens) + _input_tokens(decision)
@@ -94,17 +106,22 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
     try:
         for limits in all_limits:
             await limiter.seed_budget(limits)  # once per process and period
-            reservations.append(await limiter.admit(limits, tokens, cost))
+            try:
+                reservations.append(await limiter.admit(limits, tokens, cost))
+            except RateLimitExceeded as exc:
+                if limits.subject.startswith(RUNAWAY_SUBJECT):
+                    raise throttled(exc, limits) from None
+                raise
     except LimiterUnavailable as exc:
         await _release(limiter, reservations)
         if on_unavailable == "closed":
             raise LimitsUnavailable("Rate limits cannot be checked right now; try again shortly") from None
         log.warning("limiter unavailable (%s); admitting %s without limits (policy: open)", exc, principal.tenant)
-        return Admission()
+        return Admission(spent=spent)
     except Exception:
         await _release(limiter, reservations)  # the key admitted it, the tenant did not: undo the key's count
         raise
-    return Admission(limiter, reservations)
+    return Admission(limiter, reservations, spent)
 
 
 async def _release(limiter: Limiter, reservations: list[Reservation]) -> None:

@@ -25,6 +25,14 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_store_queue_rows                                gauge     rows waiting in the write queue
     mixroute_store_journal_bytes                             gauge     size of the spill journal
     mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
+    mixroute_rejections_total{tenant,reason}                 counter   refused requests (reason: error code)
+    mixroute_tenant_budget_usd{tenant,period}                gauge     a tenant's budget (store, per scrape)
+    mixroute_tenant_spent_usd{tenant,period}                 gauge     its spend this period (USD)
+    mixroute_tenant_budget_left_usd{tenant,period}           gauge     budget minus spend, at least 0
+    mixroute_spend_rate_usd_per_minute{scope,name}           gauge     short-window spend rate (runaway check)
+    mixroute_spend_baseline_usd_per_minute{scope,name}       gauge     its EWMA baseline
+    mixroute_runaway_active{scope,name}                      gauge     1 while the runaway check is fired
+    mixroute_runaway_events_total{scope,name,action}         counter   times it fired (alert|throttle) or cleared
     mixroute_replica_*{backend,replica}                      gauge     vllm replicas (:mod:`.replicas`)
     mixroute_sessions_live                                   gauge     sessions within their idle time
 """
@@ -43,6 +51,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.auth.admin_ops import Spend, tenant_budgets
 from gateway.observability.replicas import ReplicaCollector
 from router.records import DecisionRecord, OutcomeRecord
 
@@ -57,6 +68,9 @@ DECIDE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 FEEDBACK_CACHE_S = 30.0
 """How long the feedback counts are reused between scrapes (seconds): one small query per 30 s."""
+BUDGET_CACHE_S = 5.0
+"""How long the tenants' budget figures are reused between scrapes (seconds): fresh enough to
+agree with the admin API, at most one grouped spend query per period kind every 5 s."""
 
 
 class Metrics:
@@ -82,6 +96,9 @@ class Metrics:
                                "cache_write: written to one; both part of input)."),
                               ["tenant", "route", "backend", "kind"], registry=r)
         self.cost = Counter("mixroute_cost_usd", "Cost of calls (USD).", ["tenant", "route", "backend"], registry=r)
+        self.rejections = Counter("mixroute_rejections", "Refused requests by tenant and reason (the error "
+                                  "code: budget_exceeded, rate_limit_exceeded, spend_rate_throttled, ...).",
+                                  ["tenant", "reason"], registry=r)
         self.fallbacks = Counter("mixroute_fallbacks", "Failed backend attempts followed by another one.",
                                  ["route", "backend"], registry=r)
         self.in_flight = Gauge("mixroute_pool_in_flight", "Requests sent to a pool (backend) and not finished.",
@@ -119,6 +136,8 @@ class Metrics:
         """Count one finished request (tokens in tokens, cost in USD, times in seconds)."""
         route, tenant, backend = decision.route or "-", decision.tenant or "-", outcome.backend or "-"
         self.child(self.requests, route, backend, outcome.status).inc()
+        if outcome.status == "rejected":
+            self.child(self.rejections, tenant, outcome.error_code or "-").inc()
         for failed in outcome.fallbacks_taken:
             self.child(self.fallbacks, route, failed).inc()
         if outcome.ttft_s is not None and outcome.status != "error":
@@ -164,8 +183,10 @@ class ScrapeCollector(Collector):
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.store: Any = None
+        self.runaway: Any = None  # the app's gateway.limits.runaway.RunawayWatch
         self.sessions: Any = None
         self._feedback: tuple[float, list[tuple[str, str, int]] | None] = (float("-inf"), None)
+        self._budgets: tuple[float, list[tuple[str, Spend]] | None] = (float("-inf"), None)
 
     def describe(self) -> list:
         return []  # values appear only once the store exists; nothing to check at register time
@@ -176,6 +197,8 @@ class ScrapeCollector(Collector):
         for backend, value in sorted(self.metrics.prefix_ratios().items()):
             ratio.add_metric([backend], value)
         yield ratio
+        if self.runaway is not None:
+            yield from _runaway_families(self.runaway)
         if self.sessions is not None:
             # In process: this process's sessions; with Redis: those this replica served
             # within their idle time (each replica reports its own, sum them).
@@ -200,6 +223,27 @@ class ScrapeCollector(Collector):
             for route, verdict, n in feedback:
                 fam.add_metric([route, verdict], n)
             yield fam
+        yield from self._budget_gauges(store.engine)
+
+    def _budget_gauges(self, engine) -> Iterator:
+        at, budgets = self._budgets
+        if time.monotonic() - at >= BUDGET_CACHE_S:
+            try:
+                budgets = tenant_budgets(engine) if engine is not None else None
+            except SQLAlchemyError as exc:  # the scrape still answers with everything else
+                log.warning("budget gauges: the store cannot be read (%s)", type(exc).__name__)
+                budgets = None
+            self._budgets = (time.monotonic(), budgets)
+        if budgets is None:
+            return
+        families = [GaugeMetricFamily(f"mixroute_tenant_{name}", doc, labels=["tenant", "period"]) for name, doc in (
+            ("budget_usd", "A tenant's budget for its period (USD)."),
+            ("spent_usd", "What the store recorded the tenant spending this period (USD)."),
+            ("budget_left_usd", "The tenant's budget minus its spend this period, at least 0 (USD)."))]
+        for tenant, spend in budgets:
+            for fam, value in zip(families, (spend.budget_usd, spend.spent_usd, spend.left_usd)):
+                fam.add_metric([tenant, spend.period], value)
+        yield from families
 
     def _feedback_counts(self, engine) -> list[tuple[str, str, int]] | None:
         from gateway.dashboard.queries import feedback_verdicts  # dashboard owns the store queries
@@ -210,6 +254,27 @@ class ScrapeCollector(Collector):
         counts = feedback_verdicts(engine) if engine is not None else None
         self._feedback = (time.monotonic(), counts)
         return counts
+
+
+def _runaway_families(watch) -> Iterator:
+    """Spend rate, baseline and fired state per watched tenant and route, and the events."""
+    labels = ["scope", "name"]
+    rate = GaugeMetricFamily("mixroute_spend_rate_usd_per_minute", "Spend over the runaway check's short "
+                             "window (USD per minute).", labels=labels)
+    base = GaugeMetricFamily("mixroute_spend_baseline_usd_per_minute", "EWMA baseline of the spend rate "
+                             "(USD per minute).", labels=labels)
+    active = GaugeMetricFamily("mixroute_runaway_active", "1 while a tenant's or route's spend rate is over "
+                               "the runaway threshold (or within its hold time).", labels=labels)
+    for scope, name, r, b, on in watch.rates():
+        rate.add_metric([scope, name], r)
+        if b is not None:
+            base.add_metric([scope, name], b)
+        active.add_metric([scope, name], 1.0 if on else 0.0)
+    events = CounterMetricFamily("mixroute_runaway_events", "Runaway spend events by action (alert, throttle, "
+                                 "clear).", labels=["scope", "name", "action"])
+    for (scope, name, action), n in sorted(watch.fired.items()):
+        events.add_metric([scope, name, action], n)
+    yield from (rate, base, active, events)
 
 
 def _journal_bytes(journal) -> int:

@@ -30,3 +30,22 @@ def recorded_spend(engine: Engine | None, subject: str, since: datetime) -> floa
                     else Decision.key_id == subject, Decision.created_at >= since))
     with engine.connect() as conn:
         return float(conn.execute(query).scalar_one())
+
+
+def spend_by_subject(engine: Engine, since: datetime) -> tuple[dict[str, float], dict[str, float]]:
+    """``({key id: USD}, {tenant: USD})`` of the outcomes of requests decided at or after
+    ``since`` (UTC): :func:`recorded_spend` for every key and tenant in two grouped queries.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
+    """
+    cost = sa.func.coalesce(sa.func.sum(Outcome.cost_usd), 0.0)
+    joined = sa.select().select_from(Outcome).join(Decision, Decision.request_id == Outcome.request_id)
+    by_key = joined.add_columns(Decision.key_id, cost).where(Decision.created_at >= since,
+                                                            Decision.key_id.is_not(None)).group_by(Decision.key_id)
+    by_tenant = joined.add_columns(Decision.tenant, cost).where(Decision.created_at >= since,
+                                                               Decision.tenant.is_not(None)).group_by(Decision.tenant)
+    with engine.connect() as conn:
+        keys = {k: float(v) for k, v in conn.execute(by_key)}
+        tenants = {t: float(v) for t, v in conn.execute(by_tenant)}
+    return keys, tenants

@@ -22,6 +22,7 @@ from backends.fields import NAME_PATTERN, Integer, Number, Strict, Version
 from backends.pricing import sets_base_price
 from router.policy.quality_bar import QualityBar
 from router.policy.rewrite_config import RewriteConfig
+from router.policy.runaway_config import RunawayConfig
 from router.policy.session_config import SessionConfig
 from router.policy.signals import SignalName, Threshold
 
@@ -176,6 +177,7 @@ class Policy(Strict):
     rules: list[RuleConfig] = Field(default_factory=list)
     limits: LimitsConfig = LimitsConfig()
     rewrite: RewriteConfig = RewriteConfig()
+    runaway: RunawayConfig = RunawayConfig()
 
     def backend(self, name: str) -> BackendConfig | None:
         """The backend called ``name`` (``None`` if there is none): a dict lookup, since the

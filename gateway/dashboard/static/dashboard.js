@@ -52,6 +52,7 @@
   function render(d) {
     $("viewer").textContent = d.viewer.tenant ? "tenant: " + d.viewer.tenant : "all tenants";
     fillReference(d);
+    ops(d);
     const status = $("status");
     if (d.empty) {
       status.textContent = d.viewer.tenant
@@ -213,6 +214,15 @@
       },
       options: { scales: { y: { title: { display: true, text: "ms" } } } },
     });
+  }
+
+  function ops(d) {
+    $("budgets").innerHTML = '<tr><th>Tenant</th><th>Period</th><th class="n">Budget</th><th class="n">Spent</th><th class="n">Left</th></tr>' +
+      (d.budgets || []).map((b) => "<tr><td>" + esc(b.tenant) + "</td><td>" + esc(b.period) + '</td><td class="n">' + usd(b.budget_usd) +
+        '</td><td class="n">' + usd(b.spent_usd) + '</td><td class="n">' + usd(b.left_usd) + "</td></tr>").join("");
+    $("runaway").innerHTML = '<tr><th>When (UTC)</th><th>Scope</th><th>Name</th><th class="n">USD/min</th><th class="n">Baseline</th><th>Action</th></tr>' +
+      (d.runaway || []).map((e) => "<tr><td>" + esc(e.at) + "</td><td>" + esc(e.scope) + "</td><td>" + esc(e.name) + '</td><td class="n">' +
+        usd(e.rate_usd_per_min) + '</td><td class="n">' + usd(e.baseline_usd_per_min) + "</td><td>" + esc(e.action) + "</td></tr>").join("");
   }
 
   function table(id, rows) {
