@@ -18,10 +18,9 @@ DOCS = sorted((ROOT / "docs").glob("*.md"))
 README_MAX_WORDS = 1500
 CELL_MAX_WORDS = 25
 
-# Pages the README links that other branches are writing (the admin API of issue 39, the
-# doors' security notes). A link to one passes while the file is absent; once it exists it is
-# checked like any other.
-PENDING_PAGES = {ROOT / "docs" / "ADMIN.md", ROOT / "docs" / "SECURITY.md"}
+# Pages the README links that another branch is writing (the doors' security notes). A link
+# to one passes while the file is absent; once it exists it is checked like any other.
+PENDING_PAGES = {ROOT / "docs" / "SECURITY.md"}
 
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
