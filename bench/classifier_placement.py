@@ -11,7 +11,7 @@ autocast where the CPU has native bf16, into ``--out`` (default
 ``/tmp/mixroute-placement-<layers>-<modules>``), and prints the training wall time and the
 head's held-out metrics from its model card. Serving cost of the result:
 ``mixroute bench classifier --heads 1,8 --no-separate --adapters <out>``
-(docs/CLASSIFIER.md, "Trade-off: where the LoRA sits").
+(docs/BENCHMARKS.md, "Trade-off: where the LoRA sits").
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ changes what the gateway does in production):
   when both want the one core).
 - ``normal-writer``: the store writer's thread keeps the normal scheduling policy
   (``MIXROUTE_STORE_WRITER_IDLE=false``) instead of ``SCHED_IDLE`` while no backlog is
-  queued (the default since 2026-12-01: a request that wakes the event loop preempts an
+  queued (the default: a request that wakes the event loop preempts an
   idle-policy writer at once, where a normal or niced one may first finish its time slice).
 - ``switch-0.5ms``: the interpreter's thread switch interval at 0.5 ms instead of 5 ms (a
   thread waiting for the GIL gets it sooner); ``nice-switch``: both.

@@ -35,11 +35,10 @@ class Settings(BaseSettings):
             closes a connection the balancer or a client is about to reuse (a request sent
             into a closing connection is reset and never reaches the gateway).
         event_loop: the server's event loop: ``uvloop`` (default; ``auto`` is the same where
-            uvloop is installed), or ``asyncio`` (the standard library's). Measured on one
-            pinned core at 128 concurrent connections, i.e. beyond saturation: uvloop
-            served more requests per second but let about 1% of them wait over a second
-            behind the others, the standard loop kept every request's wait close to the
-            average (docs/BENCHMARKS.md, "Event loop under overload").
+            uvloop is installed), or ``asyncio`` (the standard library's). Beyond saturation
+            uvloop serves more requests per second but lets a few wait far behind the
+            others, where the standard loop keeps every request's wait close to the average
+            (docs/BENCHMARKS.md, "Event loop under overload").
         store_queue_size: bound of the in-memory write queue of the store (rows).
         store_batch_size: rows per batched insert.
         store_flush_interval_s: longest time a row waits in the queue (seconds).
@@ -65,8 +64,7 @@ class Settings(BaseSettings):
         redis_timeout_s: how long one rate-limit/budget call to Redis may take before Redis
             counts as unavailable (``limits.on_unavailable`` then decides), seconds. The
             wait is measured on the gateway's event loop, so a loop busy with a burst adds
-            to it: 1 s (the old default) gave false "unavailable" answers during a
-            400-request burst on a 2-vCPU AMD EPYC Zen 2 while Redis answered at once.
+            to it: too short a timeout reports a healthy Redis unavailable under load.
         classifier: ``auto`` loads the shipped classifier heads when torch and peft are
             installed and falls back to the policy's quality priors otherwise; ``on``
             fails start-up without them; ``off`` always uses the priors.

@@ -1,81 +1,41 @@
 """Route-level quality bar: ``route_target`` = a share of the strongest, over the route's traffic.
 
-A ``target: t`` bar asks *every request* for ``t`` of its best predicted quality: the
-choice is the cheapest candidate predicting at least ``t x max(predicted quality)``. Each
-request then clears ``t`` on its own, so the route as a whole over-delivers (on held-out
-RouterBench rows ``target: 0.95`` realised 0.94-0.99 of always-GPT-4's quality at more
-than half its cost, docs/CALIBRATION.md) and pays for it.
+``target: t`` asks every request for ``t`` of its own best predicted quality, so the route
+as a whole over-delivers and pays for it. ``route_target: t`` asks the route: over its last
+``window`` requests, the summed predicted quality of the choices is held at ``t`` x the
+summed best (in expectation over the draws below), the quantity a RouterBench-style
+evaluation reports. Minimising cost under that one aggregate constraint is a multiple-choice
+knapsack; its Lagrangian treatment prices quality once for the whole window (Sinha &
+Zoltners, "The multiple-choice knapsack problem", Operations Research 27(3), 1979).
 
-``route_target: t`` asks the *route*: over its last ``window`` requests, the summed
-predicted quality of the choices is held at ``t`` x the summed best predicted quality
-(each request's strongest candidate; in expectation over the draws below), which is the quantity a RouterBench-style
-evaluation reports (realised quality as a share of always-strongest). Minimising cost
-under that one aggregate constraint is a multiple-choice knapsack; its Lagrangian (dual)
-treatment prices quality once for the whole window (Sinha & Zoltners, "The multiple-choice
-knapsack problem", Operations Research 27(3), 1979). Two allocations:
+Allocations:
 
-- ``lagrangian`` (the default): every request takes the candidate maximising
-  ``w x quality - cost``, with one willingness to pay ``w`` (USD per unit of predicted
-  quality), the smallest at which the window still reaches ``t``. The strong model goes
-  where its predicted gain per extra dollar is largest, so quality is bought where it is
-  cheapest, across requests and tasks. This is the LP optimum for the predicted
-  qualities.
-- ``share``: the per-request relative rule with the route's own share ``s <= 1``, the
-  smallest at which the window still reaches ``t``. The strong model goes where the cheap
-  candidates' predicted share of the best is lowest, whatever the extra cost.
+- ``lagrangian`` (default): each request takes the candidate maximising ``w x quality -
+  cost``, with the smallest ``w`` (USD per unit of quality) at which the window reaches
+  ``t``: the LP optimum for the predicted qualities.
+- ``share``: the per-request relative rule with the smallest route share ``s <= 1`` at
+  which the window reaches ``t``.
 
-At the same bar (``t``, ``uncertainty_z`` and neighbours alike), ``lagrangian`` spent 0.06-0.07
-less of always-GPT-4's cost than ``share`` in 5-fold cross-fitted replays of the 2,205
-RouterBench rows, for an equal or higher realised quality (means over 9 orders); the
-saving pays for a wider ``uncertainty_z`` (docs/CALIBRATION.md, "Allocation, neighbours
-and prices").
+Solve: as ``s`` (or ``w``) rises, a request's choice walks up its cost-quality Pareto
+frontier (under ``lagrangian``, the frontier's upper concave hull, :func:`hull_steps`). The
+gains of every step are summed in :data:`BUCKETS` ratio buckets grouped in blocks of
+:data:`BLOCK`, so adding a request and dropping the oldest cost two additions per step, and
+the smallest boundary reaching the goal is found by prefix sums and binary searches.
 
-Solve: for one request, as ``s`` rises the choice (the cheapest candidate predicting at
-least ``s x best``) walks up the request's cost-quality Pareto frontier, moving from point
-``j`` to ``j + 1`` once ``s`` exceeds ``q_j / best`` (under ``lagrangian``: as ``w`` rises
-it walks the frontier's upper concave hull, moving on once ``w`` exceeds the segment's
-cost per unit of quality, :func:`hull_steps`; buckets are then logarithmic in ``w``). The
-window's summed quality at ``s`` is its sum at ``s = 0`` plus the gains of every step
-whose ratio is below ``s``. Gains are
-summed in :data:`BUCKETS` ratio buckets, grouped in blocks of :data:`BLOCK` (a two-level
-histogram), so adding a request and dropping the oldest cost two additions per step, and
-the smallest bucket boundary ``s`` that reaches ``t`` is found on every request by two
-prefix sums and binary searches over at most ``BUCKETS / BLOCK`` and ``BLOCK`` entries (no
-periodic re-sort). ``s`` is a bucket boundary, so a choice may move up for a ratio up to
-``1 / BUCKETS`` below the exact one.
+Ties: a request with a step in the last bucket the window needs crosses it with the
+probability that makes the window's expected sum exactly the goal (the fractional item of
+the LP relaxation), drawn from a generator seeded per controller; that probability is the
+decision's ``probability`` for off-policy evaluation.
 
-Ties: the last bucket the window needs usually holds more gain than it lacks (with a
-prior-only predictor every request has the same single step, so all or none would cross
-it). A request with a step in that bucket crosses it with the probability that makes the
-window's expected sum exactly the goal (the fractional item of the knapsack's LP
-relaxation), drawn from a generator seeded per controller, so the same traffic in the same
-order decides the same; the probability of the drawn side is the decision's selection
-probability (``DecisionRecord.probability``) for off-policy evaluation.
+Feedback: the solve is counterfactual (it assumes earlier requests were decided at today's
+share), so the controller also sums the quality of the choices actually made
+(:meth:`RouteTarget.chose`, :meth:`RouteTarget.answered`) and moves the next goal by
+:data:`GAIN` x the gap: up after a shortfall, down after a surplus. A surplus is spent
+rather than kept, or traffic arriving task by task would buy each task's quality twice.
 
-Feedback: the solve is counterfactual (it assumes the window's earlier requests were
-decided at today's share). When traffic drifts they were not: if the cheap candidates get
-better over time, each new request looks like the easiest in the window and goes cheap
-while the window's real choices fall short. The controller therefore also sums the
-predicted quality of the choices actually made (:meth:`RouteTarget.chose`; a fallback that
-answered in place of a failed choice replaces it, :meth:`RouteTarget.answered`) and moves
-the next solve's goal by :data:`GAIN` x the gap between the target and the share the choices
-made hold: up after a shortfall, down after a surplus. In a simulation where the cheap
-candidate's gap shrank steadily over 2,000 requests (``tests/router/test_route_target.py``)
-the route kept 0.94 of its best with the feedback and 0.72 without. A surplus is spent
-rather than kept since 2026-12-04: when traffic arrives task by task (a replay in the data's
-order), the requests of the first task hold the target on their own, and once the next task
-arrives the counterfactual solve believes they could have gone cheaper and buys the
-difference again. In 5-fold cross-fitted replays of RouterBench samples of 454 rows kept in
-the data's order, the shipped bar then cost 0.382 of always-GPT-4's and met quality 0.95 at
-cost 0.35 in 0 of 40 samples; spending the surplus, 0.330 and 21 of 40, with shuffled
-samples unchanged (30 and 29 of 40; docs/CALIBRATION.md, "Allocation, neighbours and
-prices").
-
-The request being decided is in the window, so a route's first request is decided on its
-own (``t`` of its own best, in expectation over the draw) and the route-level trade-off
-takes over as traffic arrives. One controller per route and gateway process: replicas hold the target on their
-own traffic, and a restart starts with an empty window. Dry runs (``POST /v1/route``) use
-:meth:`RouteTarget.peek` and change nothing.
+One controller per route and gateway process; the request being decided is in its own
+window. Dry runs (``POST /v1/route``) use :meth:`RouteTarget.peek` and change nothing.
+Measured results: docs/CALIBRATION.md and docs/BENCHMARKS.md.
 
 Costs in USD; qualities are predicted probabilities of a good answer in [0, 1].
 """

@@ -47,12 +47,12 @@ log = logging.getLogger(__name__)
 
 MAX_METRICS_BYTES = 2 << 20
 """Largest ``/metrics`` body read from a replica (bytes, after decompression; 2 MiB). A real
-vLLM's is tens of KB; a replica exporting 32 MB every 2 s pushed the gateway's ``/healthz``
-p99 to 0.5 s when bodies were read whole and parsed on the event loop."""
+vLLM's is tens of KB; a replica exporting tens of MB, read whole and parsed on the event
+loop, would delay every request the gateway serves."""
 PARSE_INLINE_BYTES = 64 << 10
 """``/metrics`` bodies up to this size (bytes) are parsed on the event loop; larger ones in a
-worker thread. Parsing takes about 1 ms per 128 KiB of histogram lines (:func:`read_metrics`,
-AMD EPYC, Python 3.11), so inline parses stay near 0.5 ms."""
+worker thread, so a large body never holds the event loop for long (parse time grows
+linearly with the body; :func:`read_metrics`)."""
 
 
 @dataclass

@@ -2,9 +2,7 @@
 
 A summary reads up to :data:`gateway.dashboard.queries.MAX_ROWS` decision/outcome rows and
 aggregates them in Python. In a thread of the gateway's own process that work holds the
-GIL for seconds on a large store, and every request in flight waits for it (an operator
-measured chat completions going from tens of milliseconds to seconds while three summaries
-ran). Here one worker process, spawned on first use with its own engine per database URL,
+GIL for seconds on a large store, and every request in flight waits for it. Here one worker process, spawned on first use with its own engine per database URL,
 computes them; concurrent summaries queue for it, and the gateway's event loop only waits
 for the answer.
 

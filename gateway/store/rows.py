@@ -91,8 +91,8 @@ def default_journal_path(url: str, port: int | None = None) -> Path:
 
 
 def legacy_journal(url: str) -> Path | None:
-    """A non-empty journal (or half-replayed ``.replaying`` file) where mixroute before
-    2026-12-01 kept the journal of ``url``, one file name for every database
+    """A non-empty journal (or half-replayed ``.replaying`` file) where earlier versions of
+    mixroute kept the journal of ``url``, one file name for every database
     (``mixroute-journal.jsonl`` next to a SQLite file or in the working directory); ``None``
     when there is none."""
     from gateway.store.journal import replaying_path

@@ -2,10 +2,10 @@
 ``model.safetensors``, ``tokenizer.json``) with ``safetensors`` and ``tokenizers``, without
 importing ``transformers``.
 
-Why: on a 2-vCPU AMD EPYC Zen 2, importing ``transformers`` and building the model through
-``AutoModel.from_pretrained`` took 2.6 s of the gateway's start-up, against 0.04 s for
-reading the same weights and tokenizer here (the bundled all-MiniLM-L6-v2; same tensors and
-same token ids, ``tests/classify/test_basefiles.py``). Folders this module does not cover
+Why: importing ``transformers`` and building the model through ``AutoModel.from_pretrained``
+takes seconds of the gateway's start-up, where reading the same weights and tokenizer here
+takes a few hundredths of one (figures in docs/BENCHMARKS.md); the tensors and token ids are
+the same (``tests/classify/test_basefiles.py``). Folders this module does not cover
 (another architecture or tokenizer, PyTorch ``.bin`` weights, a tokenizer whose
 ``tokenizer_config.json`` contradicts its ``tokenizer.json``): :func:`load_base_files` returns
 ``None`` for them and :func:`load_base` loads them through ``transformers`` as before.

@@ -40,8 +40,8 @@ def onednn_linear_available() -> bool:
 def onednn_bf16_available() -> bool:
     """Whether oneDNN can reorder and run bfloat16 linear maps on this CPU
     (``torch.ops.mkldnn._is_mkldnn_bf16_supported``: AVX-512 BW/VL/DQ or AVX-NE-CONVERT).
-    Without it ``_reorder_linear_weight`` raises for bfloat16 weights (seen on a 2-vCPU AMD
-    EPYC Zen 2, AVX2 only), so bfloat16 encoders there run the default maps."""
+    Without it ``_reorder_linear_weight`` raises for bfloat16 weights (as on AVX2-only CPUs),
+    so bfloat16 encoders there run the default maps."""
     check = getattr(getattr(torch.ops, "mkldnn", None), "_is_mkldnn_bf16_supported", None)
     try:
         return onednn_linear_available() and check is not None and bool(check())
@@ -83,9 +83,9 @@ class PackedLinear:
     reordered once for oneDNN; ``self(x)`` == ``F.linear(x, weight, bias)`` for ``x`` of
     shape ``(..., in)`` up to float rounding (about 1e-6 relative).
 
-    Why: with torch's default float32 ``addmm`` (MKL) the shipped heads took 1.10-1.20x the
-    time per ~100-token prompt and 1.05-1.08x per batch of 32 of this path on an AMD EPYC
-    without AVX-512 (``python -m bench.classifier_linear_ab``, two runs, docs/CLASSIFIER.md).
+    Why: torch's default float32 ``addmm`` (MKL) is slower than oneDNN's prepacked maps
+    with GELU and residual adds fused; compare with ``python -m bench.classifier_linear_ab``
+    (figures in docs/BENCHMARKS.md).
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
@@ -135,14 +135,14 @@ class Int8Linear:
 
     Error: about 2-4% relative per map (random weights); on the shipped heads' held-out split
     every metric stayed within 0.3 points of float32 (``python -m bench.classifier_precision``,
-    docs/CLASSIFIER.md). Speed: 2-2.6x float32 per map on AVX-512 VNNI (same bench).
+    docs/BENCHMARKS.md, "int8 frozen linear maps").
 
     Args:
         reduce_range: quantise activations to 7 bits, which CPUs without VNNI need to avoid
             overflow in their 16-bit intermediate sums (PyTorch's default dynamic qconfig does
             the same on x86); ``None`` (default): 7 bits exactly when this CPU has no VNNI
-            (:func:`cpu_has_vnni`). With 8 bits on an AVX2-only CPU (AMD EPYC Zen 2) outputs
-            were off by up to 0.8 on values of about 2 (``tests/classify/test_runtime.py``).
+            (:func:`cpu_has_vnni`). With 8 bits on an AVX2-only CPU the 16-bit sums overflow and
+            outputs drift far from float32's (``tests/classify/test_runtime.py``).
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor, reduce_range: bool | None = None):

@@ -28,7 +28,7 @@ with one scale per row; scores as uint8 (``round(255 x score)``; 255 with the ``
 bit clear means "not recorded"); each row's group as uint16 (``groups``, names in the
 metadata); labels and settings in the safetensors metadata. Cosine
 similarity is taken in the projected space (re-normalised). ``bench/`` and
-docs/CLASSIFIER.md report what the projection costs against the full 384 dimensions.
+docs/BENCHMARKS.md report what the projection costs against the full 384 dimensions.
 
 Shapes: ``N`` memory rows, ``D`` encoder width (384), ``d`` projected width, ``M`` labels
 (the quality head's models), ``B`` prompts.
@@ -54,23 +54,13 @@ MEMORY_FILE = "memory.safetensors"
 EXACT = 0.995
 #: Neighbours per prompt of a memory built without saying (the shipped one's, in its
 #: metadata). 100, not the 40 of ``mixroute eval``'s kNN (:data:`router.neighbours.K`):
-#: on the classifier's ``test`` rows (neither head nor memory saw them) the blend's Brier
-#: score falls from k 40 to 100 on RouterBench (0.1985 -> 0.1956) and RouteLLM (0.1603 ->
-#: 0.1595) and rises by 0.0006 on RouterDC (``python -m bench.memory_eval ../shared/data
-#: --source S --k 40,100``); and in 5-fold cross-fitted replays of the 2,205 RouterBench
-#: rows the shipped ``route_target: 0.95`` bar realised 0.955 of always-GPT-4's quality at
-#: 0.278 of its cost with 100 (mean of 9 orders) against 0.950 at 0.290 with 40
-#: (docs/CALIBRATION.md, "Allocation, neighbours and prices"). Within one task the outcomes
-#: of 40 neighbours barely rank the prompts (per-file AUC about 0.5), so more neighbours
-#: mostly average out noise.
+#: within one task the outcomes of a few dozen neighbours barely rank the prompts, so more
+#: neighbours mostly average out noise (``python -m bench.memory_eval ../shared/data
+#: --source S --k 40,100``; figures in docs/BENCHMARKS.md).
 DEFAULT_K = 100
 #: Share of the way each neighbour's recorded score moves to its group's mean in a memory
-#: built without saying (:func:`router.neighbours.task_smoothed`; the shipped memory's).
-#: In 5-fold cross-fitted replays of the 2,205 RouterBench rows (docs/CALIBRATION.md,
-#: "Task-smoothed neighbour outcomes", four fold seeds, samples of 454 rows, the shipped
-#: ``route_target: 0.95`` bar at z 2.5): 0.5 met 0.95 of always-GPT-4's quality at <= 0.35
-#: of its cost on 169-176 of 200 interleaved samples (0: 128-153), and held the quality side
-#: on 150-169 of 200 sent file by file (0: 103-136), where it costs 0.40 of GPT-4's.
+#: built without saying (:func:`router.neighbours.task_smoothed`; the shipped memory's);
+#: docs/CALIBRATION.md, "Task-smoothed neighbour outcomes".
 DEFAULT_SMOOTHING = 0.5
 #: Rows of a task below which :func:`build_from_data` groups a source's rows by the task's
 #: family (``mmlu:anatomy`` -> ``mmlu``) instead.

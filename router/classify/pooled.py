@@ -2,7 +2,7 @@
 materialising every head's token states.
 
 When the only LoRA deltas of the top layer sit on its last linear map (``output.dense``,
-the shipped placement: docs/CLASSIFIER.md "Shared trunk"), head ``s`` differs from the
+the shipped placement: docs/BENCHMARKS.md "Shared trunk"), head ``s`` differs from the
 others only in ``d_s = z_s B_s^T`` with ``z_s = h A_s^T`` (rank ``r``, 16 here). The
 layer's output is ``LayerNorm(u + d_s)`` per token (``u`` = frozen output map + attention
 residual, shared), and a mean-pooled head needs only its mean over real tokens. LayerNorm's

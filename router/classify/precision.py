@@ -19,9 +19,9 @@ def cpu_has_bf16() -> bool:
 
 def cpu_prefers_bf16() -> bool:
     """Whether the encoder runs faster in bfloat16 than in float32/int8 on this CPU: with
-    AMX-BF16 only. AVX-512 BF16 alone is not enough: on a 2-vCPU Intel Xeon (family 6 model
-    207) exposing AVX-512 BF16 but no AMX, oneDNN's bfloat16 linear maps took 1.4-1.8x
-    float32's time (``python -m bench.classifier_precision --speed``, docs/CLASSIFIER.md)."""
+    AMX-BF16 only. AVX-512 BF16 alone is not enough: without AMX, oneDNN's bfloat16 linear
+    maps are slower than float32's (``python -m bench.classifier_precision --speed``;
+    figures in docs/BENCHMARKS.md)."""
     return "amx_bf16" in cpu_flags()
 
 
@@ -53,8 +53,8 @@ def resolve_linear(linear: str, device: str, dtype: str) -> str:
     device and the resolved dtype: ``auto`` -> ``int8`` for float32 on a CPU with an int8
     dot-product instruction (:func:`router.classify.layers.cpu_has_vnni`) where torch has the
     op, else ``onednn`` on the CPU where torch has it (float32 or bfloat16: weights reordered
-    once, GELU and residual adds fused into the matmuls; bfloat16 on a 2-vCPU Intel Xeon with
-    AMX: ``python -m bench.classifier_linear_ab --dtype bfloat16``, docs/CLASSIFIER.md; for
+    once, GELU and residual adds fused into the matmuls; for bfloat16 compare with
+    ``python -m bench.classifier_linear_ab --dtype bfloat16``, docs/CLASSIFIER.md; for
     bfloat16 only where oneDNN runs it on this CPU, :func:`router.classify.layers.onednn_bf16_available`),
     else ``default``.
 

@@ -213,11 +213,10 @@ class MultiHeadEncoder:
             this many threads, each with one intra-op thread, instead of as one batch on
             torch's intra-op threads (a call with one prompt always runs on the caller's
             thread with torch's intra-op threads, for latency). ``None`` (default): torch's
-            intra-op thread count on the CPU with ``int8`` maps, else 0 (batched). On a
-            2-core AMD EPYC with int8 maps this gave 1.18-1.47x the prompts/s of a batch of 32
-            on two intra-op threads (1 to 8 heads; ``mixroute bench classifier
-            --prompt-threads 0,2``, docs/CLASSIFIER.md "Prompt threads"): per-prompt int8 maps
-            gain nothing from batching, and two intra-op threads split small matrices poorly. Outputs are the same as
+            intra-op thread count on the CPU with ``int8`` maps, else 0 (batched): per-prompt
+            int8 maps gain nothing from batching, and a few intra-op threads split small
+            matrices poorly (``mixroute bench classifier --prompt-threads 0,2``;
+            docs/BENCHMARKS.md, "Prompt threads"). Outputs are the same as
             batched (int8: each prompt is quantised on its own either way; float: up to
             rounding).
         rank_space: when every head adapts only the top layer's output map, pool them in LoRA

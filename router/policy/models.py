@@ -49,7 +49,7 @@ class RouteConfig(Strict):
         quality_bar: see :class:`QualityBar`.
         on_no_candidate: when no candidate clears the bar: ``best_quality`` (send to
             the candidate with the highest predicted quality), ``cheapest`` or
-            ``reject`` (HTTP 503).
+            ``reject`` (HTTP 422 ``no_candidate``).
         max_attempts: candidates tried in order on retryable failures (>= 1).
         ttft_slo_s: time-to-first-token SLO in seconds: a candidate whose predicted TTFT
             (:mod:`router.live`) breaks it is skipped.

@@ -37,26 +37,14 @@ class CalibrationEvidence(Strict):
 
 
 #: ``uncertainty_z`` of a ``route_target`` bar that does not set one: 2.5 posterior standard
-#: deviations. With the ``lagrangian`` allocation and the shipped memory's 100 neighbours,
-#: in 5-fold cross-fitted replays of the 2,205 RouterBench rows (``python -m
-#: bench.replay_sensitivity ../shared/data/routerbench --cross-fit 5 --samples 40
-#: [--samples-order data]``, docs/CALIBRATION.md, "Allocation, neighbours and prices"),
-#: z 2.5 realised at least 0.95 of always-GPT-4's quality at no more than 0.35 of its cost
-#: in all 9 orders of the rows, in 29 of 40 shuffled samples of 454 rows and in 21 of 40 sent
-#: file by file; z 2: 7 of 9, 23 and 15; z 3: 9 of 9, 31 and 12 (over cost file by file).
-#: On 200 such samples (``--samples 200 --samples-order interleaved|data``, docs/CALIBRATION.md,
-#: "The replay's order"): z 2.5 met it in 128 with the files interleaved (``mixroute
-#: replay``'s default order) and 96 file by file; z 3 in 150 and 56. Traffic that arrives
-#: task by task is as real as mixed traffic, so 2.5. Since the shipped memory's
-#: ``task_smoothing`` 0.5 (docs/CALIBRATION.md, "Task-smoothed neighbour outcomes", four
-#: fold seeds): z 2.5 meets both targets on 169-176 of 200 interleaved samples and holds the
-#: quality side on 150-169 of 200 sent file by file, whose cost (0.40) then misses 0.35;
-#: z 1 would meet both on 118-132 and 99-121. Kept at 2.5: the quality bar is the promise.
+#: deviations. A lower z is cheaper but misses the bar more often when traffic arrives task by
+#: task; the quality bar is the promise, so the default leans to holding it. Replays that
+#: chose it (``python -m bench.replay_sensitivity``): docs/BENCHMARKS.md, "Quality bars on
+#: RouterBench: calibration and the replay target".
 DEFAULT_UNCERTAINTY_Z = 2.5
-#: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`).
-#: In 5-fold cross-fitted replays of the 2,205 RouterBench rows, at the same bar it spent
-#: 0.06-0.07 less of always-GPT-4's cost than ``share`` for an equal or higher realised
-#: quality, means over 9 orders (docs/CALIBRATION.md, "Allocation, neighbours and prices").
+#: ``allocation`` of a ``route_target`` bar that does not set one (:mod:`router.aggregate`):
+#: the LP optimum for the predicted qualities, which at the same bar spends less than
+#: ``share`` for an equal or higher realised quality in the replays of docs/BENCHMARKS.md.
 DEFAULT_ALLOCATION = "lagrangian"
 
 
@@ -100,9 +88,8 @@ class QualityBar(Strict):
             memory). Choosing the cheap candidates whose estimates clear a bar selects
             the estimates that erred upwards, so the realised share falls short of the
             predicted one (the optimizer's curse, Smith & Winkler, Management Science
-            52(3), 2006); on RouterBench rows the predicted 0.95 realised 0.934-0.964 with
-            ``0``, under 0.95 in 6 of 9 runs (docs/CALIBRATION.md). ``0``: hold the
-            predicted share. A change starts the route's window afresh.
+            52(3), 2006); replays with ``0`` fell short of the predicted share
+            (docs/BENCHMARKS.md). ``0``: hold the predicted share. A change starts the route's window afresh.
         calibrated: evidence written by ``mixroute calibrate`` for the value set above.
     """
 

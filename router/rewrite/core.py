@@ -230,8 +230,7 @@ def _stable_text(text: str, state: _Moves) -> str:
 MAX_SCAN_CHARS = 200_000
 """Most characters of system/developer text searched for volatile values per request
 (about 50k tokens; a 1-3k-token system prompt is 4-12k characters). The search runs on the
-event loop (every detector over the whole text: about half a second per megabyte on a 2-core
-AMD EPYC), so a client sending a multi-megabyte system prompt would stall every other
+event loop (every detector over the whole text, linear in its length), so a client sending a multi-megabyte system prompt would stall every other
 request for seconds; a text that would go over the limit is left in place, unscanned
 (whitespace too), and the decision's rewrite notes say so."""
 

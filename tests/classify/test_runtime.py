@@ -176,7 +176,7 @@ def test_auto_linear_follows_the_cpu(monkeypatch):
     assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
     assert precision.resolve_linear("auto", "cpu", "bfloat16") == "onednn"  # prepacked bfloat16, fused
     assert precision.resolve_linear("onednn", "cpu", "bfloat16") == "onednn"
-    monkeypatch.setattr(precision, "onednn_bf16_available", lambda: False)  # AVX2 only (AMD Zen 2)
+    monkeypatch.setattr(precision, "onednn_bf16_available", lambda: False)  # an AVX2-only CPU
     assert precision.resolve_linear("auto", "cpu", "bfloat16") == "default"
     assert precision.resolve_linear("auto", "cpu", "float32") == "int8"
     with pytest.raises(AdapterError, match="oneDNN runs bfloat16"):

@@ -484,7 +484,7 @@ def test_prices_that_could_overflow_are_refused():
 
 def test_feedback_spends_a_surplus_when_traffic_drifts_the_other_way(monkeypatch):
     """The target is held, not exceeded at the route's expense: without feedback (or with
-    one that keeps a surplus, as before 2026-12-04) the run holds 0.99 of its best for a
+    one that keeps a surplus, as earlier versions did) the run holds 0.99 of its best for a
     0.9 target and sends 81% of its requests strong; spending the surplus brings it to
     about 0.95 with 64% strong."""
     overall, _, strong = _drift(4.0, monkeypatch, worse=True, target=0.9, seed=1)

@@ -121,8 +121,8 @@ def fold_of(prompts: list[str], folds: int = FOLDS) -> np.ndarray:
 def one_blas_thread() -> Iterator[None]:
     """Limit BLAS to one thread while fitting (when ``threadpoolctl`` is installed).
 
-    The matrices here are small; on a shared 2-core machine multi-threaded OpenBLAS ran
-    the ``mf`` fit on 6,000 rows in 71 s against 11 s single-threaded (measured).
+    The matrices here are small, so multi-threaded OpenBLAS spends more time handing work
+    between threads than computing; on a shared machine it fights the other processes too.
     """
     try:
         from threadpoolctl import threadpool_limits

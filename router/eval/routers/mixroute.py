@@ -33,10 +33,8 @@ it: blended with the outcome memory shipped next to it (:mod:`router.classify.me
 ``MIXROUTE_CLASSIFIER_MEMORY_SMOOTHING`` as the gateway reads them), never reading a memory
 row identical to the prompt (the memory may hold the evaluated rows), and no local estimate
 is added. On the classifier's held-out rows (``--holdout``, no ``--train``) this decided
-better than the local estimate below on all six datasets of issue 4 (MMLU APGR 0.753
-against 0.694, GSM8K 0.598 against 0.436, RouterBench AIQ 0.902 / 0.707 / 0.832 against
-0.896 / 0.624 / 0.812 on arc_challenge / mbpp / winogrande; docs/EVALUATION.md, "Without
---train: the gateway's estimate"), and it is what ships, so the evaluation measures it.
+better than the local estimate below (figures in docs/BENCHMARKS.md), and it is what ships,
+so the evaluation measures it.
 
 Local estimate (:mod:`router.neighbours`), with ``--train`` or without a shipped memory
 (or with ``MIXROUTE_CLASSIFIER_MEMORY=off``). When prompt embeddings are at hand (the run's
