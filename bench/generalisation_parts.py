@@ -60,7 +60,7 @@ class HeadSignals:
 
         self.adapters = adapters or default_adapters_dir()
         self.progress = progress
-        self.predictor = load_predictor(self.adapters, heads=["quality", "output_length"], scan_windows=0,
+        self.predictor = load_predictor(self.adapters, heads=["quality", "output_length"], scan_chars=0,
                                         memory=False, embed=True)
         self.predictor.close()  # classify_batch_embed is called directly
         self.labels = list(self.predictor.quality_labels)

@@ -30,6 +30,9 @@ ENCODINGS = ("float", "base64")
 _INVALID = "invalid_value"
 
 
+MAX_DIMENSIONS = 8192
+
+
 def _bad(message: str, param: str, code: str = _INVALID) -> InvalidRequest:
     return InvalidRequest(message, param=param, code=code)
 
@@ -101,8 +104,10 @@ def check_body(raw: dict) -> None:
     if fmt is not None and fmt not in ENCODINGS:
         raise _bad(f"encoding_format: must be one of {', '.join(ENCODINGS)}", "encoding_format")
     dims = raw.get("dimensions")
-    if dims is not None and not (_is_int(dims) and dims >= 1):
-        raise _bad("dimensions: must be an integer from 1", "dimensions")
+    # OpenAI's largest embedding model has 3,072 dimensions; the cap keeps one request from
+    # asking a backend (or the fake one) for a vector of any size.
+    if dims is not None and not (_is_int(dims) and 1 <= dims <= MAX_DIMENSIONS):
+        raise _bad(f"dimensions: must be an integer from 1 to {MAX_DIMENSIONS}", "dimensions")
     if raw.get("user") is not None and not isinstance(raw["user"], str):
         raise _bad("user: must be a string", "user")
     if raw.get("stream"):

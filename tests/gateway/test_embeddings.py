@@ -203,3 +203,13 @@ routes:
         assert outcome["tokens_in"] == 3 and outcome["cost_usd"] == pytest.approx(3 * 0.01 / 1e6)
     finally:
         gw.stop()
+
+
+def test_huge_dimensions_get_a_400_not_a_dead_gateway():
+    from gateway.doors.embeddings import MAX_DIMENSIONS, check_body
+    import pytest as _pytest
+    from router.errors import InvalidRequest
+
+    with _pytest.raises(InvalidRequest, match="dimensions"):
+        check_body({"model": "text-embedding-3-small", "input": "a", "dimensions": 1_000_000_000})
+    check_body({"model": "text-embedding-3-small", "input": "a", "dimensions": MAX_DIMENSIONS})
