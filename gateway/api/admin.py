@@ -73,39 +73,29 @@ PerMinute = Annotated[int | None, Field(ge=1, le=MAX_PER_MINUTE)]
 PeriodName = Literal["day", "month", "total"]
 
 
-class KeyCreate(BaseModel):
+class _NewLimits(BaseModel):
+    """The limits a new key or tenant starts with (keys and tenants take the same ones)."""
+
     model_config = ConfigDict(extra="forbid")
 
+    budget_usd: Budget = None
+    period: PeriodName = "month"
+    rpm: PerMinute = None
+    tpm: PerMinute = None
+    routes: list[str] = Field(default_factory=list)
+
+
+class KeyCreate(_NewLimits):
     tenant: str
-    budget_usd: Budget = None
-    period: PeriodName = "month"
-    rpm: PerMinute = None
-    tpm: PerMinute = None
-    routes: list[str] = Field(default_factory=list)
 
 
-class KeyUpdate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    budget_usd: Budget = None
-    period: PeriodName | None = None
-    rpm: PerMinute = None
-    tpm: PerMinute = None
-    routes: list[str] | None = None
-
-
-class TenantCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class TenantCreate(_NewLimits):
     name: str
-    budget_usd: Budget = None
-    period: PeriodName = "month"
-    rpm: PerMinute = None
-    tpm: PerMinute = None
-    routes: list[str] = Field(default_factory=list)
 
 
-class TenantUpdate(BaseModel):
+class LimitsUpdate(BaseModel):
+    """A change to a key's or a tenant's limits: only the fields sent change."""
+
     model_config = ConfigDict(extra="forbid")
 
     budget_usd: Budget = None
@@ -113,6 +103,9 @@ class TenantUpdate(BaseModel):
     rpm: PerMinute = None
     tpm: PerMinute = None
     routes: list[str] | None = None
+
+
+KeyUpdate = TenantUpdate = LimitsUpdate
 
 
 async def _run(request: Request, fn, *args, **kwargs):
