@@ -1,8 +1,9 @@
 """Gateway overhead, side by side in one run: direct, mixroute pinned pass-through,
-mixroute routed (classifier on), and LiteLLM's proxy, all in front of the same fixed nginx
+mixroute routed (classifier on), LiteLLM's proxy and Portkey's gateway, all in front of the same fixed nginx
 upstream (:mod:`bench.upstream`).
 
-Run: ``python -m bench.gateway_overhead [--json OUT] [--duration 5] [--skip-litellm] [--doors-only]``
+Run: ``python -m bench.gateway_overhead [--json OUT] [--duration 5] [--skip-litellm] [--skip-portkey]
+[--doors-only]``
 
 ``mixroute-passthrough`` runs on the default event loop (uvloop), ``mixroute-passthrough-asyncio``
 on the standard library's (``MIXROUTE_EVENT_LOOP=asyncio``): same code, to show what each
@@ -25,7 +26,8 @@ generator ``wrk`` and nginx share CPU 0. For each setup it prints:
 LiteLLM's proxy (pinned ``litellm[proxy]==1.106.12``: the newest release whose ``proxy``
 extra installs from PyPI here; later ones need a ``litellm-proxy`` package that the index
 does not serve) is installed by this script into its own virtual environment under
-``~/.cache/mixroute/bench/`` on first use.
+``~/.cache/mixroute/bench/`` on first use; Portkey's Node gateway likewise from npm
+(:mod:`bench.portkey`).
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ import orjson
 
 from bench.doors import door_rows, door_targets, measure_doors
 from bench.loadgen import Result, open_loop, settle, wrk
+from bench.portkey import start_portkey
 from bench.upstream import NginxUpstream, _wait_http
 
 LITELLM_VERSION = "1.106.12"
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY_CPU, LOAD_CPU = 1, 0
-SWEEP = (1, 8, 32, 64, 128)
+# 16: issue 41 compares requests/s at 16 connections.
+SWEEP = (1, 8, 16, 32, 64, 128)
 
 
 @dataclass
@@ -57,6 +61,7 @@ class Setup:
     name: str
     url: str = ""
     model: str = "bench"
+    headers: dict[str, str] = field(default_factory=dict)
     pid: int | None = None
     startup_s: float | None = None
     runs: dict[int, Result] = field(default_factory=dict)
@@ -137,9 +142,9 @@ def measure(setup: Setup, duration: int) -> None:
     """The closed-loop sweep; before each run (and after the last, before the open loop)
     the gateway works off the previous run's leftover queue (:func:`bench.loadgen.settle`)."""
     for c in SWEEP:
-        settle(setup.url, setup.model)
-        setup.runs[c] = wrk(setup.url, c, duration, model=setup.model, cpu=LOAD_CPU)
-    settle(setup.url, setup.model)
+        settle(setup.url, setup.model, headers=setup.headers)
+        setup.runs[c] = wrk(setup.url, c, duration, model=setup.model, cpu=LOAD_CPU, headers=setup.headers)
+    settle(setup.url, setup.model, headers=setup.headers)
 
 
 def summarize(setups: list[Setup]) -> list[dict]:
@@ -156,6 +161,7 @@ def summarize(setups: list[Setup]) -> list[dict]:
     rows = []
     for s in setups:
         row = {"setup": s.name, "max_rps_p99_under_50ms": max_rps(s), "peak_rps": peak_rps(s),
+               "c16_rps": s.runs[16].rps if 16 in s.runs else None,
                "errors": sum(r.errors for r in s.runs.values()), "peak_rss_mib": s.peak_rss_mib,
                "startup_s": s.startup_s,
                "sweep": {str(c): asdict(r) for c, r in sorted(s.runs.items())}}
@@ -182,6 +188,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--duration", type=int, default=5, help="seconds per wrk run")
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--skip-portkey", action="store_true")
     parser.add_argument("--doors-only", action="store_true", help="only the doors and the session lookup")
     args = parser.parse_args()
     import tempfile
@@ -207,19 +214,23 @@ def main() -> None:
             args.json.write_text(orjson.dumps({"doors": doors}, option=orjson.OPT_INDENT_2).decode())
         return
     try:
-        plan = [("mixroute-passthrough", lambda: start_mixroute("bench/policies/passthrough.yaml", upstream.url, tmp,
-                                                                 "off")),
-                ("mixroute-passthrough-asyncio", lambda: start_mixroute("bench/policies/passthrough.yaml",
-                                                                         upstream.url, tmp, "off", "asyncio")),
-                ("mixroute-routed", lambda: start_mixroute("bench/policies/routed.yaml", upstream.url, tmp, "auto"))]
+        plan = [("mixroute-passthrough", lambda: (*start_mixroute("bench/policies/passthrough.yaml", upstream.url, tmp,
+                                                                   "off"), {})),
+                ("mixroute-passthrough-asyncio", lambda: (*start_mixroute("bench/policies/passthrough.yaml",
+                                                                           upstream.url, tmp, "off", "asyncio"), {})),
+                ("mixroute-routed", lambda: (*start_mixroute("bench/policies/routed.yaml", upstream.url, tmp, "auto"),
+                                             {}))]
         if not args.skip_litellm:
-            plan.append(("litellm-proxy", lambda: start_litellm(upstream.url, tmp)))
+            plan.append(("litellm-proxy", lambda: (*start_litellm(upstream.url, tmp), {})))
+        if not args.skip_portkey:
+            plan.append(("portkey", lambda: start_portkey(upstream.url, tmp, _free_port(), _pin)))
         measure(setups[0], args.duration)
         setups[0].open_loop_50 = asyncio.run(open_loop(setups[0].url, 50, 10))
         for name, start in plan:
-            proc, url, startup = start()
+            proc, url, startup, headers = start()
             procs.append(proc)
-            s = Setup(name, url=url, pid=proc.pid, startup_s=startup, model="auto" if "routed" in name else "bench")
+            s = Setup(name, url=url, headers=headers, pid=proc.pid, startup_s=startup,
+                      model="auto" if "routed" in name else "bench")
             measure(s, args.duration)
             if name == "mixroute-routed":
                 s.open_loop_50 = asyncio.run(open_loop(s.url, 50, 10, model="auto"))
@@ -245,9 +256,14 @@ def main() -> None:
 def targets(rows: list[dict]) -> list[tuple[str, str, bool | None]]:
     """``(target, measured, met)`` for issue 41's gateway targets (``None``: not measured)."""
     by = {r["setup"]: r for r in rows}
-    routed, passthrough = by.get("mixroute-routed"), by.get("mixroute-passthrough")
-    out: list[tuple[str, str, bool | None]] = [
-        ("routed rps (c=16) at least Portkey's pass-through rps", "Portkey is not run by this bench", None)]
+    routed, passthrough, portkey = by.get("mixroute-routed"), by.get("mixroute-passthrough"), by.get("portkey")
+    name = "routed rps (c=16) at least Portkey's pass-through rps"
+    if routed and portkey and routed.get("c16_rps") and portkey.get("c16_rps"):
+        out: list[tuple[str, str, bool | None]] = [
+            (name, f"{routed['c16_rps']:.0f} vs {portkey['c16_rps']:.0f} ({routed['c16_rps'] / portkey['c16_rps']:.2f}x)",
+             routed["c16_rps"] >= portkey["c16_rps"])]
+    else:
+        out = [(name, "Portkey or the routed gateway was not run", None)]
     if routed:
         out.append(("routed c=1 overhead p50 at most 3 ms", f"{routed['c1_overhead_p50_ms']:.2f} ms",
                     routed["c1_overhead_p50_ms"] <= 3.0))
@@ -284,12 +300,14 @@ def _print(rows: list[dict]) -> None:
     def f(v, fmt=".2f"):
         return "" if v is None else format(v, fmt)
 
-    table = Table("setup", "c1 ovh p50", "c1 ovh p99", "c8 ovh p50", "c8 ovh p99", "max rps (p99<50ms)", "peak rps",
+    table = Table("setup", "c1 ovh p50", "c1 ovh p99", "c8 ovh p50", "c8 ovh p99", "rps c=16", "max rps (p99<50ms)",
+                  "peak rps",
                   "errors", "peak RSS MiB", "start s", "peak rps/LiteLLM", "RSS/LiteLLM", "50rps ovh p99",
                   title="gateway overhead vs direct (ms), one worker on one core")
     for r in rows:
         table.add_row(r["setup"], f(r["c1_overhead_p50_ms"]), f(r["c1_overhead_p99_ms"]), f(r["c8_overhead_p50_ms"]),
-                      f(r["c8_overhead_p99_ms"]), f(r["max_rps_p99_under_50ms"], ".0f"), f(r["peak_rps"], ".0f"),
+                      f(r["c8_overhead_p99_ms"]), f(r.get("c16_rps"), ".0f"), f(r["max_rps_p99_under_50ms"], ".0f"),
+                      f(r["peak_rps"], ".0f"),
                       str(r["errors"]), f(r.get("peak_rss_mib"), ".0f"), f(r.get("startup_s")),
                       f(r.get("peak_rps_vs_litellm")),
                       f(r.get("rss_vs_litellm")), f(r.get("open_loop_50rps_overhead_p99_ms")))

@@ -77,7 +77,8 @@ def wrk(url: str, connections: int, duration_s: int, model: str = "bench", cpu: 
     return Result(parse(pct["50"]), parse(pct["99"]), float(rps.group(1)), errors)
 
 
-def settle(url: str, model: str = "bench", *, quiet_ms: float = 50.0, timeout_s: float = 60.0) -> float:
+def settle(url: str, model: str = "bench", *, quiet_ms: float = 50.0, timeout_s: float = 60.0,
+           headers: dict[str, str] | None = None) -> float:
     """Wait until the gateway has worked off what the previous load left queued, so that one
     measurement does not pay for another's backlog: a closed-loop run at concurrency c stops
     with up to c requests still queued inside the gateway (wrk closes its connections; the
@@ -87,7 +88,7 @@ def settle(url: str, model: str = "bench", *, quiet_ms: float = 50.0, timeout_s:
     import httpx
 
     body = orjson.dumps({**BODY, "model": model})
-    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench"}
+    headers = {"content-type": "application/json", "authorization": "Bearer sk-bench", **(headers or {})}
     start, quiet = time.perf_counter(), 0
     with httpx.Client(timeout=30) as client:
         while quiet < 3 and time.perf_counter() - start < timeout_s:
