@@ -205,7 +205,7 @@ async def route(request: Request):
         replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
         "request_id": rec.request_id, "dialect": door.name, "endpoint": endpoint, "route": rec.route,
-        "policy_hash": rec.policy_hash,
+        "policy_hash": rec.policy_hash, "adapter_version": rec.adapter_version,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,
@@ -286,9 +286,17 @@ async def complete(request: Request, runtime: Runtime, settings, principal: Prin
                                        replica=attempt.report.replica)
     finally:
         finish(outcome)
+    _offer_judge(state, decision, call.endpoint, lambda: dispatch.answer_text(resp))
     headers = {**limit_headers, **_headers(decision, attempt.backend.name, attempt.tried)}
     headers["x-mixroute-cost-usd"] = f"{outcome.cost_usd:.10f}"
     return FastJSONResponse(rendered, headers=headers)
+
+
+def _offer_judge(state, decision: Decision, endpoint: str, answer: Callable[[], str]) -> None:
+    """Offer an answered request to the judge (:mod:`gateway.judge`): a draw and a queue put."""
+    judge = getattr(state, "judge", None)
+    if judge is not None and endpoint in ("chat", "completions"):
+        judge.offer(decision.record, endpoint, decision.body, answer)
 
 
 async def _open_session(request: Request, runtime: Runtime, principal: Principal, endpoint: str,
@@ -389,3 +397,5 @@ async def _relay(runtime: Runtime, finish, attempt: dispatch.Attempt, first: dic
         finish(attempt.outcome(
             runtime, status=status, http_status=200, usage=usage, error=error,
             ttft=ttft, itl=itl, streamed=True, fallback_text="".join(text)))
+        if status == "ok":
+            _offer_judge(ctx.request.app.state, attempt.decision, call.endpoint, lambda: "".join(text))

@@ -16,7 +16,9 @@ logged.
 Errors::
 
     InvalidRequest    400 invalid_request_error  invalid_value / missing_required_parameter
-                                                 (also a NUL character in any string field)
+                                                 (also a NUL character in any string field,
+                                                 and ``source: judge``, which only the
+                                                 gateway's judge writes)
     FeedbackBacklogFull 503 api_error            feedback_backlog_full  (MIXROUTE_FEEDBACK_MAX_PENDING
                                                  feedback rows wait for their requests)
 """
@@ -81,6 +83,9 @@ async def feedback(request: Request, settings: SettingsDep, principal: Principal
     if principal is OPEN:  # auth off: a web page must not write feedback cross-site (what-if reads it)
         refuse_cross_site(request.headers.get("content-type"))
     body = FeedbackRequest(**validate(FeedbackRequest, await read_json(request, settings.max_body_bytes)))
+    if body.source.strip().lower() == "judge":  # the gateway's own judge writes these (gateway/judge.py)
+        raise InvalidRequest("source 'judge' is reserved for the gateway's own judge (learning.judge); "
+                             "use another source name", param="source", code="invalid_value")
     if body.score is None and body.label is None:
         raise InvalidRequest("Give a score in [0, 1], a label, or both", param="score",
                              code="missing_required_parameter")

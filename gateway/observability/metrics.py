@@ -25,6 +25,8 @@ Names, types and labels (documented in ``docs/OBSERVABILITY.md``)::
     mixroute_store_queue_rows                                gauge     rows waiting in the write queue
     mixroute_store_journal_bytes                             gauge     size of the spill journal
     mixroute_feedback_total{route,verdict}                   counter   feedback rows in the store
+    mixroute_judge_total{result}                             counter   answers offered to the judge (gateway/judge.py)
+    mixroute_judge_cost_usd_total                            counter   USD the judge's calls cost
     mixroute_rejections_total{tenant,reason}                 counter   refused requests (reason: error code)
     mixroute_tenant_budget_usd{tenant,period}                gauge     a tenant's budget (store, per scrape)
     mixroute_tenant_spent_usd{tenant,period}                 gauge     its spend this period (USD)
@@ -109,6 +111,9 @@ class Metrics:
                                             buckets=DECIDE_BUCKETS, registry=r)
         self.classifier_batch = Histogram("mixroute_classifier_batch_size", "Prompts per classifier batch.",
                                           buckets=BATCH_BUCKETS, registry=r)
+        self.judge = Counter("mixroute_judge", "Answers offered to the judge by result (graded, unparsed, "
+                             "error, over_cap, not_allowed, dropped).", ["result"], registry=r)
+        self.judge_cost = Counter("mixroute_judge_cost_usd", "Cost of the judge's calls (USD).", registry=r)
         self._children: dict[tuple, object] = {}
         self._prefix: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # backend -> [cached, input]
         self._lock = threading.Lock()

@@ -12,7 +12,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from backends.fields import Number, Strict
+from backends.fields import Integer, Number, Strict
+
+#: The judge's rubric when the policy gives none: what a good answer is, in one paragraph.
+DEFAULT_RUBRIC = ("Grade how well the answer serves the request: correct, complete, on topic, in the language "
+                  "asked, and following the request's instructions and format. A wrong, evasive or "
+                  "truncated answer is poor.")
 
 
 class SourceWeights(Strict):
@@ -20,7 +25,7 @@ class SourceWeights(Strict):
 
     Attributes:
         feedback: a score sent to ``POST /v1/feedback``.
-        retry: the same prompt retried by the same tenant soon after the answer (a 0):
+        retry: the same prompt retried by the same tenant and key soon after the answer (a 0):
             weaker, since a client may resend for reasons other than a bad answer.
         judge: a grade from a judge model.
     """
@@ -28,6 +33,27 @@ class SourceWeights(Strict):
     feedback: Number = Field(default=1.0, ge=0, le=100)
     retry: Number = Field(default=0.5, ge=0, le=100)
     judge: Number = Field(default=0.5, ge=0, le=100)
+
+
+class JudgeConfig(Strict):
+    """``learning.judge``: a model that grades a sampled share of answers, off the request path.
+
+    Attributes:
+        backend: the policy backend that grades (any backend; its calls are priced with its
+            pricing and recorded under the route ``(judge)``).
+        sample: share of answered requests graded, 0 to 1.
+        rubric: what a good answer is, sent to the judge with each prompt and answer; the
+            judge is asked for a score in [0, 1] whatever the rubric says.
+        max_usd_per_day: USD the judge may spend per UTC day; a grade whose worst-case cost
+            (its prompt, and ``max_tokens`` of output) would pass it is skipped (USD).
+        max_tokens: output tokens the judge may write per grade (tokens).
+    """
+
+    backend: str = Field(min_length=1, max_length=200)
+    sample: Number = Field(default=0.01, ge=0, le=1)
+    rubric: str = Field(default=DEFAULT_RUBRIC, min_length=1, max_length=20_000)
+    max_usd_per_day: Number = Field(ge=0, le=1_000_000)
+    max_tokens: Integer = Field(default=64, ge=1, le=4096)
 
 
 class LearningConfig(Strict):
@@ -46,9 +72,11 @@ class LearningConfig(Strict):
         max_research_weight: at most this many observations for a research-data estimate
             (its own count, from the classifier's outcome memory, can be in the hundreds,
             which would make the deployment's own traffic nearly irrelevant).
-        retry_window_s: the same prompt from the same tenant within this many seconds
-            after an answer counts as a retry of it (seconds).
+        retry_window_s: the same prompt from the same tenant and API key within this many
+            seconds after an answer counts as a retry of it (seconds).
         weights: weight per observation source (:class:`SourceWeights`).
+        judge: the judge that grades a sampled share of answers (:class:`JudgeConfig`;
+            ``None``: no judge).
     """
 
     explore: Number = Field(default=0.0, ge=0, le=0.5)
@@ -59,3 +87,4 @@ class LearningConfig(Strict):
     max_research_weight: Number = Field(default=50.0, gt=0, le=1_000_000)
     retry_window_s: Number = Field(default=30.0, gt=0, le=3600)
     weights: SourceWeights = SourceWeights()
+    judge: JudgeConfig | None = None

@@ -228,6 +228,9 @@ def _cross_references(policy: Policy, root: yaml.Node) -> list[PolicyProblem]:
     for name in (policy.learning.prior_weights if policy.learning else {}):
         if name not in seen:
             add(("learning", "prior_weights", name), f"unknown backend '{name}' (known: {known})")
+    judge = policy.learning.judge if policy.learning else None
+    if judge is not None and judge.backend not in seen:
+        add(("learning", "judge", "backend"), f"unknown backend '{judge.backend}' (known: {known})")
     return problems
 
 

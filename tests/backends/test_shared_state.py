@@ -12,6 +12,7 @@ from backends.vllm.affinity import AffinityChooser
 from backends.vllm.blocks import block_hashes
 from backends.vllm.pool import Pool
 from backends.vllm.shared import SharedPoolState
+from tests.conftest import redis_test_prefix
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
 pytestmark = pytest.mark.skipif(not REDIS_URL, reason="MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
@@ -36,7 +37,7 @@ async def _until(pred, timeout=3.0):
 
 
 async def test_in_flight_counts_reach_the_other_gateway():
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     (pa, _, sa), (pb, _, sb) = await _gateway(prefix), await _gateway(prefix)
     try:
         pa.replicas[2].in_flight = 5
@@ -52,7 +53,7 @@ async def test_in_flight_counts_reach_the_other_gateway():
 
 
 async def test_affinity_choice_is_learned_by_the_other_gateway():
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     (pa, ca, sa), (pb, cb, sb) = await _gateway(prefix), await _gateway(prefix)
     try:
         await asyncio.sleep(0.1)  # subscriptions are up
@@ -91,7 +92,7 @@ async def test_replica_credentials_never_reach_redis():
     import redis.asyncio as aioredis
 
     secret_urls = [f"http://svc:s3cret-{i}@replica-{i}:8000/v1" for i in range(2)]
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     spy = aioredis.Redis.from_url(REDIS_URL)
     pubsub = spy.pubsub()
     await pubsub.subscribe(f"{prefix}:pool:llama:affinity")

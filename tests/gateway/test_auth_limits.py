@@ -6,13 +6,13 @@ import asyncio
 import logging
 import os
 import time
-import uuid
 
 import httpx
 import pytest
 
 from gateway.auth.keys import create_key, revoke_key
 from gateway.store.db import make_engine, upgrade
+from tests.conftest import redis_test_prefix
 from tests.gateway.conftest import start_gateway, wait_row
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
@@ -119,7 +119,7 @@ def test_budget_across_two_gateways_on_one_redis(tmp_path):
     db = f"sqlite:///{tmp_path}/shared.db"
     budget = 0.002
     key = _keys(db, tenant="hammer", budget_usd=budget, period="day")
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     # Fail closed: a limiter hiccup under this burst must show up as a failure, never as
     # requests silently admitted without limits.
     policy = POLICY + "limits: {on_unavailable: closed}\n"
@@ -258,7 +258,7 @@ def test_a_tenant_budget_counts_the_spend_the_store_recorded(tmp_path, shared):
         pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
     db = f"sqlite:///{tmp_path}/tenant.db"
     key = _keys(db, tenant="late")
-    extra = {"redis_url": REDIS_URL, "redis_prefix": f"mrtest-{uuid.uuid4().hex[:8]}"} if shared else {}
+    extra = {"redis_url": REDIS_URL, "redis_prefix": redis_test_prefix()} if shared else {}
     gw = start_gateway(tmp_path, POLICY, database_url=db, key_cache_ttl_s=0.2, **extra)
     try:
         spent = 0.0

@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import time
-import uuid
 
 import httpx
 import pytest
 
+from tests.conftest import redis_test_prefix
 from tests.gateway.conftest import start_gateway
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
@@ -24,7 +24,7 @@ routes:
 
 @pytest.mark.skipif(not REDIS_URL, reason="MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
 def test_policy_switch_reaches_the_other_replica(tmp_path):
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     shared = tmp_path / "shared"
     shared.mkdir()
     # Replica A watches the file; replica B does not, so only the broadcast can move B.

@@ -80,7 +80,7 @@ def test_immediate_feedback_finds_a_decision_not_yet_written(gw) -> None:
 def test_many_feedbacks_per_request_and_idempotent_ids(gw) -> None:
     rid = _ask(gw)
     assert _rate(gw, request_id=rid, label="wrong_language").status_code == 202
-    assert _rate(gw, request_id=rid, score=0, source="judge").status_code == 202
+    assert _rate(gw, request_id=rid, score=0, source="editor").status_code == 202
     first = _rate(gw, request_id=rid, score=1, id="thumb-1")
     again = _rate(gw, request_id=rid, score=1, id="thumb-1")  # a client retry
     assert first.json()["id"] == again.json()["id"] == f"{rid}/thumb-1"
@@ -114,6 +114,9 @@ def test_decision_of_another_replica_is_found_in_the_database(gw) -> None:
     ({"request_id": "x", "score": None, "label": None}, 400, "missing_required_parameter", "score"),
     ({"score": 0.5}, 400, "missing_required_parameter", "request_id"),
     ({"request_id": "x", "score": 0.5, "stars": 5}, 400, "invalid_value", "stars"),
+    # only the gateway's own judge writes judge grades (they weigh as the judge's)
+    ({"request_id": "x", "score": 1, "source": "judge"}, 400, "invalid_value", "source"),
+    ({"request_id": "x", "score": 1, "source": " Judge"}, 400, "invalid_value", "source"),
 ])
 def test_bad_feedback_gets_the_openai_envelope(gw, body, status, code, param) -> None:
     resp = _rate(gw, **body)

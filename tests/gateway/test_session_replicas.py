@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from bench.fake_vllm import ReplicaModel, ReplicaServers, serve_replicas
+from tests.conftest import redis_test_prefix
 from tests.gateway.conftest import Gateway, start_gateway
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
@@ -74,7 +75,7 @@ def test_a_session_stays_on_its_replica(gw, replicas):
 def test_two_gateways_sharing_redis_keep_a_session_on_one_replica(tmp_path, replicas):
     """The second gateway never chose a replica for the session; the shared session state
     tells it where the last turn was answered."""
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     gws = []
     for i in range(2):
         (tmp_path / f"g{i}").mkdir()

@@ -14,6 +14,7 @@ import pytest
 
 from gateway.auth.keys import create_key
 from gateway.store.db import make_engine, upgrade
+from tests.conftest import redis_test_prefix
 from tests.gateway.conftest import start_gateway, wait_row
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
@@ -157,7 +158,7 @@ def test_a_session_id_is_scoped_to_its_tenant(tmp_path):
 
 @pytest.mark.skipif(not REDIS_URL, reason="MIXROUTE_TEST_REDIS_URL not set")
 def test_two_gateways_sharing_redis_keep_one_session_on_one_backend(tmp_path):
-    prefix = f"mrtest-{uuid.uuid4().hex[:8]}"
+    prefix = redis_test_prefix()
     gws = []
     for i in range(2):
         (tmp_path / f"g{i}").mkdir()

@@ -4,11 +4,11 @@ real Redis server (``MIXROUTE_TEST_REDIS_URL``; skipped with a reason when unset
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 
 from gateway.limits.memory import MemoryLimiter
+from tests.conftest import redis_test_prefix
 
 REDIS_URL = os.environ.get("MIXROUTE_TEST_REDIS_URL")
 
@@ -22,6 +22,6 @@ async def limiter(request):
         pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
     from gateway.limits.redis import RedisLimiter
 
-    lim = RedisLimiter(REDIS_URL, prefix=f"mrtest-{uuid.uuid4().hex[:8]}", timeout_s=5.0)
+    lim = RedisLimiter(REDIS_URL, prefix=redis_test_prefix(), timeout_s=5.0)
     yield lim
     await lim.aclose()

@@ -5,11 +5,11 @@ counter Redis lost is reconciled with the store before it admits anything (real 
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 
 from gateway.limits.base import BudgetExceeded, Limits
+from tests.conftest import redis_test_prefix
 from tests.limits.conftest import REDIS_URL
 
 pytestmark = pytest.mark.skipif(not REDIS_URL, reason="MIXROUTE_TEST_REDIS_URL is not set")
@@ -22,7 +22,7 @@ async def make():
     made = []
 
     def _make(prefix: str | None = None, **kw):
-        lim = RedisLimiter(REDIS_URL, prefix=prefix or f"mrtest-{uuid.uuid4().hex[:8]}", timeout_s=5.0, **kw)
+        lim = RedisLimiter(REDIS_URL, prefix=prefix or redis_test_prefix(), timeout_s=5.0, **kw)
         made.append(lim)
         return lim
 

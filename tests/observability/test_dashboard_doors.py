@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -15,6 +14,7 @@ import sqlalchemy as sa
 
 from gateway.auth.keys import create_key
 from gateway.dashboard.session import COOKIE
+from tests.conftest import redis_test_prefix
 from tests.observability.conftest import chat, start_gateway
 
 
@@ -101,7 +101,7 @@ def test_a_logout_on_one_replica_ends_the_session_on_another(tmp_path) -> None:
     url = os.environ.get("MIXROUTE_TEST_REDIS_URL")
     if not url:
         pytest.skip("MIXROUTE_TEST_REDIS_URL is not set (e.g. redis://127.0.0.1:6379/0)")
-    shared = {"admin_key": ADMIN, "redis_url": url, "redis_prefix": f"mrtest-{uuid.uuid4().hex[:8]}",
+    shared = {"admin_key": ADMIN, "redis_url": url, "redis_prefix": redis_test_prefix(),
               "database_url": f"sqlite:///{tmp_path}/shared.db"}
     a = start_gateway(tmp_path / "a", **shared)
     b = start_gateway(tmp_path / "b", **shared)
