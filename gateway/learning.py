@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.runtime import PolicyHolder
 from gateway.store.observations import ingest, load
-from router.learning.memory import HORIZON_HALF_LIVES, tally
+from router.learning.baked import Baked, combine
+from router.learning.memory import HORIZON_HALF_LIVES, Tally, tally
 from router.policy.learning_config import LearningConfig
 from router.predict import UNKNOWN_QUALITY
 
@@ -72,8 +73,20 @@ class Learner:
 
     async def refresh(self) -> bool:
         """One pass; ``False`` (logged, memory kept) when the store cannot be read."""
-        if self.engine is None or self.holder.current is None:
+        baked = self.holder.baked
+        tallies = await self.compute(baked)
+        if tallies is None:
             return False
+        if self.holder.baked is baked:  # else an adapter swap came in between: its own pass counts
+            self.holder.live.outcomes.replace(tallies)
+        return True
+
+    async def compute(self, baked: Baked | None) -> dict[str, Tally] | None:
+        """Derive new observations, then the memory's tallies with the outcome correction
+        ``baked`` of an adapter version (:mod:`router.learning.baked`: its sums, aged, plus
+        the observations after its ``trained_until``); ``None`` when the store cannot be read."""
+        if self.engine is None or self.holder.current is None:
+            return None
         policy = self.holder.current.loaded.policy
         config = policy.learning or LearningConfig()
         now = datetime.now(timezone.utc)
@@ -82,13 +95,14 @@ class Learner:
         last = self._last
         feedback_since = last - timedelta(seconds=LATE_S) if last else start
         retries_since = last - timedelta(seconds=config.retry_window_s + RETRY_LATE_S) if last else start
+        since = now - horizon if baked is None else max(now - horizon, baked.trained_until)
         try:
             await asyncio.to_thread(ingest, self.engine, feedback_since, config.retry_window_s, retries_since)
-            rows = await asyncio.to_thread(load, self.engine, now - horizon)
+            rows = await asyncio.to_thread(load, self.engine, since, baked is not None)
         except SQLAlchemyError as exc:
             log.warning("learning: refresh failed, keeping the last memory (%s)", type(exc).__name__)
-            return False
+            return None
         self._last = now
         priors = {b.name: b.quality if b.quality is not None else UNKNOWN_QUALITY for b in policy.backends}
-        self.holder.live.outcomes.replace(tally(rows, config, now, priors))
-        return True
+        live = tally(rows, config, now, priors)
+        return live if baked is None else combine(baked.aged(now, config.half_life_hours), live)

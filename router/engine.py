@@ -79,10 +79,14 @@ class Router:
         loaded: the validated policy.
         predictor: quality/length predictor; the prior baseline when ``None``.
         live: live backend state for TTFT prediction (shared across policy reloads).
+        adapter_version: the adapter version ``predictor`` and the outcome memory's
+            correction come from, recorded on every decision (:mod:`router.learning.versions`).
     """
 
-    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None, live: LiveState | None = None):
+    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None, live: LiveState | None = None,
+                 adapter_version: str | None = None):
         self.loaded = loaded
+        self.adapter_version = adapter_version
         self.policy = loaded.policy
         self.predictor: Predictor = predictor or PriorPredictor()
         self.live = live or LiveState()
@@ -107,7 +111,8 @@ class Router:
         return (route, None) if route else (None, self.policy.backend(model))
 
     async def decide(self, req: RoutingRequest) -> Decision:
-        """Decide where ``req`` goes.
+        """Decide where ``req`` goes; the decision (or the refusal's record) carries this
+        router's ``adapter_version``.
 
         Raises:
             router.errors.UnknownModel: ``model`` names neither a route nor a backend.
@@ -121,6 +126,17 @@ class Router:
             router.errors.ContextTooLong, router.errors.RequestRejected: see
                 :data:`REFUSALS`; each carries ``record``, its :class:`DecisionRecord`.
         """
+        try:
+            decision = await self._decide(req)
+        except REFUSALS as exc:
+            record = getattr(exc, "record", None)
+            if record is not None:
+                record.adapter_version = self.adapter_version
+            raise
+        decision.record.adapter_version = self.adapter_version
+        return decision
+
+    async def _decide(self, req: RoutingRequest) -> Decision:
         model = req.body.get("model") or self.policy.default_route
         route, pinned = self.target(model)
         if route is None and pinned is None:

@@ -8,9 +8,9 @@ from what the store already holds, off the request path:
   answered the rated request (the outcome's ``backend``; the decision's ``chosen`` while
   no outcome is stored). A feedback row whose ``source`` is ``judge`` keeps that source.
 - **retry**: the same prompt (``signals.prompt_hash`` of the decision: a hash of the
-  prompt text the classifier reads) sent again by the same tenant within ``window_s``
-  seconds after the earlier request was answered (outcome ``ok``) is a score of 0 for the
-  earlier answer's backend. Requests still running when the next one arrives are parallel
+  prompt text the classifier reads) sent again by the same tenant with the same API key
+  (``key_id``) within ``window_s`` seconds after the earlier request was answered (outcome
+  ``ok``) is a score of 0 for the earlier answer's backend. Requests still running when the next one arrives are parallel
   sends, not a retry, and give no observation.
 
 Derivation is idempotent (an observation's id is ``<source>/<request id>``: a request counts
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Connection, Engine, select
 
@@ -83,7 +83,7 @@ def _feedback_rows(conn: Connection, since: datetime) -> list[dict]:
 
 def _retry_rows(conn: Connection, since: datetime, window_s: float) -> list[dict]:
     prompt = Decision.signals["prompt_hash"].as_string()
-    q = (select(Decision.request_id, Decision.tenant, Decision.route, Decision.created_at, prompt,
+    q = (select(Decision.request_id, Decision.tenant, Decision.key_id, Decision.route, Decision.created_at, prompt,
                 Outcome.backend, Outcome.status, Outcome.created_at, Decision.chosen, Decision.probability)
          .outerjoin(Outcome, Outcome.request_id == Decision.request_id)
          .where(Decision.created_at >= since - timedelta(seconds=window_s), prompt.is_not(None))
@@ -91,8 +91,10 @@ def _retry_rows(conn: Connection, since: datetime, window_s: float) -> list[dict
     last: dict[tuple, tuple] = {}
     out = []
     window = timedelta(seconds=window_s)
-    for rid, tenant, route, at, phash, backend, status, answered_at, chosen, prob in conn.execute(q):
-        key = (tenant, phash)
+    for rid, tenant, key_id, route, at, phash, backend, status, answered_at, chosen, prob in conn.execute(q):
+        # One client resending: the same tenant and the same API key. Two keys of a tenant
+        # (two applications, two users) asking the same question are not a retry.
+        key = (tenant, key_id, phash)
         prev = last.get(key)
         last[key] = (rid, route, backend, status, answered_at, prob if backend == chosen else None)
         if prev is None or at < since:
@@ -147,14 +149,36 @@ def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW
         return insert(conn, rows)
 
 
-def load(engine: Engine, since: datetime) -> list[ObservationRow]:
-    """The observations made at or after ``since`` (UTC), oldest first (blocking).
+def load(engine: Engine, since: datetime, strict: bool = False) -> list[ObservationRow]:
+    """The observations made at or after ``since`` (UTC; ``strict``: after it), oldest
+    first (blocking).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
     q = (select(Observation.backend, Observation.score, Observation.predicted, Observation.probability,
                 Observation.source, Observation.created_at)
-         .where(Observation.created_at >= since).order_by(Observation.created_at))
+         .where(Observation.created_at > since if strict else Observation.created_at >= since)
+         .order_by(Observation.created_at))
     with engine.connect() as conn:
         return [ObservationRow(*r) for r in conn.execute(q)]
+
+
+def read_all(engine: Engine, retry_window_s: float = RETRY_WINDOW_S) -> list[dict]:
+    """Every observation the store holds or its feedback and retries give (those no
+    gateway derived yet included), one per id (the newest), without writing anything: for
+    ``mixroute train --from-logs`` on a store opened read-only (blocking).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
+    """
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    cols = [c.name for c in Observation.__table__.columns]
+    with engine.connect() as conn:
+        stored = [dict(zip(cols, r)) for r in conn.execute(select(*Observation.__table__.columns))]
+        derived = _feedback_rows(conn, epoch) + _retry_rows(conn, epoch, retry_window_s)
+    newest: dict[str, dict] = {}
+    for r in stored + derived:
+        if r["id"] not in newest or r["created_at"] >= newest[r["id"]]["created_at"]:
+            newest[r["id"]] = r
+    return list(newest.values())

@@ -25,7 +25,7 @@ class SourceWeights(Strict):
 
     Attributes:
         feedback: a score sent to ``POST /v1/feedback``.
-        retry: the same prompt retried by the same tenant soon after the answer (a 0):
+        retry: the same prompt retried by the same tenant and key soon after the answer (a 0):
             weaker, since a client may resend for reasons other than a bad answer.
         judge: a grade from a judge model.
     """
@@ -72,8 +72,8 @@ class LearningConfig(Strict):
         max_research_weight: at most this many observations for a research-data estimate
             (its own count, from the classifier's outcome memory, can be in the hundreds,
             which would make the deployment's own traffic nearly irrelevant).
-        retry_window_s: the same prompt from the same tenant within this many seconds
-            after an answer counts as a retry of it (seconds).
+        retry_window_s: the same prompt from the same tenant and API key within this many
+            seconds after an answer counts as a retry of it (seconds).
         weights: weight per observation source (:class:`SourceWeights`).
         judge: the judge that grades a sampled share of answers (:class:`JudgeConfig`;
             ``None``: no judge).

@@ -73,3 +73,31 @@ def test_feedback_out_of_range_is_refused_and_observes_nothing(gw) -> None:
         resp = httpx.post(gw.v1 + "/feedback", json={"request_id": rid, "score": score, "id": "bad"}, timeout=10)
         assert resp.status_code == 400 and resp.json()["error"]["param"] == "score", resp.text
     assert _observation(gw, f"feedback/{rid}", timeout=0.5) is None
+
+
+def test_a_retry_is_the_same_tenant_with_the_same_key(tmp_path) -> None:
+    from gateway.auth.keys import create_key
+    from gateway.store.db import make_engine, upgrade
+
+    db = f"sqlite:///{tmp_path}/keys.db"
+    engine = make_engine(db)
+    upgrade(engine)
+    app_a, _ = create_key(engine, tenant="acme")
+    app_b, _ = create_key(engine, tenant="acme")  # a second application of the same tenant
+    engine.dispose()
+    gw = start_gateway(tmp_path, POLICY, database_url=db, admin_key="admin-secret", learning_refresh_s=0.1,
+                       store_flush_interval_s=0.02)
+    try:
+        def ask(key: str) -> str:
+            resp = httpx.post(gw.v1 + "/chat/completions", headers={"authorization": f"Bearer {key}"},
+                              json={"messages": [{"role": "user", "content": "summarise the news"}]}, timeout=30)
+            assert resp.status_code == 200, resp.text
+            time.sleep(0.1)  # answered and recorded before the next one is sent
+            return resp.headers["x-mixroute-request-id"]
+
+        first, other_app, again = ask(app_a), ask(app_b), ask(app_a)
+        assert _observation(gw, f"retry/{first}") is not None  # the same key sent it again
+        assert _observation(gw, f"retry/{other_app}", timeout=0.5) is None
+        assert _observation(gw, f"retry/{again}", timeout=0.5) is None
+    finally:
+        gw.stop()

@@ -22,8 +22,8 @@ def _write(url: str, *records) -> None:
 
 
 def _ask(rid: str, at: float, prompt: str = "p1", tenant: str = "acme", backend: str = "fake-small",
-         answered_after: float | None = 1.0, status: str = "ok") -> list:
-    recs = [decision(rid, at=at, tenant=tenant, chosen=backend, signals={"prompt_hash": prompt})]
+         answered_after: float | None = 1.0, status: str = "ok", key: str | None = "k1") -> list:
+    recs = [decision(rid, at=at, tenant=tenant, chosen=backend, signals={"prompt_hash": prompt}, key_id=key)]
     if answered_after is not None:
         recs.append(outcome(rid, at=at + answered_after, backend=backend, status=status))
     return recs
@@ -98,11 +98,14 @@ def test_a_prompt_retried_soon_after_its_answer_is_a_zero_for_that_answer(db_url
            *_ask("b1", 100, prompt="p2"), *_ask("b2", 200, prompt="p2"),  # 99 s later: not a retry
            *_ask("c1", 300, prompt="p3"), *_ask("c2", 300.5, prompt="p3"),  # sent before c1 was answered
            *_ask("d1", 400, prompt="p4", tenant="acme"), *_ask("d2", 402, prompt="p4", tenant="globex"),
-           *_ask("e1", 500, prompt="p5", status="error"), *_ask("e2", 502, prompt="p5"))
+           *_ask("e1", 500, prompt="p5", status="error"), *_ask("e2", 502, prompt="p5"),
+           *_ask("f1", 600, prompt="p6", key="k1"), *_ask("f2", 602, prompt="p6", key="k2"),  # another key
+           *_ask("g1", 700, prompt="p7", key=None), *_ask("g2", 702, prompt="p7", key=None))  # auth off: one client
     engine = make_engine(db_url)
     ingest(engine, T0, retry_window_s=30)
     engine.dispose()
-    assert _observations(db_url) == {"retry/a1": ("a1", "fake-small", 0.0, "retry", 0.91)}
+    assert _observations(db_url) == {"retry/a1": ("a1", "fake-small", 0.0, "retry", 0.91),
+                                     "retry/g1": ("g1", "fake-small", 0.0, "retry", 0.91)}
 
 
 def test_load_reads_from_a_time_on(db_url: str) -> None:
