@@ -106,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                       if settings.redis_url else None)
         from gateway.store.spend import recorded_spend
 
-        app.state.limiter.recorded_spend = lambda subject, since: recorded_spend(store.engine, subject, since)
+        app.state.limiter.recorded_spend = lambda subject, since, before=None: recorded_spend(store.engine, subject,
+                                                                                               since, before)
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:
