@@ -69,7 +69,7 @@ def list_(folder: DirOption = None,
             continue
         mark = "*" if vid == active else " "
         extra = f"  from {info.parent}" if info.parent else ""
-        typer.echo(f"{mark} {vid:<24} {info.created_at or '-':<26} {info.source:<8} heads {heads}{extra}")
+        typer.echo(f"{mark} {vid:<24} {(info.created_at or '-')[:19]:<19}  {info.source:<8} heads {heads}{extra}")
 
 
 @app.command("promote")

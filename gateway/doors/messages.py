@@ -38,7 +38,9 @@ class MessagesDoor(Door):
         message = from_chat(response, call.extra.get("tool_names"))
         message["id"] = call.extra["message_id"]
         message["model"] = response.get("model") or done.model
-        message["usage"] = anthropic_usage({**(response.get("usage") or {}), "cost_usd": done.cost_usd}, call.report)
+        # Anthropic's usage fields only: the cost goes in the x-mixroute-cost-usd header, as on
+        # the chat door (a stream, which has no header to spare, reports it in message_delta).
+        message["usage"] = anthropic_usage(response.get("usage"), call.report)
         message.pop("stop_details", None)
         matched = stop_sequence((response.get("choices") or [{}])[0], _stops(call))
         if matched is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 import uuid
 
+from backends.call import CallReport
+
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 """Chat ``finish_reason`` -> the Responses ``incomplete_details.reason`` it means."""
 
@@ -59,14 +61,21 @@ def output_items(message: dict) -> list[dict]:
     return items
 
 
-def usage(chat: dict | None) -> dict:
-    """Responses usage for chat usage (``prompt_tokens``... -> ``input_tokens``...); a
-    gateway's ``cost_usd`` (USD) is kept beside the OpenAI fields."""
+def usage(chat: dict | None, report: CallReport | None = None) -> dict:
+    """Responses usage for chat usage (``prompt_tokens``... -> ``input_tokens``...).
+
+    ``input_tokens`` counts the whole prompt, as OpenAI's does; of it,
+    ``input_tokens_details.cached_tokens`` were read from the provider's prompt cache and
+    ``cache_write_tokens`` written to it (as the backend reported them, ``report``: the chat
+    usage object has no field for them). A ``cost_usd`` in ``chat`` (USD: the gateway's cost,
+    which streams report here as chat streams do in their usage chunk) is kept.
+    """
     chat = chat or {}
     prompt, completion = int(chat.get("prompt_tokens") or 0), int(chat.get("completion_tokens") or 0)
     cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    written = int((report.cache_write_tokens if report is not None else None) or 0)
     reasoning = int((chat.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
-    out = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+    out = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
            "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
            "total_tokens": int(chat.get("total_tokens") or prompt + completion)}
     if chat.get("cost_usd") is not None:

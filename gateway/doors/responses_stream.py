@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 
+from backends.call import CallReport
 from backends.errors import BackendError
 from gateway.doors.base import StreamEncoder, sse
 from gateway.doors.responses_shapes import (function_call_item, message_item, new_id, reasoning_item, reasoning_text,
@@ -51,10 +52,12 @@ class ResponsesEncoder(StreamEncoder):
         response_id: ``resp_...`` of the response being streamed.
         echo: the request fields the response object repeats.
         model: the model that answers (the backend's; a chunk's own ``model`` wins).
+        report: what the backend reports beside its answer (its prompt-cache writes), filled
+            by the time the usage chunk comes.
     """
 
-    def __init__(self, response_id: str, echo: dict, model: str):
-        self.response_id, self.echo, self.model = response_id, echo, model
+    def __init__(self, response_id: str, echo: dict, model: str, report: CallReport | None = None):
+        self.response_id, self.echo, self.model, self.report = response_id, echo, model, report
         self.seq = 0
         self.items: list[_Item] = []
         self.text: _Item | None = None
@@ -159,7 +162,7 @@ class ResponsesEncoder(StreamEncoder):
         return out
 
     def usage(self, chunk: dict, usage_: dict) -> bytes:
-        self.used = usage(usage_)
+        self.used = usage(usage_, self.report)
         return b""
 
     def _ensure_answer(self) -> None:

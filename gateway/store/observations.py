@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import Connection, Engine, select
 
@@ -149,16 +149,34 @@ def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW
         return insert(conn, rows)
 
 
-def load(engine: Engine, since: datetime, strict: bool = False) -> list[ObservationRow]:
-    """The observations made at or after ``since`` (UTC; ``strict``: after it), oldest
-    first (blocking).
+def load(engine: Engine, since: datetime) -> list[ObservationRow]:
+    """The observations made at or after ``since`` (UTC), oldest first (blocking).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
     q = (select(Observation.backend, Observation.score, Observation.predicted, Observation.probability,
                 Observation.source, Observation.created_at)
-         .where(Observation.created_at > since if strict else Observation.created_at >= since)
-         .order_by(Observation.created_at))
+         .where(Observation.created_at >= since).order_by(Observation.created_at))
     with engine.connect() as conn:
         return [ObservationRow(*r) for r in conn.execute(q)]
+
+
+def read_all(engine: Engine, retry_window_s: float = RETRY_WINDOW_S) -> list[dict]:
+    """Every observation the store holds or its feedback and retries give (those no
+    gateway derived yet included), one per id (the newest), without writing anything: for
+    ``mixroute train --from-logs`` on a store opened read-only (blocking).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
+    """
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    cols = [c.name for c in Observation.__table__.columns]
+    with engine.connect() as conn:
+        stored = [dict(zip(cols, r)) for r in conn.execute(select(*Observation.__table__.columns))]
+        derived = _feedback_rows(conn, epoch) + _retry_rows(conn, epoch, retry_window_s)
+    newest: dict[str, dict] = {}
+    for r in stored + derived:
+        if r["id"] not in newest or r["created_at"] >= newest[r["id"]]["created_at"]:
+            newest[r["id"]] = r
+    return list(newest.values())
