@@ -106,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                       if settings.redis_url else None)
         from gateway.store.spend import recorded_spend
 
-        app.state.limiter.recorded_spend = lambda subject, since: recorded_spend(store.engine, subject, since)
+        app.state.limiter.recorded_spend = lambda subject, since, before=None: recorded_spend(store.engine, subject,
+                                                                                               since, before)
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:
@@ -141,9 +142,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from gateway.learning import Learner
 
         learner = Learner(store.engine, holder, settings.learning_refresh_s)
-        adapters = app.state.adapters = AdapterWatcher(versions_of(settings), holder, learner,
-                                                       lambda folder: traced(load_predictor(settings, folder, strict=True)),
-                                                       settings.adapters_poll_s)
+        adapters = app.state.adapters = AdapterWatcher(
+            versions_of(settings), holder, learner, lambda folder: traced(load_predictor(settings, folder, strict=True)),
+            settings.adapters_poll_s, guard_every_s=settings.learning_refresh_s,
+            name=f"guard@{settings.host}:{settings.port}")
         await adapters.sync(memory=False)
         learner.start()
         adapters.start()
