@@ -142,9 +142,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         from gateway.learning import Learner
 
         learner = Learner(store.engine, holder, settings.learning_refresh_s)
-        adapters = app.state.adapters = AdapterWatcher(versions_of(settings), holder, learner,
-                                                       lambda folder: traced(load_predictor(settings, folder, strict=True)),
-                                                       settings.adapters_poll_s)
+        adapters = app.state.adapters = AdapterWatcher(
+            versions_of(settings), holder, learner, lambda folder: traced(load_predictor(settings, folder, strict=True)),
+            settings.adapters_poll_s, guard_every_s=settings.learning_refresh_s,
+            name=f"guard@{settings.host}:{settings.port}")
         await adapters.sync(memory=False)
         learner.start()
         adapters.start()

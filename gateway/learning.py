@@ -73,18 +73,22 @@ class Learner:
 
     async def refresh(self) -> bool:
         """One pass; ``False`` (logged, memory kept) when the store cannot be read."""
-        baked = self.holder.baked
-        tallies = await self.compute(baked)
-        if tallies is None:
+        holder = self.holder
+        baked, shadow = holder.baked, holder.shadow
+        found = await self.compute(baked, *([shadow.baked] if shadow is not None else []))
+        if found is None:
             return False
-        if self.holder.baked is baked:  # else an adapter swap came in between: its own pass counts
-            self.holder.live.outcomes.replace(tallies)
+        if holder.baked is baked:  # else an adapter swap came in between: its own pass counts
+            holder.live.outcomes.replace(found[0])
+        if shadow is not None and holder.shadow is shadow:
+            shadow.outcomes.replace(found[1])
         return True
 
-    async def compute(self, baked: Baked | None) -> dict[str, Tally] | None:
-        """Derive new observations, then the memory's tallies with the outcome correction
-        ``baked`` of an adapter version (:mod:`router.learning.baked`: its sums, aged, plus
-        the observations after its ``trained_until``); ``None`` when the store cannot be read."""
+    async def compute(self, *corrections: Baked | None) -> list[dict[str, Tally]] | None:
+        """Derive new observations, then the memory's tallies with each outcome correction
+        of an adapter version (:mod:`router.learning.baked`: its sums, aged, plus the
+        observations after its ``trained_until``; ``None``: the observations alone), one
+        per correction; ``None`` when the store cannot be read."""
         if self.engine is None or self.holder.current is None:
             return None
         policy = self.holder.current.loaded.policy
@@ -95,14 +99,20 @@ class Learner:
         last = self._last
         feedback_since = last - timedelta(seconds=LATE_S) if last else start
         retries_since = last - timedelta(seconds=config.retry_window_s + RETRY_LATE_S) if last else start
-        since = now - horizon if baked is None else max(now - horizon, baked.trained_until)
         try:
             await asyncio.to_thread(ingest, self.engine, feedback_since, config.retry_window_s, retries_since)
-            rows = await asyncio.to_thread(load, self.engine, since, baked is not None)
+            rows = await asyncio.to_thread(load, self.engine, now - horizon)
         except SQLAlchemyError as exc:
             log.warning("learning: refresh failed, keeping the last memory (%s)", type(exc).__name__)
             return None
         self._last = now
         priors = {b.name: b.quality if b.quality is not None else UNKNOWN_QUALITY for b in policy.backends}
-        live = tally(rows, config, now, priors)
-        return live if baked is None else combine(baked.aged(now, config.half_life_hours), live)
+        out = []
+        for baked in corrections or (None,):
+            if baked is None:
+                out.append(tally(rows, config, now, priors))
+                continue
+            # Observations up to trained_until are in the correction already.
+            later = [r for r in rows if r.created_at > baked.trained_until]
+            out.append(combine(baked.aged(now, config.half_life_hours), tally(later, config, now, priors)))
+        return out

@@ -149,17 +149,15 @@ def ingest(engine: Engine, since: datetime, retry_window_s: float = RETRY_WINDOW
         return insert(conn, rows)
 
 
-def load(engine: Engine, since: datetime, strict: bool = False) -> list[ObservationRow]:
-    """The observations made at or after ``since`` (UTC; ``strict``: after it), oldest
-    first (blocking).
+def load(engine: Engine, since: datetime) -> list[ObservationRow]:
+    """The observations made at or after ``since`` (UTC), oldest first (blocking).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
     """
     q = (select(Observation.backend, Observation.score, Observation.predicted, Observation.probability,
                 Observation.source, Observation.created_at)
-         .where(Observation.created_at > since if strict else Observation.created_at >= since)
-         .order_by(Observation.created_at))
+         .where(Observation.created_at >= since).order_by(Observation.created_at))
     with engine.connect() as conn:
         return [ObservationRow(*r) for r in conn.execute(q)]
 

@@ -124,3 +124,38 @@ def test_a_damaged_correction_is_one_error(tmp_path: Path, text: str) -> None:
     (tmp_path / OUTCOMES_FILE).write_text(text)
     with pytest.raises(BakedError, match="outcomes.json"):
         Baked.load(tmp_path / OUTCOMES_FILE)
+
+
+_POLICY = """version: 1
+backends:
+  - {name: cheap, kind: fake, model: cheap-model, quality: 0.9}
+routes:
+  - {name: auto, backends: [cheap], quality_bar: {min_quality: 0.7}}
+learning:
+"""
+
+
+@pytest.mark.parametrize("block, problem", [
+    ("  shadow: ../x", "policy.yaml:7 learning.shadow: '../x' is not an adapter version id"),
+    ("  guard: {window: 5}", "policy.yaml:7 learning.guard: min_feedback (30) cannot exceed window (5)"),
+    ("  guard: {z: -1}", "policy.yaml:7 learning.guard.z:"),
+    ("  guard: {windows: 5}", "policy.yaml:7 learning.guard.windows:"),
+])
+def test_shadow_and_guard_are_validated_with_their_line(tmp_path: Path, block: str, problem: str) -> None:
+    from router.policy import PolicyError, load_policy
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(_POLICY + block + "\n")
+    with pytest.raises(PolicyError) as err:
+        load_policy(path)
+    assert any(line.endswith(problem) or problem in line for line in err.value.lines()), err.value.lines()
+
+
+def test_valid_shadow_and_guard(tmp_path: Path) -> None:
+    from router.policy import load_policy
+
+    path = tmp_path / "policy.yaml"
+    path.write_text(_POLICY + "  shadow: v20261206-013000\n  guard: {window: 50, min_feedback: 10, z: 1.5}\n")
+    learning = load_policy(path).policy.learning
+    assert learning.shadow == "v20261206-013000"
+    assert (learning.guard.window, learning.guard.min_feedback, learning.guard.z) == (50, 10, 1.5)
