@@ -159,6 +159,7 @@ class SwitchPricing:
 
     on: str
     stay_usd: float | None
+    stay_warm_usd: float | None = None
     move_to: str | None = None
     move_usd: float | None = None
     move_warm_usd: float | None = None
@@ -190,11 +191,15 @@ def expected_rest(state: SessionState) -> int:
     return max(1, min(50, state.turns))
 
 
-def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int) -> bool:
+def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int,
+          stay_warm_usd: float | None = None) -> bool:
     """Whether moving pays over ``rest`` turns: the first turn elsewhere pays the prefix
-    cold (``move_usd``), later ones read it warm (``move_warm_usd``), against ``rest`` turns
-    at the current backend's warm price (``stay_usd``)."""
-    return move_usd + (rest - 1) * move_warm_usd < rest * stay_usd
+    cold (``move_usd``), later ones read it warm (``move_warm_usd``), against this turn on
+    the current backend (``stay_usd``) and ``rest - 1`` later ones there (``stay_warm_usd``,
+    default ``stay_usd``). Both sides are warm after this turn: a current backend whose copy
+    expired pays it again once, as the other would."""
+    stay_warm = stay_usd if stay_warm_usd is None else stay_warm_usd
+    return move_usd + (rest - 1) * move_warm_usd < stay_usd + (rest - 1) * stay_warm
 
 
 def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None = None) -> int:
@@ -236,9 +241,10 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
     if stay is None:  # a rule, a cost limit or the context window left its backend out
         return chosen, reason, SwitchPricing(on=state.backend, stay_usd=None, move_to=chosen.backend,
                                              move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
-    switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, expected_rest=rest)
     clearing = [c for c in candidates if c.eligible and c.meets_slo]
-    priced = {c.backend: over_rest(c, state, tokens_in, pricing, rest) for c in [*clearing, chosen]}
+    priced = {c.backend: over_rest(c, state, tokens_in, pricing, rest) for c in [*clearing, chosen, stay]}
+    switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, stay_warm_usd=priced[stay.backend][1],
+                           expected_rest=rest)
     stays = stay.eligible and stay.meets_slo
     # The cheapest elsewhere over the rest; the engine's choice when nothing clears the bar
     # (its fallback under the route's on_no_candidate).
@@ -254,7 +260,7 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
         return best, "session_escalated", switch
     capped = state.switches >= route.session.max_switches
     if route.session.allow_downgrade and not capped and weigh(
-            stay.expected_cost_usd, best.expected_cost_usd, switch.move_warm_usd, rest):
+            stay.expected_cost_usd, best.expected_cost_usd, switch.move_warm_usd, rest, switch.stay_warm_usd):
         switch.verdict = "move"
         return best, "session_moved", switch
     switch.verdict = "stay"

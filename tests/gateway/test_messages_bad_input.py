@@ -58,6 +58,12 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking.budget_tokens"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
     ({"messages": [USER], "system": [{"type": "image", "source": {}}]}, "system"),
+    ({"messages": [USER, CALL, USER]}, "messages.2.content"),
+    ({"messages": [USER, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "x"}]}]},
+     "messages.2.content"),
     ({"messages": [{"role": "user", "content": []}]}, "messages.0.content"),
     ({"messages": [{"role": "user", "content": ""}]}, "messages.0.content"),
     ({"messages": [USER, {"role": "assistant", "content": []}, USER]}, "messages.1.content"),

@@ -60,7 +60,7 @@ async def test_a_move_down_is_weighed_even_when_staying_is_the_turns_cheapest(ro
     sw = d.record.signals["session"]["switch"]
     assert sw["verdict"] == "move" and sw["move_to"] == "haiku" and sw["expected_rest"] == 10
     assert sw["move_usd"] == pytest.approx(costs["haiku"]) and sw["stay_usd"] == pytest.approx(costs["sonnet"])
-    assert sw["move_usd"] + 9 * sw["move_warm_usd"] < 10 * sw["stay_usd"]
+    assert sw["move_usd"] + 9 * sw["move_warm_usd"] < sw["stay_usd"] + 9 * sw["stay_warm_usd"]
     # A session near its start is expected to end soon: the cold prefill does not pay back.
     young = SessionState(id="s", backend="sonnet", turns=1, prefix_tokens=20_000)
     d = await router.decide(_req("thrifty", young, "word " * 17_000))
