@@ -9,8 +9,10 @@ know):
 - ``full``: every prior known, no learning;
 - ``cold``: ``--model`` loses its prior (the gateway assumes 0.5), no learning;
 - ``learning``: as ``cold``, with ``learning: {explore: E}`` (the known priors counted as
-  ``--known-weight`` observations each, ``prior_weights``) and ``mixroute replay --feedback`` (each answer rated with its recorded score), the memory refreshed every
-  ``--refresh`` seconds.
+  ``--known-weight`` observations each, ``prior_weights``), each answer rated with its
+  recorded score (as ``mixroute replay --feedback`` does), the prompts ``--pace`` seconds
+  apart and the memory refreshed every ``--refresh`` seconds
+  (:func:`bench.learning_task.replay`: unpaced, the memory changed a few times per run).
 
 Prints realised quality (mean recorded score) and cost (USD per 100 requests) per block of
 requests and the convergence point (:func:`convergence`: after how many requests the
@@ -33,6 +35,8 @@ from pathlib import Path
 
 import yaml
 
+from bench.learning_task import replay
+
 RUNS = ("full", "cold", "learning")
 
 
@@ -54,14 +58,6 @@ def policies(base: dict, model: str, explore: float, known_weight: float) -> dic
                 b["name"]: known_weight for b in policy["backends"] if b["name"] != model}}
         out[run] = policy
     return out
-
-
-def replay(data: list[str], policy: Path, out: Path, seed: int, feedback: bool, refresh: float) -> dict:
-    env = {**os.environ, "MIXROUTE_CLASSIFIER": "off", "MIXROUTE_LEARNING_REFRESH_S": str(refresh)}
-    cmd = [sys.executable, "-m", "gateway.cli", "replay", *(a for d in data for a in ("--data", d)),
-           "--seed", str(seed), "--policy", str(policy), "--json", str(out), *(["--feedback"] if feedback else [])]
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    return json.loads(out.read_text())
 
 
 def blocks(report: dict, size: int) -> list[tuple[float, float]]:
@@ -129,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--explore", type=float, default=0.05)
     ap.add_argument("--known-weight", type=float, default=50.0, help="prior_weights of the models with a prior")
-    ap.add_argument("--refresh", type=float, default=1.0, help="MIXROUTE_LEARNING_REFRESH_S of the gateway")
+    ap.add_argument("--refresh", type=float, default=0.05, help="MIXROUTE_LEARNING_REFRESH_S of the gateway")
+    ap.add_argument("--pace", type=float, default=0.05, help="seconds between two prompts of the learning run")
     ap.add_argument("--block", type=int, default=500, help="requests per printed block")
     ap.add_argument("--window", type=int, default=500, help="requests compared for the convergence point")
     ap.add_argument("--out", type=Path, required=True)
@@ -143,7 +140,10 @@ def main(argv: list[str] | None = None) -> None:
     for run, policy in policies(yaml.safe_load(generated.read_text()), args.model, args.explore, args.known_weight).items():
         path = args.out / f"{run}.yaml"
         path.write_text(yaml.safe_dump(policy, sort_keys=False))
-        reports[run] = replay(args.data, path, args.out / f"{run}.json", args.seed, run == "learning", args.refresh)
+        learning = run == "learning"
+        reports[run] = replay([Path(d) for d in args.data], path, args.seed, learning, args.refresh,
+                              args.pace if learning else 0.0)
+        (args.out / f"{run}.json").write_text(json.dumps(reports[run]))
     plot(reports, args.out / "learning_cold.png")
     print(f"blocks of {args.block} requests: quality (mean recorded score) / cost (USD per 100 requests) / "
           f"share of {args.model}")

@@ -8,8 +8,9 @@ run per point of a quality-cost curve), in two conditions:
 
 - ``no-learning``: the priors only;
 - ``learning``: ``learning: {explore: E}``, every prior counted as ``--prior-weight``
-  observations (``prior_weights``), and ``mixroute replay --feedback`` (each answer rated
-  with its recorded score), the memory refreshed every ``--refresh`` seconds.
+  observations (``prior_weights``), each answer rated with its recorded score on
+  ``/v1/feedback`` (as ``mixroute replay --feedback`` does), the prompts ``--pace`` seconds
+  apart and the memory refreshed every ``--refresh`` seconds (:func:`replay`).
 
 On the second half of each run (in the order sent), a run is one point: realised quality
 (mean recorded score) and cost (mean recorded USD per request). Each condition's AIQ is
@@ -30,6 +31,7 @@ differs from one run to the next.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -100,12 +102,42 @@ def aiqs(points: dict[str, list[tuple[float, float]]], singles: dict[str, tuple[
     return out
 
 
-def replay(files: list[Path], policy: Path, out: Path, seed: int, feedback: bool, refresh: float) -> dict:
-    env = {**os.environ, "MIXROUTE_CLASSIFIER": "off", "MIXROUTE_LEARNING_REFRESH_S": str(refresh)}
-    cmd = [sys.executable, "-m", "gateway.cli", "replay", *(a for f in files for a in ("--data", str(f))),
-           "--seed", str(seed), "--policy", str(policy), "--json", str(out), *(["--feedback"] if feedback else [])]
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return json.loads(out.read_text())
+def replay(files: list[Path], policy: Path, seed: int, feedback: bool, refresh: float, pace: float) -> dict:
+    """Replay the task's rows through a local gateway serving ``policy``, one at a time,
+    ``pace`` seconds apart (with ``feedback``: each answer rated before the pause), and
+    return the report ``mixroute replay --json`` writes.
+
+    Why paced, and not ``mixroute replay --feedback``: a replay sends a prompt every few
+    milliseconds, faster than the gateway's store flushes and its memory refreshes (a
+    refresh may wait a second for SQLite's write lock under that load), so the memory
+    would change a handful of times per run; paced, it is at most a few requests behind.
+    """
+    import httpx
+
+    from gateway.commands.replay import prepare, send_one
+    from gateway.commands.replay_gateway import local_gateway
+    from gateway.commands.replay_report import build_report
+
+    os.environ.update({"MIXROUTE_CLASSIFIER": "off", "MIXROUTE_LEARNING_REFRESH_S": str(refresh),
+                       "MIXROUTE_STORE_FLUSH_INTERVAL_S": str(min(refresh, 0.2))})
+    plan, rows = prepare(files, seed=seed)
+
+    async def run(url: str) -> list:
+        answered = []
+        async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+            for row in rows:
+                answered.append(await send_one(client, plan, row, "auto", feedback))
+                if pace:
+                    await asyncio.sleep(pace)
+        return answered
+
+    with local_gateway(plan, policy=policy) as url:
+        answered = asyncio.run(run(url))
+    report = build_report(plan, answered)
+    failed = [a.error for a in answered if a.error] + [a.feedback_error for a in answered if a.feedback_error]
+    if failed:
+        sys.exit(f"{policy}: {len(failed)} requests or ratings failed; first: {failed[0]}")
+    return report
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -115,7 +147,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--explore", type=float, default=0.05)
     ap.add_argument("--prior-weight", type=float, default=5.0, help="observations each prior counts as")
-    ap.add_argument("--refresh", type=float, default=0.2, help="MIXROUTE_LEARNING_REFRESH_S of the gateway")
+    ap.add_argument("--refresh", type=float, default=0.05, help="MIXROUTE_LEARNING_REFRESH_S of the gateway")
+    ap.add_argument("--pace", type=float, default=0.05, help="seconds between two prompts of a learning run")
     ap.add_argument("--wtp", type=float, nargs="+", default=list(WTP), help="willingness_to_pay bars (USD)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -138,8 +171,9 @@ def main(argv: list[str] | None = None) -> None:
             path = args.out / f"{condition}-{wtp:g}.yaml"
             path.write_text(yaml.safe_dump(policy_for(base, condition, wtp, args.explore, args.prior_weight,
                                                       [str(args.data)]), sort_keys=False))
-            report = replay(mine, path, args.out / f"{condition}-{wtp:g}.json", args.seed, condition == "learning",
-                            args.refresh)
+            learning = condition == "learning"
+            report = replay(mine, path, args.seed, learning, args.refresh, args.pace if learning else 0.0)
+            (args.out / f"{condition}-{wtp:g}.json").write_text(json.dumps(report))
             cost, quality = point(second_half(report))
             points[condition].append((cost, quality))
             cells.append(f"{quality:.3f} / {100 * cost:.4f}")
