@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timezone
 
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
@@ -41,14 +42,25 @@ def _rated(gw, client: httpx.Client, text: str, score: float) -> str:
     return rid
 
 
-def test_the_guard_keeps_a_good_version_and_rolls_a_bad_one_back(tmp_path) -> None:
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+def test_the_guard_keeps_a_good_version_and_rolls_a_bad_one_back(tmp_path, store: str) -> None:
+    if store == "sqlite":
+        _guard(tmp_path, {})
+        return
+    from tests.store.conftest import fresh_pg_schema
+
+    with fresh_pg_schema() as db:
+        _guard(tmp_path, {"database_url": db, "store_journal_path": tmp_path / "journal.jsonl"})
+
+
+def _guard(tmp_path, store: dict) -> None:
     folder = tmp_path / "adapters"
     versions = Versions(folder)
     versions.create(VersionInfo(version="v2", created_at="2026-12-06T01:00:00+00:00"))
     versions.promote("v2")
     policy = BACKENDS + "learning: {guard: {window: 12, min_feedback: 6, z: 1}}\n"
     gw = start_gateway(tmp_path, policy, adapters_dir=folder, adapters_poll_s=0.05, learning_refresh_s=0.1,
-                       store_flush_interval_s=0.02)
+                       store_flush_interval_s=0.02, **store)
     try:
         with httpx.Client(timeout=30) as client:
             for i in range(10):  # well above the bar: kept
