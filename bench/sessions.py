@@ -1,40 +1,35 @@
 """Agent-session benchmark: per-request routing against session-aware routing.
 
-Run: ``python -m bench.sessions [--sessions 40] [--seed 0] [--json out.json]``
+Run: ``python -m bench.sessions [--sessions 40] [--seed 0] [--profile agent|chat|all]
+[--difficulty turn|session|all] [--prices anthropic|openai|all] [--local-ttl 60] [--json out.json]``
 
 Conversations shaped like coding and chat agents' (parameters printed with the results): a
 system prompt with tool definitions of 5-20k tokens shared by the sessions of one agent,
 10-60 turns, 300-3,000 tokens added per turn (user text and tool results), answers of
 100-600 tokens. Each turn is decided by the real engine (:class:`router.engine.Router`) and,
 for the session-aware policies, the gateway's session tracking (:class:`gateway.sessions.Sessions`,
-in process). Three backends stand for the usual mix, each billed as its provider bills a
-prefix cache: ``strong`` as Anthropic (cache reads at 0.1x input, writes at 1.25x), ``mid``
-as OpenAI (reads at 0.25x, writes at the input price), ``local`` a self-hosted vLLM pool
-(reads at 0.2x of its GPU-derived input price).
+in process). Three backends stand for the usual mix: ``strong`` and ``mid`` hosted, billed
+as Anthropic or OpenAI bill a prefix cache (``--prices``), ``local`` a self-hosted vLLM
+pool whose prefix cache evicts an idle conversation (``--local-ttl``). Prices, bills, cache
+lifetimes, difficulty and the cost floor: :mod:`bench.sessions_model`.
 
-Cache state per backend and conversation: the longest prompt it was last sent (plus its
-answer), and each agent's system prompt once seen (kept warm by the agent's other sessions).
-The cached tokens of a call are the longest of those that the new prompt starts with; the
-rest is prefilled and written. Time is simulated: turns are separated by gaps drawn per
-profile (``agent``: model and tool time; ``chat``: a person reading and typing), and a hosted
-backend's copy of a conversation lives :data:`router.live.PREFIX_TTL_S` after its last use
-(Anthropic's default 5-minute lifetime, refreshed on each hit; OpenAI keeps prefixes 5-10
-minutes idle). The local pool's copies never expire (its LRU eviction under many concurrent
-sessions is not modelled), which favours per-request routing. The engine sees the same
-ages (the session state's timestamps are set from the simulated clock before each decision).
-TTFT is a prefill model: a base latency plus uncached tokens over the backend's prefill rate.
+Time is simulated: turns are separated by gaps drawn per profile (``agent``: model and tool
+time; ``chat``: a person reading and typing). The engine sees the same ages (the session
+state's timestamps are set from the simulated clock before each decision). TTFT is a
+prefill model: a base latency plus uncached tokens over the backend's prefill rate.
 
-Turn difficulty varies (Beta(0.6, 1.6)), independently per turn: the predictor gives
-``strong`` 0.9 on every turn, ``mid`` and ``local`` less as turns get harder, so per-request
-routing moves a conversation between models whenever a turn's difficulty crosses a bar, and
-pays the part of the prefix the new backend does not hold.
+Turn difficulty (``--difficulty``): drawn per turn, so per-request routing moves a
+conversation between models whenever a turn's difficulty crosses a bar and pays the part of
+the prefix the new backend does not hold; or once per conversation, shared by its turns.
 
 Policies, side by side on the same conversations: ``per_request`` (sessions off),
 ``session`` (the default session block), ``session_downgrade`` (``allow_downgrade: true``),
-``always_strongest``, ``always_cheapest``. Printed per profile and policy: USD per session
-(mean), cached share of input tokens after the second turn, switches per session (median),
-TTFT p50/p99 (s), the share of turns whose chosen model's predicted quality clears the bar
-of the full route (0.9 x the best of the three), and the share of turns on ``strong``.
+``downgrade_uncapped`` (the same with ``max_switches: 1000``), ``always_strongest``,
+``always_cheapest``, and ``floor`` (not a policy: the cost floor). Printed per profile,
+prices, difficulty and policy: USD per session (mean), cached share of input tokens after
+the second turn, switches per session (median), TTFT p50/p99 (s), the share of turns whose
+chosen model's predicted quality clears the bar of the full route (0.9 x the best of the
+three), and the share of turns on ``strong``.
 """
 
 from __future__ import annotations
@@ -48,63 +43,33 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from bench.sessions_model import (DIFFICULTY, PREFILL, PRICES, TARGET, Caches, TurnPredictor, backends_yaml, clears,
+                                  difficulties)
 from gateway.sessions import Sessions
-from backends.pricing import cost_usd
 from router.engine import Router, RoutingRequest
-from router.policy import parse_policy
 from router.live import PREFIX_TTL_S
-from router.predict import Prediction
+from router.policy import parse_policy
 
-BACKENDS = """backends:
-  - {name: strong, kind: fake, model: strong, quality: 0.9,
-     pricing: {input_per_1m: 3.0, output_per_1m: 15.0, cached_input_per_1m: 0.3, cache_write_input_per_1m: 3.75}}
-  - {name: mid, kind: fake, model: mid, quality: 0.8,
-     pricing: {input_per_1m: 0.4, output_per_1m: 1.6, cached_input_per_1m: 0.1}}
-  - {name: local, kind: fake, model: local, quality: 0.7,
-     pricing: {input_per_1m: 0.05, output_per_1m: 0.08, cached_input_per_1m: 0.01}}
-"""
-BAR = "{target: 0.9}"
+BAR = f"{{target: {TARGET}}}"
+_ALL3 = "[strong, mid, local]"
 POLICIES = {
-    "per_request": f"  - {{name: auto, backends: [strong, mid, local], quality_bar: {BAR}, session: {{enabled: false}}}}",
-    "session": f"  - {{name: auto, backends: [strong, mid, local], quality_bar: {BAR}}}",
-    "session_downgrade": f"  - {{name: auto, backends: [strong, mid, local], quality_bar: {BAR}, "
-                         "session: {allow_downgrade: true}}",
-    "always_strongest": f"  - {{name: auto, backends: [strong], quality_bar: {BAR}, session: {{enabled: false}}}}",
-    "always_cheapest": f"  - {{name: auto, backends: [local], quality_bar: {BAR}, session: {{enabled: false}}}}",
+    "per_request": f"{{name: auto, backends: {_ALL3}, quality_bar: {BAR}, session: {{enabled: false}}}}",
+    "session": f"{{name: auto, backends: {_ALL3}, quality_bar: {BAR}}}",
+    "session_downgrade": f"{{name: auto, backends: {_ALL3}, quality_bar: {BAR}, session: {{allow_downgrade: true}}}}",
+    "downgrade_uncapped": f"{{name: auto, backends: {_ALL3}, quality_bar: {BAR}, "
+                          "session: {allow_downgrade: true, max_switches: 1000}}",
+    "always_strongest": f"{{name: auto, backends: [strong], quality_bar: {BAR}, session: {{enabled: false}}}}",
+    "always_cheapest": f"{{name: auto, backends: [local], quality_bar: {BAR}, session: {{enabled: false}}}}",
 }
-#: (base TTFT in seconds, prefill tokens per second) per backend.
-PREFILL = {"strong": (0.35, 12_000.0), "mid": (0.25, 20_000.0), "local": (0.05, 8_000.0)}
 WORKLOAD = {"agents": 3, "system_tokens": (5_000, 20_000), "turns": (10, 60), "added_tokens": (300, 3_000),
-            "answer_tokens": (100, 600), "difficulty": "Beta(0.6, 1.6) per turn", "cache_ttl_s": PREFIX_TTL_S}
+            "answer_tokens": (100, 600), "hosted_cache_ttl_s": PREFIX_TTL_S}
 #: Seconds between two turns of a conversation (uniform), per profile.
 PROFILES = {"agent": (3.0, 60.0), "chat": (20.0, 600.0)}
-#: Backends whose copy of a conversation expires after PREFIX_TTL_S idle (hosted providers).
-EXPIRES = {"strong", "mid"}
 
 
 def _text(rng: random.Random, tokens: int) -> str:
     # chars/4 is the engine's token estimate (backends.openai_shapes.estimate_tokens): 4-char words.
     return " ".join(f"{rng.randrange(36 ** 3):03x}" for _ in range(tokens))
-
-
-class TurnPredictor:
-    """Per-turn quality: the turn's difficulty ``d`` (set before each decision) lowers the
-    weaker models' chance of a good answer."""
-
-    difficulty = 0.0
-
-    async def predict(self, text, backends):
-        d = self.difficulty
-        quality = {"strong": 0.9, "mid": 0.86 - 0.35 * d, "local": 0.84 - 0.7 * d}
-        return Prediction(quality={b.name: quality[b.name] for b in backends}, output_tokens=350, source="bench")
-
-
-@dataclass(frozen=True)
-class _Named:
-    name: str
-
-
-_ALL = [_Named(b) for b in ("strong", "mid", "local")]
 
 
 @dataclass
@@ -119,8 +84,9 @@ class Totals:
     cleared: int = 0
 
 
-def _conversations(n: int, seed: int, gaps: tuple[float, float]) -> list[dict]:
+def _conversations(n: int, seed: int, gaps: tuple[float, float], difficulty: str) -> list[dict]:
     rng = random.Random(seed)
+    hard = random.Random(f"{seed}/difficulty")  # the same texts and gaps under either difficulty
     systems = [_text(rng, rng.randint(*WORKLOAD["system_tokens"])) for _ in range(WORKLOAD["agents"])]
     out = []
     for i in range(n):
@@ -128,98 +94,115 @@ def _conversations(n: int, seed: int, gaps: tuple[float, float]) -> list[dict]:
         out.append({"system": systems[i % len(systems)], "agent": i % len(systems),
                     "added": [_text(rng, rng.randint(*WORKLOAD["added_tokens"])) for _ in range(turns)],
                     "answers": [_text(rng, rng.randint(*WORKLOAD["answer_tokens"])) for _ in range(turns)],
-                    "difficulty": [rng.betavariate(0.6, 1.6) for _ in range(turns)],
+                    "difficulty": difficulties(hard, turns, difficulty),
                     "gaps": [rng.uniform(*gaps) for _ in range(turns)]})
     return out
 
 
-def _age_session(state, at: dict[str, float], now: float) -> None:
+def _turns(conv: dict):
+    """Per turn: (messages so far, prompt tokens, answer text, answer tokens, difficulty, gap)."""
+    messages = [{"role": "system", "content": conv["system"]}]
+    for added, answer, d, gap in zip(conv["added"], conv["answers"], conv["difficulty"], conv["gaps"]):
+        messages.append({"role": "user", "content": added})
+        yield messages, sum(len(m["content"]) // 4 + 1 for m in messages), answer, len(answer) // 4 + 1, d, gap
+        messages.append({"role": "assistant", "content": answer})
+
+
+def _age_session(state, caches: Caches, now: float) -> None:
     """Set the session's cache timestamps (real time) to the simulated ages of its copies."""
     real = time.time()
     for backend, held in state.held.items():
-        if backend in at:
-            held[1] = real - (now - at[backend]) if backend in EXPIRES else real
+        if backend in caches.held:
+            held[1] = real - (now - caches.held[backend][1])
 
 
-async def run_policy(name: str, conversations: list[dict]) -> Totals:
+async def run_policy(name: str, conversations: list[dict], prices: str, local_ttl: float | None) -> Totals:
     predictor = TurnPredictor()
-    router = Router(parse_policy(f"version: 1\n{BACKENDS}routes:\n{POLICIES[name]}\n"), predictor=predictor)
+    router = Router(parse_policy(f"version: 1\n{backends_yaml(prices)}routes:\n  - {POLICIES[name]}\n"),
+                    predictor=predictor)
     sessions = Sessions()
     totals = Totals()
-    seen_system: dict[str, set[int]] = {b: set() for b in PREFILL}
+    system_warm: dict[int, set[str]] = {}  # agent -> backends holding its system prompt
     for conv in conversations:
-        messages = [{"role": "system", "content": conv["system"]}]
-        held: dict[str, int] = {}  # backend -> tokens of this conversation it holds in cache
-        at: dict[str, float] = {}  # backend -> simulated time it last read or wrote them
+        caches = Caches(prices, len(conv["system"]) // 4, system_warm.setdefault(conv["agent"], set()), local_ttl)
         usd, switches, last, now = 0.0, 0, None, 0.0
-        system_tokens = len(conv["system"]) // 4
-        for turn, (added, answer, d, gap) in enumerate(zip(conv["added"], conv["answers"], conv["difficulty"],
-                                                            conv["gaps"])):
+        for turn, (messages, tokens_in, answer, tokens_out, d, gap) in enumerate(_turns(conv)):
             now += gap
-            messages.append({"role": "user", "content": added})
             body = {"model": "auto", "messages": messages}
             ticket = await sessions.open(router, None, {}, body)
             if ticket is not None:
-                _age_session(ticket.state, at, now)
+                _age_session(ticket.state, caches, now)
             predictor.difficulty = d
             decision = await router.decide(RoutingRequest("chat", body, session=ticket.state if ticket else None))
             backend = decision.record.chosen
-            tokens_in = sum(len(m["content"]) // 4 + 1 for m in messages)
-            alive = backend not in EXPIRES or now - at.get(backend, now) <= PREFIX_TTL_S
-            cached = max(held.get(backend, 0) if alive else 0,
-                         system_tokens if conv["agent"] in seen_system[backend] else 0)
-            cached = min(cached, tokens_in)
-            tokens_out = len(answer) // 4 + 1
-            pricing = router.pricing[backend]
-            usd += cost_usd(pricing, tokens_in, tokens_out, cached, tokens_in - cached)
+            cost, cached = caches.serve(backend, tokens_in, tokens_out, now)
+            usd += cost
             base, rate = PREFILL[backend]
             totals.ttft.append(base + (tokens_in - cached) / rate)
             if turn >= 2:
                 totals.input_tokens += tokens_in
                 totals.cached_tokens += cached
-            full = (await predictor.predict("", _ALL)).quality
             totals.turns += 1
             totals.used[backend] += 1
-            totals.cleared += full[backend] + 1e-9 >= 0.9 * max(full.values())
+            totals.cleared += backend in clears(d)
             switches += last is not None and backend != last
             last = backend
-            held[backend], at[backend] = tokens_in + tokens_out, now
-            seen_system[backend].add(conv["agent"])
             if decision.record.prefix_hash:
                 router.live.saw_prefix(backend, decision.record.prefix_hash)
             if ticket is not None:
                 await sessions.close(ticket, backend, True, tokens_in, tokens_out=tokens_out)
-            messages.append({"role": "assistant", "content": answer})
         totals.usd.append(usd)
         totals.switches.append(switches)
     return totals
 
 
+def floor(conversations: list[dict], prices: str, local_ttl: float | None) -> Totals:
+    """The cost floor (:meth:`bench.sessions_model.Caches.floor`) of each conversation."""
+    totals = Totals()
+    for conv in conversations:
+        caches = Caches(prices, len(conv["system"]) // 4, set(), local_ttl)
+        usd, before = 0.0, 0
+        for messages, tokens_in, _answer, tokens_out, d, gap in _turns(conv):
+            cost, backend = caches.floor(d, tokens_in, tokens_out, before, gap)
+            usd += cost
+            totals.turns += 1
+            totals.cleared += 1
+            totals.used[backend] += 1
+            before = tokens_in + tokens_out
+        totals.usd.append(usd)
+    return totals
+
+
 def _row(name: str, t: Totals) -> dict:
-    q = statistics.quantiles(t.ttft, n=100)
+    q = statistics.quantiles(t.ttft, n=100) if t.ttft else None
     return {"policy": name, "usd_per_session": statistics.fmean(t.usd),
-            "cached_share_after_turn_2": t.cached_tokens / max(1, t.input_tokens),
-            "switches_median": statistics.median(t.switches), "ttft_p50_s": statistics.median(t.ttft),
-            "ttft_p99_s": q[98], "bar_cleared_share": t.cleared / max(1, t.turns),
-            "strong_share": t.used["strong"] / max(1, t.turns)}
+            "cached_share_after_turn_2": t.cached_tokens / t.input_tokens if t.input_tokens else None,
+            "switches_median": statistics.median(t.switches) if t.switches else None,
+            "ttft_p50_s": statistics.median(t.ttft) if t.ttft else None, "ttft_p99_s": q[98] if q else None,
+            "bar_cleared_share": t.cleared / max(1, t.turns), "strong_share": t.used["strong"] / max(1, t.turns)}
 
 
-async def run(n: int, seed: int, profile: str) -> list[dict]:
-    conversations = _conversations(n, seed, PROFILES[profile])
-    return [{"profile": profile, **_row(name, await run_policy(name, conversations))} for name in POLICIES]
+async def run(n: int, seed: int, profile: str, prices: str = "anthropic", difficulty: str = "turn",
+              local_ttl: float | None = 60.0) -> list[dict]:
+    conversations = _conversations(n, seed, PROFILES[profile], difficulty)
+    tag = {"profile": profile, "prices": prices, "difficulty": difficulty}
+    rows = [{**tag, **_row(name, await run_policy(name, conversations, prices, local_ttl))} for name in POLICIES]
+    return rows + [{**tag, **_row("floor", floor(conversations, prices, local_ttl))}]
+
+
+def _f(v, fmt: str, width: int) -> str:
+    return f"{'-':>{width}}" if v is None else f"{v:>{width}{fmt}}"
 
 
 def _print(rows: list[dict]) -> None:
-    print(f"{'policy':<18}{'USD/session':>12}{'cached':>9}{'switches':>10}{'TTFT p50':>10}{'TTFT p99':>10}"
-          f"{'bar held':>10}{'strong':>8}")
-    for r in rows:
-        print(f"{r['policy']:<18}{r['usd_per_session']:>12.4f}{r['cached_share_after_turn_2']:>9.1%}"
-              f"{r['switches_median']:>10.1f}{r['ttft_p50_s']:>10.2f}{r['ttft_p99_s']:>10.2f}"
-              f"{r['bar_cleared_share']:>10.1%}{r['strong_share']:>8.1%}")
     base = next(r for r in rows if r["policy"] == "per_request")["usd_per_session"]
-    for name in ("session", "session_downgrade"):
-        cost = next(r for r in rows if r["policy"] == name)["usd_per_session"]
-        print(f"{name} / per_request cost: {cost / base:.3f}")
+    print(f"{'policy':<20}{'USD/session':>12}{'x per_req':>10}{'cached':>9}{'switches':>10}{'TTFT p50':>10}"
+          f"{'TTFT p99':>10}{'bar held':>10}{'strong':>8}")
+    for r in rows:
+        print(f"{r['policy']:<20}{r['usd_per_session']:>12.4f}{r['usd_per_session'] / base:>10.3f}"
+              f"{_f(r['cached_share_after_turn_2'], '.1%', 9)}{_f(r['switches_median'], '.1f', 10)}"
+              f"{_f(r['ttft_p50_s'], '.2f', 10)}{_f(r['ttft_p99_s'], '.2f', 10)}"
+              f"{r['bar_cleared_share']:>10.1%}{r['strong_share']:>8.1%}")
 
 
 def main() -> None:
@@ -227,19 +210,30 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", choices=[*PROFILES, "all"], default="all")
+    parser.add_argument("--difficulty", choices=[*DIFFICULTY, "all"], default="turn",
+                        help="turn: drawn per turn; session: one per conversation, shared by its turns")
+    parser.add_argument("--prices", choices=[*PRICES, "all"], default="anthropic",
+                        help="how the hosted backends are priced and bill their prefix caches")
+    parser.add_argument("--local-ttl", type=float, default=60.0,
+                        help="seconds of idle after which the local pool evicts a conversation (0: never)")
     parser.add_argument("--json", default=None, help="also write the rows and the workload to this file")
     args = parser.parse_args()
-    print(f"workload: {args.sessions} sessions, seed {args.seed}, bar {BAR}, {json.dumps(WORKLOAD)}")
+    local_ttl = args.local_ttl or None
+    print(f"workload: {args.sessions} sessions, seed {args.seed}, bar {BAR}, local TTL {local_ttl} s, "
+          f"{json.dumps(WORKLOAD)}")
     rows = []
-    for profile in PROFILES if args.profile == "all" else [args.profile]:
-        found = asyncio.run(run(args.sessions, args.seed, profile))
-        print(f"\nprofile {profile}: {PROFILES[profile][0]:g}-{PROFILES[profile][1]:g} s between turns")
-        _print(found)
-        rows += found
+    for prices in PRICES if args.prices == "all" else [args.prices]:
+        for difficulty in DIFFICULTY if args.difficulty == "all" else [args.difficulty]:
+            for profile in PROFILES if args.profile == "all" else [args.profile]:
+                found = asyncio.run(run(args.sessions, args.seed, profile, prices, difficulty, local_ttl))
+                print(f"\nprices {prices}, difficulty {DIFFICULTY[difficulty]}, profile {profile}: "
+                      f"{PROFILES[profile][0]:g}-{PROFILES[profile][1]:g} s between turns")
+                _print(found)
+                rows += found
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"workload": WORKLOAD, "profiles": PROFILES, "sessions": args.sessions, "seed": args.seed,
-                       "rows": rows}, f, indent=1)
+            json.dump({"workload": WORKLOAD, "profiles": PROFILES, "prices": PRICES, "local_ttl_s": local_ttl,
+                       "sessions": args.sessions, "seed": args.seed, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -28,11 +28,13 @@ from router.policy.redact import redact_policy_text
 log = logging.getLogger("mixroute.gateway")
 
 
-def load_predictor(settings: Settings):
-    """The classifier predictor per ``settings.classifier``, or ``None`` for the prior baseline.
+def load_predictor(settings: Settings, adapters_dir=None, strict: bool = False):
+    """The classifier predictor per ``settings.classifier`` (the heads in ``adapters_dir``;
+    default the shipped ones), or ``None`` for the prior baseline.
 
     Raises:
-        RuntimeError: ``classifier="on"`` and the classifier cannot be loaded.
+        RuntimeError: ``classifier="on"`` (or ``strict``: an adapter version's own heads)
+            and the classifier cannot be loaded.
     """
     if settings.classifier == "off":
         return None
@@ -40,17 +42,34 @@ def load_predictor(settings: Settings):
         from router.classify import load_predictor as load_classifier
 
         predictor = load_classifier(
-            max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms,
+            adapters_dir, max_batch=settings.classifier_max_batch, max_wait_ms=settings.classifier_max_wait_ms,
             dtype=settings.classifier_dtype, scan_chars=settings.classifier_scan_chars,
             memory=settings.classifier_memory != "off", exclude_exact=settings.classifier_memory == "exclude-exact",
             memory_smoothing=settings.classifier_memory_smoothing,
             linear=settings.classifier_linear, rank_space=settings.classifier_rank_space == "on")
     except Exception as exc:  # ImportError (no torch/peft) or missing artifacts
-        if settings.classifier == "on":
+        if settings.classifier == "on" or strict:
             raise RuntimeError(f"classifier=on but it cannot be loaded: {exc}") from exc
         log.warning("classifier not loaded (%s); routing on the policy's quality priors", exc)
         return None
     return predictor
+
+
+def traced(predictor):
+    """``predictor`` wrapped so each prediction is a tracing span (``None`` stays ``None``)."""
+    if predictor is None:
+        return None
+    from gateway.observability.hooks import TracedPredictor
+
+    return TracedPredictor(predictor)
+
+
+def versions_of(settings: Settings):
+    """The adapter versions folder of ``settings`` (:mod:`router.learning.versions`)."""
+    from router.classify import default_adapters_dir
+    from router.learning.versions import Versions, default_dir
+
+    return Versions(settings.adapters_dir or default_dir(), shipped_heads=default_adapters_dir())
 
 
 def make_limiter(settings: Settings):
@@ -87,7 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                       if settings.redis_url else None)
         from gateway.store.spend import recorded_spend
 
-        app.state.limiter.recorded_spend = lambda subject, since: recorded_spend(store.engine, subject, since)
+        app.state.limiter.recorded_spend = lambda subject, since, before=None: recorded_spend(store.engine, subject,
+                                                                                               since, before)
         if settings.redis_url:
             problem = await app.state.limiter.check()
             if problem:
@@ -99,10 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         obs = getattr(app.state, "observability", None)
         if batcher is not None and obs is not None:
             batcher.on_batch = obs.metrics.observe_classifier
-        if predictor is not None:
-            from gateway.observability.hooks import TracedPredictor
-
-            predictor = TracedPredictor(predictor)
+        predictor = traced(predictor)
         broadcast = None
 
         def on_loaded(lp) -> None:
@@ -121,10 +138,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             broadcast.start()
         if settings.policy_watch:
             holder.watch()
+        from gateway.adapters import AdapterWatcher
         from gateway.learning import Learner
 
         learner = Learner(store.engine, holder, settings.learning_refresh_s)
+        adapters = app.state.adapters = AdapterWatcher(
+            versions_of(settings), holder, learner, lambda folder: traced(load_predictor(settings, folder, strict=True)),
+            settings.adapters_poll_s, guard_every_s=settings.learning_refresh_s,
+            name=f"guard@{settings.host}:{settings.port}")
+        await adapters.sync(memory=False)
         learner.start()
+        adapters.start()
         from gateway.judge import Judge
 
         obs = getattr(app.state, "observability", None)
@@ -143,6 +167,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.ready = False
             if broadcast is not None:
                 await broadcast.aclose()
+            await adapters.aclose()
             await learner.aclose()
             await app.state.judge.aclose()
             await holder.aclose()

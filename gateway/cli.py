@@ -89,6 +89,8 @@ from gateway.commands.eval import whatif_cmd as _whatif  # noqa: E402
 policy_app.command("what-if")(_whatif)
 from gateway.commands.calibrate import calibrate as _calibrate  # noqa: E402
 app.command("calibrate")(_calibrate)
+from gateway.commands import adapters as _adapters  # noqa: E402
+app.add_typer(_adapters.app, name="adapters")
 
 
 def main() -> None:

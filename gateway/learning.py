@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.runtime import PolicyHolder
 from gateway.store.observations import ingest, load
-from router.learning.memory import HORIZON_HALF_LIVES, tally
+from router.learning.baked import Baked, combine
+from router.learning.memory import HORIZON_HALF_LIVES, Tally, tally
 from router.policy.learning_config import LearningConfig
 from router.predict import UNKNOWN_QUALITY
 
@@ -72,8 +73,24 @@ class Learner:
 
     async def refresh(self) -> bool:
         """One pass; ``False`` (logged, memory kept) when the store cannot be read."""
-        if self.engine is None or self.holder.current is None:
+        holder = self.holder
+        baked, shadow = holder.baked, holder.shadow
+        found = await self.compute(baked, *([shadow.baked] if shadow is not None else []))
+        if found is None:
             return False
+        if holder.baked is baked:  # else an adapter swap came in between: its own pass counts
+            holder.live.outcomes.replace(found[0])
+        if shadow is not None and holder.shadow is shadow:
+            shadow.outcomes.replace(found[1])
+        return True
+
+    async def compute(self, *corrections: Baked | None) -> list[dict[str, Tally]] | None:
+        """Derive new observations, then the memory's tallies with each outcome correction
+        of an adapter version (:mod:`router.learning.baked`: its sums, aged, plus the
+        observations after its ``trained_until``; ``None``: the observations alone), one
+        per correction; ``None`` when the store cannot be read."""
+        if self.engine is None or self.holder.current is None:
+            return None
         policy = self.holder.current.loaded.policy
         config = policy.learning or LearningConfig()
         now = datetime.now(timezone.utc)
@@ -87,8 +104,15 @@ class Learner:
             rows = await asyncio.to_thread(load, self.engine, now - horizon)
         except SQLAlchemyError as exc:
             log.warning("learning: refresh failed, keeping the last memory (%s)", type(exc).__name__)
-            return False
+            return None
         self._last = now
         priors = {b.name: b.quality if b.quality is not None else UNKNOWN_QUALITY for b in policy.backends}
-        self.holder.live.outcomes.replace(tally(rows, config, now, priors))
-        return True
+        out = []
+        for baked in corrections or (None,):
+            if baked is None:
+                out.append(tally(rows, config, now, priors))
+                continue
+            # Observations up to trained_until are in the correction already.
+            later = [r for r in rows if r.created_at > baked.trained_until]
+            out.append(combine(baked.aged(now, config.half_life_hours), tally(later, config, now, priors)))
+        return out

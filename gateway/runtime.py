@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from backends.base import Backend
@@ -15,6 +15,9 @@ from backends.data import DataFormatError
 from backends.registry import build_backend
 from router.classify.labels import quality_notes
 from router.engine import Router
+from router.learning.baked import Baked
+from router.learning.shadow import Shadow
+from router.learning.versions import SHIPPED
 from router.live import LiveState
 from router.policy import DEMO_POLICY, LoadedPolicy, PolicyError, load_policy
 from router.policy.loader import check_replay_data
@@ -44,7 +47,8 @@ class Runtime:
     @classmethod
     async def build(cls, loaded: LoadedPolicy, predictor: Predictor | None, live: LiveState | None = None,
                     shared: tuple[str, str, str] | None = None,
-                    previous: "Runtime | None" = None) -> "Runtime":
+                    previous: "Runtime | None" = None, adapter_version: str | None = None,
+                    shadow: Shadow | None = None) -> "Runtime":
         """Build and start the backends of ``loaded``.
 
         Args:
@@ -66,8 +70,13 @@ class Runtime:
             if shared is not None and hasattr(backend, "share_state"):
                 backend.share_state(*shared)
             await backend.start()
-        return cls(loaded=loaded, router=Router(loaded, predictor, live), backends=backends,
+        return cls(loaded=loaded, router=Router(loaded, predictor, live, adapter_version, shadow), backends=backends,
                    rule_headers=frozenset(r.when_header.lower() for r in loaded.policy.rules if r.when_header))
+
+    def with_adapters(self, predictor: Predictor | None, version: str, shadow: Shadow | None = None) -> "Runtime":
+        """The same policy and running backends with another adapter version's router (a
+        hot swap of the classifier heads: requests that took this runtime finish on it)."""
+        return replace(self, router=Router(self.loaded, predictor, self.router.live, version, shadow))
 
     async def aclose(self, keep: "Runtime | None" = None, drain: bool = False) -> None:
         """Close the backends, except those ``keep`` (the runtime that replaced this one) uses.
@@ -116,6 +125,13 @@ class PolicyHolder:
         self.live = LiveState()
         self.shared = shared
         self.current: Runtime | None = None
+        #: The adapter version in force, its predictor (``predictor`` for the shipped heads)
+        #: and its outcome correction (:mod:`gateway.adapters` swaps them).
+        self.adapter_version = SHIPPED
+        self.adapter_predictor: Predictor | None = predictor
+        self.baked: Baked | None = None
+        #: The version decided in shadow beside the live one (the policy's ``learning.shadow``).
+        self.shadow: Shadow | None = None
         self._watch_task: asyncio.Task | None = None
         self._closing: set[asyncio.Task] = set()
 
@@ -129,7 +145,11 @@ class PolicyHolder:
         if self.current is not None and loaded.hash == self.current.loaded.hash:
             return self.current
         await asyncio.to_thread(check_replay_data, loaded)  # at the policy's line, not the data file's
-        runtime = await Runtime.build(loaded, self.predictor, self.live, self.shared, previous=self.current)
+        version, shadow = self.adapter_version, self.shadow
+        runtime = await Runtime.build(loaded, self.adapter_predictor, self.live, self.shared, previous=self.current,
+                                      adapter_version=version, shadow=shadow)
+        if self.adapter_version != version or self.shadow is not shadow:  # swapped while the backends started
+            runtime = runtime.with_adapters(self.adapter_predictor, self.adapter_version, self.shadow)
         old, self.current = self.current, runtime
         self.live.keep_route_targets({r.name for r in loaded.policy.routes
                                       if r.quality_bar.route_target is not None})
@@ -144,6 +164,19 @@ class PolicyHolder:
         for note in pricing_notes(loaded.policy) + quality_notes(loaded.policy, labels):
             log.warning("policy %s: %s", self.path, note)
         return runtime
+
+    def use_adapters(self, version: str, predictor: Predictor | None, baked: "Baked | None") -> None:
+        """Make ``version`` (its predictor and outcome correction) the one new requests use."""
+        self.adapter_version, self.adapter_predictor, self.baked = version, predictor, baked
+        self.live.outcomes.offsets = baked.offsets if baked is not None else {}
+        if self.current is not None:
+            self.current = self.current.with_adapters(predictor, version, self.shadow)
+
+    def use_shadow(self, shadow: Shadow | None) -> None:
+        """Decide ``shadow`` beside every routed request (``None``: stop)."""
+        self.shadow = shadow
+        if self.current is not None:
+            self.current = self.current.with_adapters(self.adapter_predictor, self.adapter_version, shadow)
 
     async def reload(self) -> bool:
         """Try to apply the file again; on error log it and keep the old policy. Returns success."""

@@ -28,12 +28,19 @@ def validate(model: type[BaseModel], data: dict) -> dict:
     try:
         model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        err = _pick(exc.errors())
         param = _param(data, err["loc"], getattr((err.get("ctx") or {}).get("error"), "at", ()))
         if err["type"] == "literal_error" and err["loc"] and err["loc"][-1] == "role":
             msg = f"{param}: unknown role {err.get('input')!r} (expected one of {', '.join(Role.__args__)})"
         elif err["type"] == "too_short" and param in ("messages", "prompt"):
             msg = f"{param}: must not be empty"
+        elif err["type"] == "union_tag_not_found":
+            msg = f"{param}: must be an object with a 'type'"
+        elif err["type"] == "union_tag_invalid":
+            ctx = err.get("ctx") or {}
+            msg = f"{param}: unknown type {str(ctx.get('tag'))[:60]!r} (expected one of {ctx.get('expected_tags')})"
+        elif err["type"] == "model_attributes_type":
+            msg = f"{param}: must be an object"
         else:
             text = err["msg"].removeprefix("Value error, ").split(" or instance of ")[0]  # no class names
             msg = f"{param}: {text}" if param else text
@@ -44,13 +51,39 @@ def validate(model: type[BaseModel], data: dict) -> dict:
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "dict", "list"}
 
 
+def _is_tag(part: object) -> bool:
+    return isinstance(part, str) and ("[" in part or part in _TYPE_TAGS)
+
+
+def _pick(errors: list[dict]) -> dict:
+    """The error to report. pydantic reports a union's members in order, so for a field that
+    is ``str | list[Block]`` the first error of an array with one bad block is "should be a
+    valid string"; when that first error only says the value is not of one member's type,
+    the first error found deeper inside the same field (the bad block's own) is the one that
+    names the problem."""
+    first = errors[0]
+    loc = first["loc"]
+    if first["type"].endswith("_type") and loc and _is_tag(loc[-1]):
+        base = loc[:-1]
+        for err in errors[1:]:
+            if err["loc"][:len(base)] == base and len(err["loc"]) > len(loc):
+                return err
+    return first
+
+
 def _param(data: Any, loc: tuple, at: tuple = ()) -> str:
     """The request field a validation error is about, as ``a.0.b``: the error location
-    without pydantic's union-member and validator tags (``str``, ``list[...]``...), then
+    without pydantic's union-member and validator tags (``str``, ``list[...]``, a tagged
+    union's tag...), then
     ``at``, the path below that field a validator named (taken as it is)."""
     fields = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_TAGS))]
     parts, node = [], data
-    for part in (*fields, *at):
+    tagged = None
+    for n, part in enumerate((*fields, *at)):
+        if (n < len(fields) and isinstance(node, dict) and node is not tagged and part not in node
+                and node.get("type") == part):
+            tagged = node  # a tagged union's member: the tag is the object's own 'type'
+            continue
         parts.append(str(part))
         if isinstance(node, dict) and part in node:
             node = node[part]

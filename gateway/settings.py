@@ -57,6 +57,11 @@ class Settings(BaseSettings):
         policy_watch: hot-reload the policy file when it changes.
         learning_refresh_s: how often the outcome memory is refreshed from the store's
             observations (seconds; docs/LEARNING.md).
+        adapters_dir: the folder of adapter versions and the ``active.json`` pointer
+            (:mod:`router.learning.versions`; default ``$XDG_DATA_HOME/mixroute/adapters``,
+            else ``~/.local/share/mixroute/adapters``); shared by the replicas.
+        adapters_poll_s: how often a gateway reads the pointer and, when it names another
+            version, swaps to it (seconds; docs/LEARNING.md "Adapter versions").
         admin_key: key for admin endpoints (``MIXROUTE_ADMIN_KEY``).
         key_cache_ttl_s: how long a key lookup is cached; a revoked key keeps working
             on a replica for at most this long (seconds).
@@ -133,6 +138,8 @@ class Settings(BaseSettings):
     store_writer_idle: bool = True
     policy_watch: bool = True
     learning_refresh_s: float = Field(default=30.0, gt=0)
+    adapters_dir: Path | None = None
+    adapters_poll_s: float = Field(default=5.0, gt=0, le=3600, allow_inf_nan=False)
     admin_key: str | None = None
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     # The doors' own guards (gateway/hosts.py, /metrics, the dashboard, feedback).
@@ -170,9 +177,9 @@ class Settings(BaseSettings):
     def _log_level_any_case(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
 
-    @field_validator("store_journal_path", mode="before")
+    @field_validator("store_journal_path", "adapters_dir", mode="before")
     @classmethod
-    def _empty_journal_path_is_unset(cls, value: Any) -> Any:
+    def _empty_path_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("redis_url")

@@ -53,6 +53,7 @@ from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, No
                            RequestRejected, UnknownModel, WrongTask)
 from router.learning.explore import explore
 from router.learning.prompt import prompt_key
+from router.learning.shadow import Shadow, shadow_signal
 from router.live import LiveState
 from router.policy.loader import LoadedPolicy
 from router.policy.models import RouteConfig
@@ -79,10 +80,16 @@ class Router:
         loaded: the validated policy.
         predictor: quality/length predictor; the prior baseline when ``None``.
         live: live backend state for TTFT prediction (shared across policy reloads).
+        adapter_version: the adapter version ``predictor`` and the outcome memory's
+            correction come from, recorded on every decision (:mod:`router.learning.versions`).
+        shadow: a version decided beside every routed request, recorded in its
+            ``signals.shadow`` (:mod:`router.learning.shadow`).
     """
 
-    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None, live: LiveState | None = None):
+    def __init__(self, loaded: LoadedPolicy, predictor: Predictor | None = None, live: LiveState | None = None,
+                 adapter_version: str | None = None, shadow: Shadow | None = None):
         self.loaded = loaded
+        self.adapter_version, self.shadow = adapter_version, shadow
         self.policy = loaded.policy
         self.predictor: Predictor = predictor or PriorPredictor()
         self.live = live or LiveState()
@@ -107,7 +114,8 @@ class Router:
         return (route, None) if route else (None, self.policy.backend(model))
 
     async def decide(self, req: RoutingRequest) -> Decision:
-        """Decide where ``req`` goes.
+        """Decide where ``req`` goes; the decision (or the refusal's record) carries this
+        router's ``adapter_version``.
 
         Raises:
             router.errors.UnknownModel: ``model`` names neither a route nor a backend.
@@ -121,6 +129,17 @@ class Router:
             router.errors.ContextTooLong, router.errors.RequestRejected: see
                 :data:`REFUSALS`; each carries ``record``, its :class:`DecisionRecord`.
         """
+        try:
+            decision = await self._decide(req)
+        except REFUSALS as exc:
+            record = getattr(exc, "record", None)
+            if record is not None:
+                record.adapter_version = self.adapter_version
+            raise
+        decision.record.adapter_version = self.adapter_version
+        return decision
+
+    async def _decide(self, req: RoutingRequest) -> Decision:
         model = req.body.get("model") or self.policy.default_route
         route, pinned = self.target(model)
         if route is None and pinned is None:
@@ -184,11 +203,15 @@ class Router:
             decision.record.signals["prompt_hash"] = prompt_key(original)
             return decision
         backends = self._backends_of(route)
-        prediction = await self.predictor.predict(original, backends)
-        prediction = self.live.outcomes.adjust(prediction, backends, self.policy.learning)
+        raw = await self.predictor.predict(original, backends)
+        prediction = self.live.outcomes.adjust(raw, backends, self.policy.learning)
         try:
             decision = self._route(req, route, backends, prediction, body, phash, tokens_in, rewritten)
             decision.record.signals["prompt_hash"] = prompt_key(original)  # the retry signal's key
+            if self.shadow is not None:
+                decision.record.signals["shadow"] = await shadow_signal(
+                    self.shadow, req, original, backends, raw, self.policy.learning,
+                    lambda r, p: self._route(r, route, backends, p, body, phash, tokens_in, rewritten), REFUSALS)
             return decision
         except REFUSALS as exc:
             exc.record = self._refusal(req, route.name, exc, {**prediction.signals, "predictor": prediction.source},

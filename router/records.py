@@ -41,6 +41,9 @@ class DecisionRecord:
         pinned: the client named a backend directly.
         prefix_hash: hash of the rewritten request's stable prefix.
         created_at: UTC time of the decision.
+        adapter_version: the adapter version (classifier heads and outcome correction,
+            :mod:`router.learning.versions`) of the router that decided; ``None`` for a
+            request refused before the router decided.
     """
 
     request_id: str
@@ -58,6 +61,7 @@ class DecisionRecord:
     prefix_hash: str | None = None
     created_at: datetime = field(default_factory=utcnow)
     key_id: str | None = None
+    adapter_version: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,11 +7,12 @@ prefix in its prefix cache; another backend must prefill it again at its full in
 therefore prices each candidate with its real cache state (:func:`price_turn`) and keeps the
 session where it is unless moving pays (:func:`weigh`):
 
-- its model no longer clears the bar (or a rule leaves it out): the session moves to the
-  normal choice (escalation);
-- the normal choice is cheaper even after paying the prefix again: the session moves only
-  under ``allow_downgrade``, within ``max_switches``, and when the move pays over the
-  expected rest of the session. The rest is estimated as as many turns as the session has
+- its model no longer clears the bar: the session moves (escalation) to the bar-clearing
+  candidate that costs least over the expected rest of the session; a rule that leaves its
+  model out moves it to the normal choice;
+- another bar-clearing candidate costs less over the expected rest of the session, its
+  prefix paid again on the first turn there (:func:`over_rest`): the session moves only
+  under ``allow_downgrade`` and within ``max_switches``. The rest is estimated as as many turns as the session has
   had (the "Copernican" estimate: with no other knowledge, an observed lifetime is as likely
   to be in its first half as its second; Gott, Nature 363, 1993).
 
@@ -158,6 +159,7 @@ class SwitchPricing:
 
     on: str
     stay_usd: float | None
+    stay_warm_usd: float | None = None
     move_to: str | None = None
     move_usd: float | None = None
     move_warm_usd: float | None = None
@@ -189,11 +191,15 @@ def expected_rest(state: SessionState) -> int:
     return max(1, min(50, state.turns))
 
 
-def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int) -> bool:
+def weigh(stay_usd: float, move_usd: float, move_warm_usd: float, rest: int,
+          stay_warm_usd: float | None = None) -> bool:
     """Whether moving pays over ``rest`` turns: the first turn elsewhere pays the prefix
-    cold (``move_usd``), later ones read it warm (``move_warm_usd``), against ``rest`` turns
-    at the current backend's warm price (``stay_usd``)."""
-    return move_usd + (rest - 1) * move_warm_usd < rest * stay_usd
+    cold (``move_usd``), later ones read it warm (``move_warm_usd``), against this turn on
+    the current backend (``stay_usd``) and ``rest - 1`` later ones there (``stay_warm_usd``,
+    default ``stay_usd``). Both sides are warm after this turn: a current backend whose copy
+    expired pays it again once, as the other would."""
+    stay_warm = stay_usd if stay_warm_usd is None else stay_warm_usd
+    return move_usd + (rest - 1) * move_warm_usd < stay_usd + (rest - 1) * stay_warm
 
 
 def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None = None) -> int:
@@ -201,10 +207,26 @@ def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None =
     return tokens_in + (tokens_out if tokens_out is not None else estimate_tokens(text_out))
 
 
+def over_rest(candidate: Candidate, state: SessionState, tokens_in: int, pricing: Mapping[str, Pricing],
+              rest: int) -> tuple[float, float]:
+    """``(usd, warm_usd)``: what ``candidate`` costs over ``rest`` turns of the session, and a
+    later turn there. This turn is its scored cost (the prefix it does not hold prefilled and
+    written at its prices); each later turn reads the conversation so far from its cache and
+    writes what the turn adds (taken as this turn's size)."""
+    warm = min(tokens_in, state.prefix_tokens)
+    warm_usd = cost_usd(pricing[candidate.backend], tokens_in, candidate.expected_output_tokens, warm, tokens_in - warm)
+    return candidate.expected_cost_usd + (rest - 1) * warm_usd, warm_usd
+
+
 def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candidate], chosen: Candidate,
                  reason: str, tokens_in: int, pricing: Mapping[str, Pricing]) -> tuple[Candidate, str, SwitchPricing]:
     """Keep the session on its backend unless moving pays (module docstring):
     ``(chosen, reason, switch)``, where ``switch`` holds both sides of the weighed switch.
+
+    A move goes to the bar-clearing candidate that costs least over the expected rest of the
+    session (:func:`over_rest`), which need not be the turn's cheapest: a provider that bills
+    a cache write (Anthropic, 1.25x) and cheap reads (0.1x) costs more on the turn it arrives
+    and less on every turn after than one that bills the input price each time.
 
     Args:
         route: the route decided for (its ``session`` block).
@@ -212,29 +234,35 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
         candidates: the scored candidates, bar and SLO applied; chosen: the engine's
             choice among them, with its ``reason``.
         tokens_in: the request's prompt tokens (estimated).
-        pricing: backend name -> its prices, for the moved-to backend's warm turns.
+        pricing: backend name -> its prices, for the later turns' warm price.
     """
+    rest = expected_rest(state)
     stay = next((c for c in candidates if c.backend == state.backend), None)
     if stay is None:  # a rule, a cost limit or the context window left its backend out
         return chosen, reason, SwitchPricing(on=state.backend, stay_usd=None, move_to=chosen.backend,
                                              move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
-    switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, expected_rest=expected_rest(state))
-    if chosen is stay:
+    clearing = [c for c in candidates if c.eligible and c.meets_slo]
+    priced = {c.backend: over_rest(c, state, tokens_in, pricing, rest) for c in [*clearing, chosen, stay]}
+    switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, stay_warm_usd=priced[stay.backend][1],
+                           expected_rest=rest)
+    stays = stay.eligible and stay.meets_slo
+    # The cheapest elsewhere over the rest; the engine's choice when nothing clears the bar
+    # (its fallback under the route's on_no_candidate).
+    best = min((c for c in clearing if c is not stay), key=lambda c: priced[c.backend][0],
+               default=None if stays else chosen)
+    if best is None or best is stay:
         return stay, "session_kept", switch
-    switch.move_to, switch.move_usd = chosen.backend, chosen.expected_cost_usd
-    warm = min(tokens_in, state.prefix_tokens)
-    switch.move_warm_usd = cost_usd(pricing[chosen.backend], tokens_in, chosen.expected_output_tokens,
-                                    warm, tokens_in - warm)
-    if not (stay.eligible and stay.meets_slo):
+    switch.move_to, switch.move_usd, switch.move_warm_usd = best.backend, best.expected_cost_usd, priced[best.backend][1]
+    if not stays:
         # The bar is the route's promise: a turn its model cannot clear moves, whatever
         # the switches so far.
         switch.verdict = "escalate"
-        return chosen, "session_escalated", switch
+        return best, "session_escalated", switch
     capped = state.switches >= route.session.max_switches
     if route.session.allow_downgrade and not capped and weigh(
-            stay.expected_cost_usd, chosen.expected_cost_usd, switch.move_warm_usd, switch.expected_rest):
+            stay.expected_cost_usd, best.expected_cost_usd, switch.move_warm_usd, rest, switch.stay_warm_usd):
         switch.verdict = "move"
-        return chosen, "session_moved", switch
+        return best, "session_moved", switch
     switch.verdict = "stay"
     return stay, "session_kept", switch
 

@@ -205,7 +205,7 @@ async def route(request: Request):
         replica = None  # internal addresses are for the operator; a tenant's key sees the reason only
     return FastJSONResponse({
         "request_id": rec.request_id, "dialect": door.name, "endpoint": endpoint, "route": rec.route,
-        "policy_hash": rec.policy_hash,
+        "policy_hash": rec.policy_hash, "adapter_version": rec.adapter_version,
         "chosen": rec.chosen, "fallbacks": rec.fallbacks, "reason": rec.reason, "pinned": rec.pinned,
         "quality_bar": decision.bar, "probability": rec.probability,
         "candidates": [candidate_dict(c) for c in decision.candidates], "signals": rec.signals,

@@ -42,8 +42,9 @@ _DATA = "an outcome data file or folder (. for the current folder)"
 def eval_cmd(
     # The input paths are read as text, not Path: Path("") is ".", so an empty --test (--train,
     # --exclude, --adapters, --prices) would read the current folder; paths_of refuses it.
-    test: Annotated[list[str], typer.Option("--test", metavar="<list[Path]>",
-                                            help="Outcome data file or folder (one dataset each); repeatable.")],
+    test: Annotated[Optional[list[str]], typer.Option("--test", metavar="<list[Path]>",
+                                                      help="Outcome data file or folder (one dataset each); "
+                                                      "repeatable.")] = None,
     train: Annotated[Optional[list[str]], typer.Option("--train", metavar="<list[Path]>",
                                                        help="Rows to fit learned routers on, mixroute's "
                                                        "quality/output-length heads included; repeatable. Without: "
@@ -66,9 +67,26 @@ def eval_cmd(
     prices: Annotated[Optional[str], typer.Option(metavar="<path>", help="YAML/JSON model -> USD per 1M tokens, "
                                                   "for data that records no cost (default: the replay price "
                                                   "list).")] = None,
+    adapters_version: Annotated[Optional[str], typer.Option(help="Instead of --test: compare this adapter version "
+                                                            "with the live one on its held-out logs, off-policy "
+                                                            "(docs/LEARNING.md).")] = None,
+    against: Annotated[Optional[str], typer.Option(help="With --adapters-version: the version to compare with "
+                                                   "(default: the logged decisions).")] = None,
+    logs: Annotated[Optional[str], typer.Option(help="With --adapters-version: store URL or export file (default: "
+                                                "the configured store).")] = None,
+    policy: Annotated[Optional[Path], typer.Option(help="With --adapters-version: the policy the gateways run.")] = None,
+    adapters_dir: Annotated[Optional[Path], typer.Option(help="With --adapters-version: the versions folder.")] = None,
 ) -> None:
     """Compare routers on outcome data: cost-quality curves, AIQ, APGR, CPT."""
     require_modules("mixroute eval", "eval", "numpy")
+    if adapters_version is not None:
+        from gateway.commands.eval_adapters import eval_adapters
+
+        return eval_adapters(adapters_version, logs=logs, policy=policy, against=against, adapters_dir=adapters_dir,
+                             json_out=json_out)
+    if not test:
+        typer.echo("error: --test is required (or --adapters-version to compare adapter versions on logs)", err=True)
+        raise typer.Exit(2)
     from rich.console import Console
 
     from router.eval import report

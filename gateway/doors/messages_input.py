@@ -9,9 +9,11 @@ The translation is litellm's (``LiteLLMAnthropicMessagesAdapter.translate_anthro
 - it translates whatever it is given and drops what it does not know without a word (an
   unknown block type, a ``tool_result`` whose ``tool_use`` is not there, an OpenAI field);
   the door must refuse those with a 400 naming the field (:func:`check`);
-- it drops a ``document`` block whose source is plain text (``source.type: "text"``), so
-  such documents become text parts here first, wrapped in ``<document>`` tags, which the
-  rewriter recognises (:mod:`router.rewrite.documents`);
+- it drops a ``document`` block whose source is plain text (``source.type: "text"``) or
+  text blocks (``"content"``), so such documents become text parts here first, wrapped in
+  ``<document>`` tags, which the rewriter recognises (:mod:`router.rewrite.documents`);
+- it drops a message whose content is empty, which Anthropic refuses (but for a final
+  assistant message);
 - it leaves ``None`` values (``thinking_blocks: null`` on assistant messages) that the chat
   schema and vLLM refuse.
 
@@ -25,6 +27,7 @@ from functools import cache
 from typing import Any
 
 from backends.hosted.sdk import load_litellm
+from gateway.doors.images import refuse_images
 from gateway.doors.messages_shapes import MessagesRequest
 from gateway.schemas import validate
 from router.errors import InvalidRequest
@@ -67,7 +70,7 @@ def check(raw: dict, schema=MessagesRequest) -> None:
     messages = raw.get("messages")
     for i, m in enumerate(messages if isinstance(messages, list) else ()):
         if isinstance(m, dict):
-            _check_blocks(m, i)
+            _check_blocks(m, i, last=i == len(messages) - 1)
     tools = raw.get("tools")
     for i, tool in enumerate(tools if isinstance(tools, list) else ()):
         if isinstance(tool, dict) and tool.get("type") not in (None, "custom"):
@@ -84,12 +87,16 @@ def check(raw: dict, schema=MessagesRequest) -> None:
             raise bad(f"no tool named '{choice['name'][:80]}' in 'tools'", "tool_choice.name")
 
 
-def _check_blocks(m: dict, i: int) -> None:
+def _check_blocks(m: dict, i: int, last: bool) -> None:
     role = m.get("role")
     if role == "system":
         raise bad("'system' is not a role of the Messages API; send the system prompt in the top-level "
                   "'system' field", f"messages.{i}.role")
     content = m.get("content")
+    if content in ("", []) and not (last and role == "assistant"):
+        # Anthropic's rule; litellm would drop the message without a word.
+        raise bad("must not be empty (only a final assistant message, the start of the answer, may be)",
+                  f"messages.{i}.content")
     for j, block in enumerate(content if isinstance(content, list) else ()):
         kind = block.get("type") if isinstance(block, dict) else None
         if not isinstance(kind, str):
@@ -103,39 +110,37 @@ def _check_blocks(m: dict, i: int) -> None:
 
 
 def _check_tool_results(messages: list[dict]) -> None:
-    # Anthropic's rule: each tool_result answers a tool_use of the assistant message just before.
-    previous: set[str] = set()
+    # Anthropic's rules: each tool_result answers a tool_use of the assistant message just
+    # before, and each tool_use of an assistant message is answered in the user message after.
+    previous: list[str] = []
     for i, m in enumerate(messages):
         blocks = m["content"] if isinstance(m["content"], list) else []
         if m["role"] == "assistant":
-            previous = {b["id"] for b in blocks if b["type"] == "tool_use"}
+            previous = [b["id"] for b in blocks if b["type"] == "tool_use"]
             continue
+        answered = set()
         for j, b in enumerate(blocks):
-            if b["type"] == "tool_result" and b["tool_use_id"] not in previous:
-                raise bad(f"tool_result for '{b['tool_use_id'][:80]}' has no tool_use with that id in the assistant "
-                          "message before it", f"messages.{i}.content.{j}.tool_use_id", "tool_result_without_tool_use")
-        previous = set()
+            if b["type"] == "tool_result":
+                if b["tool_use_id"] not in previous:
+                    raise bad(f"tool_result for '{b['tool_use_id'][:80]}' has no tool_use with that id in the "
+                              "assistant message before it", f"messages.{i}.content.{j}.tool_use_id",
+                              "tool_result_without_tool_use")
+                answered.add(b["tool_use_id"])
+        missing = [t for t in previous if t not in answered]
+        if missing:
+            raise bad(f"no tool_result for the tool_use '{missing[0][:80]}' of the assistant message before it",
+                      f"messages.{i}.content", "tool_use_without_tool_result")
+        previous = []
 
 
 def check_images(raw: dict, policy) -> None:
     """Refuse images (``image`` blocks, also inside a ``tool_result``) when no backend that
-    ``model`` may reach takes them: litellm's bundled map says ``supports_vision: false`` for
-    each hosted one. Other backends, and models the map does not mark, are taken to accept
-    images: only the backend knows what it serves, and its own error tells the client.
+    ``model`` may reach takes them (:func:`gateway.doors.images.refuse_images`).
 
     Raises:
         InvalidRequest: ``param`` names the first image block.
     """
-    where = _first_image(raw.get("messages"))
-    model = raw.get("model")
-    if where is None or not isinstance(model, str):
-        return
-    route = policy.route(model)
-    names = route.backends if route is not None else [model]
-    configs = [c for c in (policy.backend(n) for n in names) if c is not None]
-    if configs and not any(_takes_images(c) for c in configs):
-        raise bad(f"none of the backends '{model}' routes to ({', '.join(names)}) takes images", where,
-                  "unsupported_content_type")
+    refuse_images(_first_image(raw.get("messages")), raw.get("model"), policy)
 
 
 def _first_image(messages: Any) -> str | None:
@@ -151,17 +156,6 @@ def _first_image(messages: Any) -> str | None:
                 if isinstance(part, dict) and part.get("type") == "image":
                     return f"messages.{i}.content.{j}.content.{k}"
     return None
-
-
-def _takes_images(config) -> bool:
-    if config.kind != "hosted":
-        return True
-    cost_map = load_litellm().model_cost
-    for name in (config.model, config.model.split("/", 1)[-1]):
-        entry = cost_map.get(name)
-        if isinstance(entry, dict):
-            return entry.get("supports_vision") is not False
-    return True
 
 
 def to_chat(raw: dict) -> tuple[dict, dict[str, str]]:
@@ -203,13 +197,19 @@ def _documents_as_text(m: dict) -> dict:
 
 
 def _text_document(block: dict) -> bool:
-    return block.get("type") == "document" and (block.get("source") or {}).get("type") == "text"
+    return block.get("type") == "document" and (block.get("source") or {}).get("type") in ("text", "content")
 
 
 def _document_text(block: dict) -> dict:
     title = block.get("title")
     head = f'<document title="{title}">' if title else "<document>"
-    part: dict[str, Any] = {"type": "text", "text": f"{head}\n{block['source'].get('data') or ''}\n</document>"}
+    source = block["source"]
+    if source["type"] == "content":  # text blocks (the request model allows no other kind)
+        content = source["content"]
+        text = content if isinstance(content, str) else "\n".join(b["text"] for b in content)
+    else:
+        text = source.get("data") or ""
+    part: dict[str, Any] = {"type": "text", "text": f"{head}\n{text}\n</document>"}
     if block.get("cache_control") is not None:
         part["cache_control"] = block["cache_control"]
     return part

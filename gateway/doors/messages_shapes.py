@@ -34,14 +34,57 @@ class TextBlock(_Block):
     text: str
 
 
+class Base64ImageSource(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["base64"]
+    media_type: Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+    data: str = Field(min_length=1)
+
+
+class URLSource(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["url"]
+    url: str = Field(min_length=1)
+
+
 class ImageBlock(_Block):
+    """An image, inline (``base64``) or by ``url``; Anthropic's ``file`` source needs its Files
+    API, which this gateway does not have."""
+
     type: Literal["image"]
-    source: dict[str, Any]
+    source: Annotated[Union[Base64ImageSource, URLSource], Field(discriminator="type")]
+
+
+class Base64PDFSource(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["base64"]
+    media_type: Literal["application/pdf"]
+    data: str = Field(min_length=1)
+
+
+class PlainTextSource(BaseModel):
+    model_config = _STRICT
+
+    type: Literal["text"]
+    media_type: Literal["text/plain"] | None = None
+    data: str
+
+
+class ContentSource(BaseModel):
+    """A document given as text blocks (Anthropic's ``content`` source), read as its text."""
+
+    model_config = _STRICT
+
+    type: Literal["content"]
+    content: str | list[TextBlock]
 
 
 class DocumentBlock(_Block):
     type: Literal["document"]
-    source: dict[str, Any]
+    source: Annotated[Union[Base64PDFSource, PlainTextSource, ContentSource, URLSource], Field(discriminator="type")]
     title: str | None = None
     context: str | None = None
 
@@ -82,6 +125,17 @@ class Message(BaseModel):
     content: str | list[Block]
 
 
+class InputSchema(BaseModel):
+    """A tool's ``input_schema``: a JSON Schema whose ``type`` is ``object`` (Anthropic's
+    ``InputSchema``); the rest of the schema is the client's and passes as sent."""
+
+    model_config = _STRICT
+
+    type: Literal["object"]
+    properties: dict[str, Any] | None = None
+    required: list[str] | None = None
+
+
 class Tool(BaseModel):
     """A client tool (``type`` absent or ``custom``); Anthropic's server tools are refused
     by the door (no backend here runs them)."""
@@ -90,7 +144,7 @@ class Tool(BaseModel):
 
     name: str = Field(min_length=1, max_length=128)
     description: str | None = None
-    input_schema: dict[str, Any]
+    input_schema: InputSchema
     type: Literal["custom"] | None = None
     cache_control: CacheControl | None = None
 

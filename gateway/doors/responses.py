@@ -17,10 +17,13 @@ from datetime import datetime, timezone
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from backends.response import Answer
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
-from gateway.doors.responses_input import translate
+from gateway.doors.images import refuse_images
+from gateway.doors.responses_input import ParsedRequest, responses_param, translate
 from gateway.doors.responses_shapes import new_id, output_items, response_object, usage
 from gateway.doors.responses_stream import ResponsesEncoder
+from gateway.schemas import ChatCompletionRequest, validate
 from gateway.store.responses import ResponseRow, ResponseStore, response_store
 from router.errors import InvalidRequest, MixrouteError
 
@@ -51,6 +54,35 @@ def stored_responses(ctx_store, settings) -> ResponseStore:
     return response_store(ctx_store, settings.responses_retention_s)
 
 
+def _first_image(items: list[dict]) -> str | None:
+    for i, item in enumerate(items):
+        content = item.get("content") if item.get("type", "message") == "message" else None
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if part.get("type") == "input_image":
+                return f"input.{i}.content.{j}"
+    return None
+
+
+def _check_chat_rules(parsed: ParsedRequest) -> None:
+    """Hold the canonical body to the chat rules here, where a breach can still be named by
+    the client's own field (``max_output_tokens``, ``input.2.content.0.text``) rather than
+    the chat body's (``max_completion_tokens``, ``messages.3...``).
+
+    Raises:
+        InvalidRequest: the first breach, ``param`` a Responses field.
+    """
+    try:
+        validate(ChatCompletionRequest, parsed.body)
+    except InvalidRequest as exc:
+        if exc.param:
+            own = responses_param(exc.param, parsed)
+            message = str(exc.message)
+            if message.startswith(exc.param + ":"):
+                message = own + message[len(exc.param):]
+            raise type(exc)(message, param=own, code=exc.code) from None
+        raise
+
+
 class ResponsesDoor(Door):
     """``POST /v1/responses``."""
 
@@ -68,6 +100,8 @@ class ResponsesDoor(Door):
         if not isinstance(store, bool):
             raise InvalidRequest("store: must be a boolean", param="store", code="invalid_value")
         parsed = translate(raw, history)
+        _check_chat_rules(parsed)
+        refuse_images(_first_image(parsed.input_items), raw.get("model"), ctx.runtime.loaded.policy)
         stream = raw.get("stream") is True
         if stream:
             parsed.body["stream"] = True
@@ -93,15 +127,14 @@ class ResponsesDoor(Door):
 
     def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
         call.extra["request_id"] = done.request_id
-        choice = (response.get("choices") or [{}])[0]
-        used = {**(response.get("usage") or {}), "cost_usd": done.cost_usd}
-        return response_object(call.extra["response_id"], call.extra["echo"], response.get("model") or done.model,
-                               output_items(choice.get("message") or {}), finish_reason=choice.get("finish_reason"),
-                               usage_=usage(used))
+        answer = Answer.from_chat(response, call.report)
+        # The cost goes in the x-mixroute-cost-usd header, as on the chat door.
+        return response_object(call.extra["response_id"], call.extra["echo"], answer.model or done.model,
+                               output_items(answer), finish_reason=answer.finish_reason, usage_=usage(answer.usage))
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
         call.extra["request_id"] = request_id
-        return ResponsesEncoder(call.extra["response_id"], call.extra["echo"], model)
+        return ResponsesEncoder(call.extra["response_id"], call.extra["echo"], model, call.report)
 
     async def after(self, call: DoorCall, rendered: dict, ctx: DoorContext) -> None:
         """Keep the response (``store`` on), committed before the client reads its end."""

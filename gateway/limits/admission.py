@@ -32,11 +32,14 @@ class LimitsUnavailable(MixrouteError):
 @dataclass
 class Admission:
     """A granted admission; :meth:`settle` once with the outcome. ``spent`` counts the
-    outcome's cost in the runaway check (tenant and route of the request)."""
+    outcome's cost in the runaway check (tenant and route of the request). ``unadmitted``:
+    the limits a request admitted without the limiter (unreachable, policy ``open``) would
+    have counted against; its spend is noted for them (:meth:`Limiter.count_unadmitted`)."""
 
     limiter: Limiter | None = None
     reservations: list[Reservation] = field(default_factory=list)
     spent: Callable[[float], None] | None = None
+    unadmitted: list[Limits] = field(default_factory=list)
 
     def headers(self) -> dict[str, str]:
         """OpenAI's ``x-ratelimit-*`` headers of the key's window (its reservation with
@@ -50,17 +53,21 @@ class Admission:
     def settle(self, outcome: OutcomeRecord) -> None:
         if self.spent is not None and outcome.cost_usd:
             self.spent(outcome.cost_usd)
+        at = outcome.created_at.timestamp()  # the outcome row's own time (gateway.limits.recent)
+        if self.limiter is not None and outcome.cost_usd:
+            for limits in self.unadmitted:
+                self.limiter.count_unadmitted(limits, outcome.cost_usd, at)
         if self.limiter is None or not self.reservations:
             return
         task = asyncio.get_running_loop().create_task(self._settle(outcome.tokens_in + outcome.tokens_out,
-                                                                    outcome.cost_usd))
+                                                                    outcome.cost_usd, at))
         _pending.add(task)
         task.add_done_callback(_pending.discard)
 
-    async def _settle(self, tokens: int, cost_usd: float) -> None:
+    async def _settle(self, tokens: int, cost_usd: float, at: float) -> None:
         for res in self.reservations:
             try:
-                await self.limiter.settle(res, tokens, cost_usd)
+                await self.limiter.settle(res, tokens, cost_usd, at)
             except LimiterUnavailable as exc:
                 log.warning("could not settle spend of %s (%s); retried once the limiter answers again",
                             res.limits.subject, exc)
@@ -118,7 +125,7 @@ async def admit(limiter: Limiter, principal: Principal, decision: Decision, on_u
         if on_unavailable == "closed":
             raise LimitsUnavailable("Rate limits cannot be checked right now; try again shortly") from None
         log.warning("limiter unavailable (%s); admitting %s without limits (policy: open)", exc, principal.tenant)
-        return Admission(spent=spent)
+        return Admission(limiter, spent=spent, unadmitted=all_limits)
     except Exception:
         await _release(limiter, reservations)  # the key admitted it, the tenant did not: undo the key's count
         raise

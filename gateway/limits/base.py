@@ -94,7 +94,8 @@ class Reservation:
     """What :meth:`Limiter.admit` reserved, to settle later, and the window's counts once
     this request was counted (``window_requests``, ``window_tokens``; ``reset_s``: seconds
     left in the window), for :meth:`headers`; ``member``: the reservation's id in a shared
-    limiter (Redis), so that settling it is idempotent."""
+    limiter (Redis), so that settling it is idempotent; ``gen``: the generation of the budget
+    counter it was admitted under (Redis: a counter rebuilt after a loss has a new one)."""
 
     limits: Limits
     window: int
@@ -105,6 +106,7 @@ class Reservation:
     window_tokens: int = 0
     reset_s: float = 0.0
     member: str = ""
+    gen: str = ""
 
     def headers(self) -> dict[str, str]:
         """This window's :func:`ratelimit_headers` (empty when the limits set no rpm/tpm)."""
@@ -184,13 +186,14 @@ class Limiter(ABC):
     """Admit-then-settle limiter; see the module docstring for the rules.
 
     Attributes:
-        recorded_spend: ``(subject, since) -> USD`` the store recorded for a limits subject
-            (a key id, or ``tenant:<name>``) since ``since`` (blocking; run in a thread), or
+        recorded_spend: ``(subject, since, before=None) -> USD`` the store recorded for a limits
+            subject (a key id, or ``tenant:<name>``) for requests decided since ``since``
+            (with ``before``: of outcomes recorded before it) (blocking; run in a thread), or
             ``None``: budget counters then start at 0 (:meth:`seed_budget`).
     """
 
     def __init__(self) -> None:
-        self.recorded_spend: Callable[[str, datetime], float] | None = None
+        self.recorded_spend: Callable[..., float] | None = None
         # (subject, period id) -> (monotonic time of the last reconciliation, whether the store failed)
         self._seeded: dict[tuple[str, str], tuple[float, bool]] = {}
 
@@ -245,8 +248,15 @@ class Limiter(ABC):
         """
 
     @abstractmethod
-    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
-        """Replace the reservation by the real ``tokens`` and ``cost_usd`` (USD)."""
+    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float, at: float | None = None) -> None:
+        """Replace the reservation by the real ``tokens`` and ``cost_usd`` (USD) of the
+        outcome recorded at ``at`` (unix seconds; default now)."""
+
+    def count_unadmitted(self, limits: Limits, cost_usd: float, at: float | None = None) -> None:
+        """Note spend admitted without the limiter (unreachable, policy ``open``) at ``at``:
+        a shared limiter's counter rebuilt before the store has it must still count it
+        (:mod:`gateway.limits.recent`). In process: nothing to do, the store has it at the
+        next reconciliation."""
 
     @abstractmethod
     async def spent_usd(self, limits: Limits) -> float:

@@ -48,7 +48,7 @@ class MemoryLimiter(Limiter):
             s = self._spend[(limits.subject, pid)]
             s[0] = max(s[0], to_nano(spent_usd))  # the store lags this process's own settlements
 
-    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
+    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float, at: float | None = None) -> None:
         async with self._lock:
             key = (reservation.limits.subject, reservation.window)
             if key in self._windows:

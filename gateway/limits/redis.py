@@ -3,13 +3,19 @@ atomic step, so every gateway replica sees the same counters) and one settles.
 
 Keys (``{p}`` = ``mixroute``): ``{p}:w:<subject>:<window>`` hash ``r`` (requests), ``t``
 (tokens), expiring after two windows; ``{p}:s:<subject>:<period id>`` hash ``spent`` and
-``reserved`` in nano-USD, and ``seeded`` once reconciled with the store;
+``reserved`` in nano-USD, ``seeded`` once reconciled with the store, ``gen`` (a random id
+given when the counter was built) and ``cut`` (the second its rebuild split time at,
+:mod:`gateway.limits.recent`);
 ``{p}:z:<subject>:<period id>`` sorted set of the open reservations (member
 ``<id>:<nano-USD>``, score: when it expires, unix ms); ``{p}:epoch``, bumped by a replica
-that reached Redis again after losing it, so that every replica reconciles.
+that reached Redis again after losing it, so that every replica reconciles;
+``{p}:l:<member>``, a reservation's spend counted after its counter was lost and rebuilt.
 
 Losing Redis (docs/LIMITS.md). A counter without ``seeded`` (Redis restarted empty) is
-reconciled with the store before it admits anything. A call that fails marks the limiter
+rebuilt before it admits anything: the store's spend up to a cut :data:`RECENT_S` ago plus
+what this process settled since (the store may not have it yet), then each other replica adds
+its own part when it first meets the new ``gen``, and a reservation admitted before the
+restart adds its spend when it settles. A call that fails marks the limiter
 stale: its next request pings Redis, reconciles every budget again (spend admitted
 fail-open meanwhile is in the store), and retries the settlements and releases that
 failed. Settling removes the reservation's member first, so a retried settlement (or one
@@ -24,66 +30,19 @@ import time
 import uuid
 from collections import deque
 
-from gateway.limits.base import (NANO, RESERVATION_TTL_S, BudgetExceeded, Limiter, LimiterUnavailable, Limits,
-                                 RateLimitExceeded, Reservation, period_id, period_retry_after, ratelimit_headers,
-                                 to_nano, window_now)
+from gateway.limits.base import (NANO, RECONCILE_S, RESERVATION_TTL_S, BudgetExceeded, Limiter, LimiterUnavailable,
+                                 Limits, RateLimitExceeded, Reservation, period_id, period_retry_after, period_start,
+                                 ratelimit_headers, to_nano, window_now)
+from gateway.limits.recent import RECENT_S, RecentSpend
+from gateway.limits.redis_scripts import ADMIT, CONTRIBUTE, RECONCILE, SETTLE
 
 log = logging.getLogger("mixroute.limits")
 
-# Returns {verdict, window requests, window tokens, spent, epoch}: verdict 0 admitted (counts
-# include this request), 1 rpm reached, 2 tpm reached, 3 budget spent, 4 the budget's
-# counter was never reconciled with the store (a new period, or Redis restarted empty).
-_ADMIT = """
-local epoch = redis.call('GET', KEYS[4]) or '0'
-local budget = tonumber(ARGV[3])
-if budget >= 0 and redis.call('HEXISTS', KEYS[2], 'seeded') == 0 then return {4, 0, 0, 0, epoch} end
-local r = tonumber(redis.call('HGET', KEYS[1], 'r') or '0')
-local t = tonumber(redis.call('HGET', KEYS[1], 't') or '0')
-if tonumber(ARGV[1]) >= 0 and r >= tonumber(ARGV[1]) then return {1, r, t, 0, epoch} end
-if tonumber(ARGV[2]) >= 0 and t >= tonumber(ARGV[2]) then return {2, r, t, 0, epoch} end
-local now = tonumber(ARGV[7])
-local gone = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
-if #gone > 0 then
-  local sum = 0
-  for _, m in ipairs(gone) do sum = sum + tonumber(string.match(m, ':(%d+)$')) end
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  redis.call('HINCRBY', KEYS[2], 'reserved', string.format('%d', -sum))
-end
-local spent = tonumber(redis.call('HGET', KEYS[2], 'spent') or '0')
-local reserved = tonumber(redis.call('HGET', KEYS[2], 'reserved') or '0')
-if budget >= 0 and spent + reserved >= budget then return {3, r, t, string.format('%d', spent), epoch} end
-r = redis.call('HINCRBY', KEYS[1], 'r', 1)
-t = redis.call('HINCRBY', KEYS[1], 't', ARGV[4])
-redis.call('EXPIRE', KEYS[1], 120)
-redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[5])
-redis.call('ZADD', KEYS[3], ARGV[9], ARGV[8])
-if tonumber(ARGV[6]) > 0 then
-  redis.call('EXPIRE', KEYS[2], ARGV[6])
-  redis.call('EXPIRE', KEYS[3], ARGV[6])
-end
-return {0, r, t, 0, epoch}
-"""
-
-# Idempotent: only the call that removes the reservation's member counts.
-_SETTLE = """
-if redis.call('ZREM', KEYS[3], ARGV[4]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 't', ARGV[1]) end
-redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[2])
-redis.call('HINCRBY', KEYS[2], 'spent', ARGV[3])
-return 1
-"""
-
-# The larger of the counter and the store's figure, then marked reconciled.
-_SEED = """
-local spent = tonumber(redis.call('HGET', KEYS[1], 'spent') or '0')
-if tonumber(ARGV[1]) > spent then redis.call('HSET', KEYS[1], 'spent', ARGV[1]) end
-redis.call('HSET', KEYS[1], 'seeded', 1)
-if tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return 1
-"""
-
 _PERIOD_TTL_S = {"day": 3 * 86400, "month": 70 * 86400, "total": 0}
 _PENDING_MAX = 10_000  # settlements kept for retry while Redis is unreachable (oldest dropped)
+#: Seconds after a rebuilt counter's cut during which other replicas add their recent spend
+#: to it (half of RECENT_S after the rebuild; later, the store has it).
+_JOIN_S = 1.5 * RECENT_S
 RECOVER_EVERY_S = 1.0  # while Redis is unreachable, how often the limiter tries it again (seconds)
 
 
@@ -113,18 +72,25 @@ class RedisLimiter(Limiter):
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=pool_wait_s,
                                                        socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
         self._redis = aioredis.Redis(connection_pool=pool)
-        self._admit = self._redis.register_script(_ADMIT)
-        self._settle = self._redis.register_script(_SETTLE)
-        self._seed_script = self._redis.register_script(_SEED)
+        self._admit = self._redis.register_script(ADMIT)
+        self._settle = self._redis.register_script(SETTLE)
+        self._reconcile_script = self._redis.register_script(RECONCILE)
+        self._contribute = self._redis.register_script(CONTRIBUTE)
+        self.recent = RecentSpend()
+        self._gens: dict[tuple[str, str], str] = {}  # (subject, period id) -> counter generation accounted for
         self._stale = False  # a call failed: reconcile and retry the pending settlements first
         self._epoch: bytes | None = None  # the last {p}:epoch seen
-        self._pending: deque[tuple[list[str], list]] = deque(maxlen=_PENDING_MAX)
+        # (keys, args, what to count in ``recent`` once it lands: (subject, pid, at, nano) or None)
+        self._pending: deque[tuple[list[str], list, tuple | None]] = deque(maxlen=_PENDING_MAX)
         self._recovering = asyncio.Lock()
         self._watch: asyncio.Task | None = None
 
     def _keys(self, subject: str, window: int, pid: str) -> list[str]:
         p = self.prefix
         return [f"{p}:w:{subject}:{window}", f"{p}:s:{subject}:{pid}", f"{p}:z:{subject}:{pid}", f"{p}:epoch"]
+
+    def _settle_keys(self, subject: str, window: int, pid: str, member: str) -> list[str]:
+        return [*self._keys(subject, window, pid)[:3], f"{self.prefix}:l:{member}"]
 
     async def _call(self, script, keys, args):
         from redis.exceptions import ConnectionError as RedisConnectionError
@@ -181,9 +147,11 @@ class RedisLimiter(Limiter):
             self.forget_seeds()
             retried = 0
             while self._pending:
-                keys, args = self._pending[0]
-                await self._call(self._settle, keys, args)  # stale again on failure: kept for the next try
+                keys, args, count = self._pending[0]
+                gen = await self._call(self._settle, keys, args)  # stale again on failure: kept for the next try
                 self._pending.popleft()
+                if count is not None and gen != 0:
+                    self.recent.add(*count, gen=_text(gen))
                 retried += 1
             log.warning("redis %s reachable again: budgets are reconciled with the store, %d settlement(s) retried",
                         self.where, retried)
@@ -213,17 +181,20 @@ class RedisLimiter(Limiter):
                 budget, tokens, cost, _PERIOD_TTL_S.get(limits.period, 0), now_ms, member,
                 now_ms + int(self.reservation_ttl_s * 1000)]
         try:
-            verdict, requests, window_tokens, spent, epoch = await self._call(self._admit, keys, args)
+            verdict, requests, window_tokens, spent, epoch, gen, cut = await self._call(self._admit, keys, args)
         except LimiterUnavailable:
             # Redis may have run the script after the client gave up (a hang): release the
             # reservation once it answers again, or it holds budget until it expires.
-            self._pending.append((keys, [-tokens, -cost, 0, member]))
+            self._pending.append((self._settle_keys(limits.subject, window, pid, member),
+                                  [-tokens, -cost, 0, member, "", 1], None))
             raise
         if self._epoch is not None and epoch != self._epoch:
             self.forget_seeds()  # another replica lost Redis for a while: reconcile from the store
         self._epoch = epoch
         if verdict == 4:
             return None
+        if limits.budget_usd is not None:
+            await self._meet(limits.subject, pid, _text(gen), int(cut))
         if verdict in (1, 2):
             what = f"{limits.rpm} requests" if verdict == 1 else f"{limits.tpm} tokens"
             raise RateLimitExceeded(f"Rate limit reached: {what} per minute", retry_after_s=left,
@@ -234,22 +205,85 @@ class RedisLimiter(Limiter):
                 f"({int(spent) / NANO:.6f} USD used)",
                 retry_after_s=period_retry_after(limits.period))
         return Reservation(limits, window, pid, tokens, cost, int(requests), int(window_tokens), left,
-                           member=member)
+                           member=member, gen=_text(gen))
 
-    async def _seed(self, limits: Limits, pid: str, spent_usd: float) -> None:
-        """Raise ``spent`` to the store's figure (never lower it: the store lags settlements),
-        mark the counter reconciled; a new one expires as the admit script's do."""
+    async def reconcile(self, limits: Limits) -> None:
+        """Reconcile the counter of ``limits`` with the store now: a seeded counter takes the
+        larger of its spend and the store's; a lost one (no ``seeded``) is rebuilt from the
+        store's spend before a cut :data:`RECENT_S` ago plus this process's spend since
+        (:mod:`gateway.limits.recent`). A store that cannot be read counts as 0 (the rebuild
+        keeps this process's recent spend) and is asked again after ``SEED_RETRY_S``."""
+        pid = period_id(limits.period)
+        cut = int(time.time() - RECENT_S)
+        whole = before = 0.0
+        failed = False
+        if self.recorded_spend is not None:
+            try:
+                whole, before = await asyncio.to_thread(self._store_spend, limits.subject,
+                                                        period_start(limits.period), cut)
+            except Exception as exc:  # the store is down: count from what the limiter sees
+                failed, cut = True, 0
+                log.warning("budget of %s: recorded spend unreadable (%s); counting from what this gateway sees "
+                            "for now", limits.subject, type(exc).__name__)
+        rebuilt = to_nano(before) + self.recent.total(limits.subject, pid, cut)
         key = self._keys(limits.subject, 0, pid)[1]
-        await self._call(self._seed_script, [key], [to_nano(spent_usd), _PERIOD_TTL_S.get(limits.period, 0)])
+        built, gen, gen_cut = await self._call(
+            self._reconcile_script, [key],
+            [to_nano(whole), rebuilt, _PERIOD_TTL_S.get(limits.period, 0), uuid.uuid4().hex[:12], cut])
+        last = time.monotonic()
+        if built:
+            self._gens[(limits.subject, pid)] = _text(gen)
+            # Once the other replicas' recent spend is in the store, take the store's whole figure.
+            last -= RECONCILE_S - (_JOIN_S - RECENT_S + 5.0)
+            log.info("budget counter of %s built (new, or lost by Redis): %.6f USD", limits.subject, rebuilt / NANO)
+        else:
+            await self._meet(limits.subject, pid, _text(gen), int(gen_cut))
+        self._seeded[(limits.subject, pid)] = (last, failed)
 
-    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float) -> None:
-        keys = self._keys(reservation.limits.subject, reservation.window, reservation.period_id)
-        args = [tokens - reservation.tokens, -reservation.cost_nano, to_nano(cost_usd), reservation.member]
+    def _store_spend(self, subject: str, since, cut: int) -> tuple[float, float]:
+        """The store's spend of ``subject`` since ``since``: in all, and of outcomes before ``cut``."""
+        from datetime import datetime, timezone
+
+        assert self.recorded_spend is not None
+        return (self.recorded_spend(subject, since),
+                self.recorded_spend(subject, since, datetime.fromtimestamp(cut, timezone.utc)))
+
+    async def _meet(self, subject: str, pid: str, gen: str, cut: int) -> None:
+        """A counter generation seen: if it is new to this process and was rebuilt by another
+        replica lately (until :data:`_JOIN_S` after its cut), add this process's spend from its
+        cut on that did not land in it, unless a reconciliation took the store's figure
+        since (the script's ``closed``: the store may hold that spend already)."""
+        if not gen or self._gens.get((subject, pid)) == gen:
+            return
+        self._gens[(subject, pid)] = gen
+        if time.time() > cut + _JOIN_S:
+            return
+        extra = self.recent.total(subject, pid, cut, landed_outside=gen)
+        if extra > 0:
+            await self._call(self._contribute, [self._keys(subject, 0, pid)[1]], [extra, gen])
+            log.warning("budget counter of %s was rebuilt by another replica: added this gateway's recent "
+                        "%.6f USD", subject, extra / NANO)
+
+    async def settle(self, reservation: Reservation, tokens: int, cost_usd: float, at: float | None = None) -> None:
+        limits = reservation.limits
+        keys = self._settle_keys(limits.subject, reservation.window, reservation.period_id, reservation.member)
+        nano = to_nano(cost_usd)
+        args = [tokens - reservation.tokens, -reservation.cost_nano, nano, reservation.member, reservation.gen,
+                int(self.reservation_ttl_s) + 1]
+        count = ((limits.subject, reservation.period_id, time.time() if at is None else at, nano)
+                 if limits.budget_usd is not None and nano > 0 else None)
         try:
-            await self._call(self._settle, keys, args)
+            gen = await self._call(self._settle, keys, args)
         except LimiterUnavailable:
-            self._pending.append((keys, args))  # retried when Redis answers again
+            self._pending.append((keys, args, count))  # retried when Redis answers again
             raise
+        if count is not None and gen != 0:  # 0: counted before (a retry), or its reservation expired
+            self.recent.add(*count, gen=_text(gen))
+
+    def count_unadmitted(self, limits: Limits, cost_usd: float, at: float | None = None) -> None:
+        if limits.budget_usd is not None:
+            self.recent.add(limits.subject, period_id(limits.period), time.time() if at is None else at,
+                            to_nano(cost_usd))
 
     async def spent_usd(self, limits: Limits) -> float:
         from redis.exceptions import RedisError
@@ -284,3 +318,8 @@ class RedisLimiter(Limiter):
         if self._watch is not None:
             self._watch.cancel()
         await self._redis.aclose()
+
+
+def _text(value) -> str:
+    """A script's string result (bytes from redis-py) as ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value or "")

@@ -33,7 +33,8 @@ FORMATS: tuple[str, ...] = ("jsonl", "csv", "parquet")
 _SEP = "\x1f"  # ASCII unit separator: cannot appear in a label sent as JSON text by accident
 
 DECISION_COLUMNS = ("request_id", "created_at", "tenant", "key_id", "route", "endpoint", "policy_hash", "pinned",
-                    "chosen", "reason", "probability", "prefix_hash", "candidates", "fallbacks", "signals")
+                    "chosen", "reason", "probability", "prefix_hash", "candidates", "fallbacks", "signals",
+                    "adapter_version")
 OUTCOME_COLUMNS = ("backend", "model", "status", "http_status", "error_code", "fallbacks_taken", "ttft_s",
                    "itl_s", "latency_s", "tokens_in", "tokens_out", "tokens_cached", "tokens_cache_write",
                    "tokens_cache_write_1h", "cost_usd", "streamed", "usage_estimated")

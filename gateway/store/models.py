@@ -76,6 +76,7 @@ class Decision(Base):
     candidates: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     fallbacks: Mapped[list[str]] = mapped_column(JSON)
     signals: Mapped[dict[str, Any]] = mapped_column(JSON)
+    adapter_version: Mapped[str | None] = mapped_column(String)
 
     __table_args__ = (Index("ix_decisions_created_at", "created_at"),)
 

@@ -12,11 +12,12 @@ from gateway.limits.base import TENANT_SUBJECT
 from gateway.store.models import Decision, Outcome
 
 
-def recorded_spend(engine: Engine | None, subject: str, since: datetime) -> float:
+def recorded_spend(engine: Engine | None, subject: str, since: datetime, before: datetime | None = None) -> float:
     """USD of the outcomes of the requests of ``subject`` (a limits subject: ``tenant:<name>``
     for a tenant, else a key id) decided at or after ``since`` (UTC), as written so far (rows
     still queued in the writer are not counted; decisions from before migration 0006 have no
-    key id).
+    key id); with ``before``, only outcomes recorded before it (``outcomes.created_at``: the
+    store's part of a rebuilt budget counter, :mod:`gateway.limits.recent`).
 
     Raises:
         RuntimeError: the store has no engine (it never started).
@@ -28,6 +29,8 @@ def recorded_spend(engine: Engine | None, subject: str, since: datetime) -> floa
              .select_from(Outcome).join(Decision, Decision.request_id == Outcome.request_id)
              .where(Decision.tenant == subject.removeprefix(TENANT_SUBJECT) if subject.startswith(TENANT_SUBJECT)
                     else Decision.key_id == subject, Decision.created_at >= since))
+    if before is not None:
+        query = query.where(Outcome.created_at < before)
     with engine.connect() as conn:
         return float(conn.execute(query).scalar_one())
 

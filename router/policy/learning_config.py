@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from backends.fields import Integer, Number, Strict
+from router.learning.versions import VERSION_ID
 
 #: The judge's rubric when the policy gives none: what a good answer is, in one paragraph.
 DEFAULT_RUBRIC = ("Grade how well the answer serves the request: correct, complete, on topic, in the language "
@@ -56,6 +57,30 @@ class JudgeConfig(Strict):
     max_tokens: Integer = Field(default=64, ge=1, le=4096)
 
 
+class GuardConfig(Strict):
+    """``learning.guard``: roll a promoted adapter version back when its answers fall below
+    the bar (:mod:`gateway.guard`).
+
+    Attributes:
+        window: per route, the newest this many of the version's decisions with a feedback
+            (or judge) score are measured (decisions).
+        min_feedback: scores needed before the guard judges a route (decisions).
+        z: how sure: rolled back when ``mean score + z x sd / sqrt(n)`` is under the mean
+            bar of those decisions (a one-sided normal bound; 0: on the mean alone).
+    """
+
+    window: Integer = Field(default=200, ge=1, le=1_000_000)
+    min_feedback: Integer = Field(default=30, ge=1, le=1_000_000)
+    z: Number = Field(default=2.0, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _enough_in_the_window(self) -> "GuardConfig":
+        if self.min_feedback > self.window:
+            raise ValueError(f"min_feedback ({self.min_feedback}) cannot exceed window ({self.window}): "
+                             "the guard would never judge")
+        return self
+
+
 class LearningConfig(Strict):
     """The ``learning:`` block.
 
@@ -77,6 +102,10 @@ class LearningConfig(Strict):
         weights: weight per observation source (:class:`SourceWeights`).
         judge: the judge that grades a sampled share of answers (:class:`JudgeConfig`;
             ``None``: no judge).
+        shadow: an adapter version computed beside every routed decision and recorded in
+            its ``signals.shadow``, never acted on (``None``: none).
+        guard: automatic rollback of a promoted adapter version (:class:`GuardConfig`;
+            ``None``: none).
     """
 
     explore: Number = Field(default=0.0, ge=0, le=0.5)
@@ -88,3 +117,13 @@ class LearningConfig(Strict):
     retry_window_s: Number = Field(default=30.0, gt=0, le=3600)
     weights: SourceWeights = SourceWeights()
     judge: JudgeConfig | None = None
+    shadow: str | None = None
+    guard: GuardConfig | None = None
+
+    @field_validator("shadow")
+    @classmethod
+    def _version_id(cls, shadow: str | None) -> str | None:
+        if shadow is not None and not VERSION_ID.match(shadow):
+            raise ValueError(f"{shadow[:80]!r} is not an adapter version id (letters, digits, '.', '_' or '-', "
+                             "up to 64; `mixroute adapters list`)")
+        return shadow

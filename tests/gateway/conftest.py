@@ -84,7 +84,7 @@ def start_gateway(tmp: Path, policy_text: str | None = None, prepare=None, ready
     port = sock.getsockname()[1]
     # The real port: the default journal's name has it, so gateways sharing a database get their own.
     overrides = {"policy_watch": False, "database_url": f"sqlite:///{tmp}/mixroute.db", "classifier": "off",
-                 "port": port, **overrides}
+                 "port": port, "adapters_dir": tmp / "adapters", **overrides}
     settings = Settings(**{"policy_path": policy_path, **overrides})
     app = create_app(settings)
     if prepare is not None:

@@ -150,6 +150,47 @@ def test_budget_across_two_gateways_on_one_redis(tmp_path):
             gw.stop()
 
 
+def test_a_budget_survives_redis_restarts_while_the_store_lags(tmp_path):
+    """Issue 40, item 1, through a real gateway and a private Redis it can lose: the store
+    lags (its writer flushes every 60 s), part of the budget is spent with Redis up, the rest
+    while Redis is down (admitted fail-open, the default), and Redis comes back empty. The
+    next request sees the true spend and is refused: the rebuilt counter is the store's part
+    plus what this gateway settled lately, fail-open spend included (rebuilt from the store
+    alone, the counter started at 0 and the budget was spent again)."""
+    from bench.fault_env import PrivateRedis
+
+    db = f"sqlite:///{tmp_path}/keys.db"
+    budget = 0.000004
+    key = _keys(db, tenant="lagging", budget_usd=budget, period="total")
+    redis = PrivateRedis()
+    redis.start()
+    gw = start_gateway(tmp_path, POLICY, database_url=db, redis_url=redis.url, redis_timeout_s=0.5,
+                       store_flush_interval_s=60.0)
+    try:
+        spent = 0.0
+        while spent < budget / 2:
+            resp = _post(gw, key, max_tokens=20)
+            assert resp.status_code == 200, resp.text
+            spent += float(resp.headers["x-mixroute-cost-usd"])
+        redis.kill()
+        while spent < budget:  # admitted without limits while Redis is down
+            resp = _post(gw, key, max_tokens=20)
+            assert resp.status_code == 200, resp.text
+            spent += float(resp.headers["x-mixroute-cost-usd"])
+        redis.start()  # empty
+        resp = _post(gw, key, max_tokens=20)
+        assert resp.status_code == 429 and resp.json()["error"]["code"] == "budget_exceeded", resp.text
+        engine = make_engine(db)
+        with engine.connect() as conn:  # the store had none of it: the limiter kept the budget
+            from sqlalchemy import text
+
+            assert conn.execute(text("SELECT count(*) FROM outcomes")).scalar_one() == 0
+        engine.dispose()
+    finally:
+        gw.stop()
+        redis.kill()
+
+
 def test_redis_down_fail_open_and_closed(tmp_path):
     db = f"sqlite:///{tmp_path}/keys.db"
     key = _keys(db, tenant="acme", rpm=100)

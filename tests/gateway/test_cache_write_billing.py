@@ -129,3 +129,52 @@ def test_a_clients_1h_cache_write_is_billed_at_the_1h_price(gateway, anthropic, 
     assert not _private(resp.json())
     assert float(resp.headers["x-mixroute-cost-usd"]) == pytest.approx(billed)
     assert billed > _map_usd(tokens("hi"), 0, written, ANSWER_TOKENS)  # the old figure: all at the 5-minute price
+
+
+def _door_request(door: str, system: str, stream: bool) -> tuple[str, dict]:
+    if door == "responses":
+        return "/responses", {"model": "auto", "instructions": system, "input": "hi", "stream": stream, "store": False}
+    return "/messages", {"model": "auto", "max_tokens": 50, "system": system, "stream": stream,
+                         "messages": [{"role": "user", "content": "hi"}]}
+
+
+def _door_usage(door: str, path: str, body: dict, gateway) -> tuple[dict, str, float | None]:
+    """The usage a door reported, the request id and the x-mixroute-cost-usd header."""
+    if not body["stream"]:
+        resp = httpx.post(gateway.v1 + path, json=body, timeout=30)
+        assert resp.status_code == 200, resp.text
+        return resp.json()["usage"], resp.headers["x-mixroute-request-id"], float(resp.headers["x-mixroute-cost-usd"])
+    with httpx.stream("POST", gateway.v1 + path, json=body, timeout=30) as resp:
+        assert resp.status_code == 200
+        events = [orjson.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: {")]
+        rid = resp.headers["x-mixroute-request-id"]
+    last = events[-1]["response"]["usage"] if door == "responses" else events[-2]["usage"]
+    return last, rid, None
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("door", ["responses", "messages"])
+def test_every_door_reports_the_cache_write_and_read(gateway, door, stream):
+    """Input, cache-read, cache-write and output tokens through the Responses and Messages
+    doors, each in its dialect's terms, the same as the outcome row; the cost in the header
+    (or, streamed, in the final usage), never in a non-streamed usage object."""
+    system = f"{door} {stream}. " + SYSTEM.strip()  # no trailing space for a door to trim
+    path, body = _door_request(door, system, stream)
+    prefix, rest = tokens(system), tokens("hi")
+    for written, read in ((prefix, 0), (0, prefix)):  # the first call writes the prefix, the second reads it
+        usage, rid, header = _door_usage(door, path, body, gateway)
+        outcome = wait_row(gateway.settings.database_url, "outcomes", rid)
+        assert (outcome["tokens_cache_write"], outcome["tokens_cached"]) == (written, read)
+        billed = _map_usd(rest, read, written, ANSWER_TOKENS)
+        assert outcome["cost_usd"] == pytest.approx(billed)
+        if door == "responses":  # OpenAI's input_tokens is the whole prompt; the details split it
+            assert usage["input_tokens"] == prefix + rest
+            assert usage["input_tokens_details"] == {"cached_tokens": read, "cache_write_tokens": written}
+        else:  # Anthropic's input_tokens is what was neither read nor written
+            assert (usage["input_tokens"], usage["cache_read_input_tokens"],
+                    usage["cache_creation_input_tokens"]) == (rest, read, written)
+        assert usage["output_tokens"] == outcome["tokens_out"] == ANSWER_TOKENS
+        if stream:
+            assert usage["cost_usd"] == pytest.approx(billed)
+        else:
+            assert "cost_usd" not in usage and header == pytest.approx(billed)

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
 import pytest
@@ -56,12 +58,75 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking.budget_tokens"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
     ({"messages": [USER], "system": [{"type": "image", "source": {}}]}, "system"),
+    ({"messages": [USER, CALL, USER]}, "messages.2.content"),
+    ({"messages": [USER, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "x"}]}]},
+     "messages.2.content"),
+    ({"messages": [{"role": "user", "content": []}]}, "messages.0.content"),
+    ({"messages": [{"role": "user", "content": ""}]}, "messages.0.content"),
+    ({"messages": [USER, {"role": "assistant", "content": []}, USER]}, "messages.1.content"),
+    ({"messages": [{"role": "user", "content": [{"type": "text"}]}]}, "messages.0.content.0.text"),
+    ({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}, "messages.0.content.0"),
+    ({"messages": [{"role": "user", "content": ["a string"]}]}, "messages.0.content.0"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, "messages.0.content.0.source"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {
+        "type": "base64", "media_type": "image/tiff", "data": "AAAA"}}]}]}, "messages.0.content.0.source.media_type"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
+     "messages.0.content.0.source"),
+    ({"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "bogus"}}]}]},
+     "messages.0.content.0.source"),
+    ({"messages": [USER, {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
+                                                          "input": "not an object"}]}]}, "messages.1.content.0.input"),
+    ({"messages": [USER], "tools": [{"name": "f", "input_schema": {"type": "string"}}]}, "tools.0.input_schema.type"),
+    ({"messages": [USER], "tools": [{"name": "f", "input_schema": {"properties": {}}}]}, "tools.0.input_schema.type"),
+    ({"messages": [USER], "tools": [{"name": "f", "input_schema": []}]}, "tools.0.input_schema"),
+    ({"messages": [USER], "logprobs": True}, "logprobs"),
+    ({"messages": [USER], "stop": ["x"]}, "stop"),
+    ({"messages": [USER], "stream": "yes"}, "stream"),
+    ({"messages": [USER], "top_k": -1}, "top_k"),
+    ({"messages": [USER], "stop_sequences": "END"}, "stop_sequences"),
+    ({"messages": [USER], "metadata": {"user_id": 42}}, "metadata.user_id"),
 ])
 def test_refusals_name_the_field(demo_gateway, body, words):
     resp = _post(demo_gateway.v1, {"model": "auto", "max_tokens": 10, **body} if "max_tokens" not in body or
                  body["max_tokens"] is not None else {"model": "auto", "messages": body["messages"]})
     message = _error(resp, 400, "invalid_request_error")
     assert message.startswith(words), message
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [USER], "system": [{"type": "text", "text": "Be brief."},
+                                    {"type": "text", "text": "Really.", "cache_control": {"type": "ephemeral"}}]},
+    {"messages": [USER], "system": []},
+    {"messages": [USER], "stop_sequences": [], "top_k": 3, "temperature": 0.5, "top_p": 0.9},
+    {"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 2048}},
+    {"messages": [USER], "thinking": {"type": "disabled"}},
+    {"messages": [USER], "metadata": {"user_id": "u-1"}, "service_tier": "auto"},
+    {"messages": [USER, {"role": "assistant", "content": "The answer is"}]},  # a prefill
+    {"messages": [USER, {"role": "assistant", "content": []}]},
+    {"messages": [{"role": "user", "content": [{"type": "document", "title": "Memo", "source": {
+        "type": "content", "content": [{"type": "text", "text": "Rent is due monthly."}]}},
+        {"type": "text", "text": "When is rent due?"}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "image", "source": {
+        "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}, {"type": "text", "text": "What?"}]}]},
+    {"messages": [USER, CALL, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True, "content": "boom"}]}]},
+])
+def test_odd_but_valid_bodies_are_answered(demo_gateway, body):
+    resp = _post(demo_gateway.v1, {"model": "auto", "max_tokens": 20, **body})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["type"] == "message" and resp.json()["content"]
+
+
+def test_a_content_source_document_reaches_the_backend_as_text(demo_gateway):
+    routed = httpx.post(demo_gateway.v1 + "/route", params={"dialect": "messages"}, timeout=30, json={
+        "model": "auto", "max_tokens": 20, "messages": [{"role": "user", "content": [
+            {"type": "document", "title": "Memo", "source": {"type": "content", "content": "Rent is due monthly."}},
+            {"type": "text", "text": "When is rent due?"}]}]}).json()
+    parts = routed["rewritten_request"]["messages"][0]["content"]
+    assert "Rent is due monthly." in json.dumps(parts)
 
 
 def test_explicit_nulls_are_absent_fields(demo_gateway):
@@ -216,3 +281,21 @@ def test_an_image_that_one_backend_of_the_route_takes(text_only):
     # (the text-only one, unreachable here, fails over to it).
     assert resp.status_code == 200, resp.text
     assert resp.headers["x-mixroute-backend"] == "seeing" and resp.json()["content"][0]["type"] == "text"
+
+
+@pytest.mark.parametrize(("method", "path", "status", "type_"), [
+    ("GET", "/messages", 405, "invalid_request_error"),
+    ("POST", "/messages/batches", 404, "not_found_error"),
+    ("GET", "/messages/count_tokens", 405, "invalid_request_error"),
+])
+def test_unknown_paths_and_methods_of_the_messages_api(demo_gateway, method, path, status, type_):
+    resp = httpx.request(method, demo_gateway.v1 + path, json={}, timeout=10)
+    assert path in _error(resp, status, type_)
+
+
+def test_the_sdk_reads_a_path_the_gateway_does_not_serve_as_its_own_error(demo_gateway):
+    client = anthropic.Anthropic(base_url=demo_gateway.url, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as err:
+        client.messages.batches.list()
+    assert err.value.body == {"type": "error", "error": {"type": "not_found_error",
+                                                         "message": "Unknown path /v1/messages/batches"}}

@@ -97,7 +97,11 @@ def test_a_rendered_answer_with_reasoning_and_a_tool_call_is_a_valid_message():
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13,
                   "prompt_tokens_details": {"cached_tokens": 6}}}
     call = DoorCall(endpoint="chat", body={}, extra={"message_id": "msg_9"})
-    message = anthropic.types.Message.model_validate(MESSAGES.render(response, call, Rendered("r", "b", "m", 0.25)))
+    rendered = MESSAGES.render(response, call, Rendered("r", "b", "m", 0.25))
+    # Anthropic's usage fields only: the cost is in the x-mixroute-cost-usd header.
+    assert set(rendered["usage"]) == {"input_tokens", "output_tokens", "cache_read_input_tokens",
+                                      "cache_creation_input_tokens"}
+    message = anthropic.types.Message.model_validate(rendered)
     assert message.id == "msg_9" and message.stop_reason == "tool_use"
     assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
     assert message.content[0].thinking == "Because." and message.content[2].input == {"q": 1}

@@ -38,6 +38,39 @@ def _post(gw, body: dict, key: str | None = None) -> httpx.Response:
     ({"input": "hi", "store": "yes"}, "store", "invalid_value", "boolean"),
     ({"input": "hi", "previous_response_id": "resp_nope"}, "previous_response_id", "previous_response_not_found",
      "resp_nope"),
+    # A tool's output without its call, and a call without its output (OpenAI's rules).
+    ({"input": [{"role": "user", "content": "hi"}, {"type": "function_call_output", "call_id": "c9", "output": "x"}]},
+     "input.1.call_id", "tool_output_without_call", "'c9'"),
+    ({"input": [{"role": "user", "content": "hi"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                    "arguments": "{}"}]},
+     "input.1.call_id", "tool_call_without_output", "'c1'"),
+    # Fields of the other dialects, named with the Responses field to use.
+    ({"input": "hi", "n": 2}, "n", "unsupported_parameter", "Chat Completions"),
+    ({"input": "hi", "response_format": {"type": "json_object"}}, "response_format", "unsupported_parameter",
+     "text.format"),
+    ({"input": "hi", "messages": [{"role": "user", "content": "hi"}]}, "messages", "unsupported_parameter", "'input'"),
+    ({"input": "hi", "max_tokens": 5}, "max_tokens", "unsupported_parameter", "max_output_tokens"),
+    ({"input": "hi", "logprobs": True}, "logprobs", "unsupported_parameter", "Chat Completions"),
+    # Wrong types, named by the client's own field, not the chat body's.
+    ({"input": "hi", "stream": "yes"}, "stream", "invalid_value", "boolean"),
+    ({"input": "hi", "parallel_tool_calls": "x"}, "parallel_tool_calls", "invalid_value", "boolean"),
+    ({"input": "hi", "metadata": {"n": 1}}, "metadata", "invalid_value", "string values"),
+    ({"input": "hi", "max_output_tokens": "5"}, "max_output_tokens", "invalid_value", "integer"),
+    ({"input": "hi", "reasoning": {"effort": "extreme"}}, "reasoning.effort", "invalid_value", "'low'"),
+    ({"input": "hi", "temperature": "hot"}, "temperature", "invalid_value", "number"),
+    ({"input": [{"role": "user", "content": [{"type": "input_text"}]}]}, "input.0.content.0.text", "invalid_value",
+     "'text'"),
+    ({"input": "hi", "text": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}, "text.format.name",
+     "missing_required_parameter", "name"),
+    ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": []}}}, "text.format.schema",
+     "invalid_value", "JSON Schema object"),
+    ({"input": "hi", "tools": [{"type": "function", "name": "f", "parameters": {"type": "string"}}]},
+     "tools.0.parameters.type", "invalid_value", "'object'"),
+    ({"input": "hi", "tools": [{"type": "function", "name": "bad name!"}]}, "tools.0.name", "invalid_value",
+     "bad name!"),
+    ({"input": [{"role": "user", "content": "hi"}, {"type": "function_call", "call_id": "c1", "name": "f",
+                                                    "arguments": 5}]}, "input.1.arguments", "invalid_value",
+     "arguments"),
 ])
 def test_refusals_name_the_field(demo_gateway, body, param, code, words):
     resp = _post(demo_gateway, {"model": "auto", **body})
@@ -47,11 +80,38 @@ def test_refusals_name_the_field(demo_gateway, body, param, code, words):
     assert err["type"] == "invalid_request_error"
 
 
-def test_a_chat_rule_breach_after_translation_is_a_400(demo_gateway):
-    # An image in a system message passes the door but not the chat rules: still a clear 400.
-    resp = _post(demo_gateway, {"model": "auto", "input": [{"role": "system", "content": [
+def test_a_chat_rule_breach_after_translation_is_named_by_the_input_item(demo_gateway):
+    # An image in a system message passes the door but not the chat rules: still a clear 400,
+    # naming the client's item (instructions first: the chat body's message 1 is input.0).
+    resp = _post(demo_gateway, {"model": "auto", "instructions": "Be brief.", "input": [{"role": "system", "content": [
         {"type": "input_image", "image_url": "https://example.com/a.png"}]}, {"role": "user", "content": "hi"}]})
-    assert resp.status_code == 400 and resp.json()["error"]["param"].startswith("messages.0.content")
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "input.0.content.0.type", resp.text
+
+
+@pytest.mark.parametrize("body", [
+    {"input": [{"role": "user", "content": "hi"}], "include": ["reasoning.encrypted_content"], "truncation": "auto"},
+    {"input": [{"type": "message", "role": "user", "content": "hi", "id": "msg_1", "status": "completed"}]},
+    {"input": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": [
+        {"type": "input_text", "text": "hi"}]}], "top_k": 4, "metadata": {}},
+    {"input": [{"role": "user", "content": "hi"}, {"type": "reasoning", "id": "rs_1", "summary": []},
+               {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+               {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "42"}]}],
+     "tools": [{"type": "function", "name": "f", "parameters": None}]},
+])
+def test_odd_but_valid_bodies_are_answered(demo_gateway, body):
+    resp = _post(demo_gateway, {"model": "auto", **body})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["status"] == "completed" and resp.json()["output"]
+
+
+def test_store_false_then_get_and_delete_twice(demo_gateway):
+    kept = _post(demo_gateway, {"model": "auto", "input": "hi"}).json()["id"]
+    gone = _post(demo_gateway, {"model": "auto", "input": "hi", "store": False}).json()["id"]
+    assert httpx.get(f"{demo_gateway.v1}/responses/{gone}").status_code == 404
+    assert httpx.delete(f"{demo_gateway.v1}/responses/{gone}").status_code == 404
+    first, second = (httpx.delete(f"{demo_gateway.v1}/responses/{kept}") for _ in range(2))
+    assert first.status_code == 200 and first.json()["deleted"] is True
+    assert second.status_code == 404 and second.json()["error"]["code"] == "not_found"
 
 
 def test_unknown_path_under_responses_is_the_openai_envelope(demo_gateway):
@@ -160,3 +220,23 @@ def test_a_stream_broken_mid_way_ends_with_response_failed(fallback_gateway):
     # Nothing stored for a failed response.
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(failed.id)
+
+
+TEXT_ONLY_POLICY = """version: 1
+backends:
+  - {name: text-only, kind: hosted, model: openai/o3-mini, api_key: sk-test, api_base: "http://127.0.0.1:9/v1"}
+routes:
+  - {name: auto, backends: [text-only]}
+"""
+
+
+def test_an_image_no_backend_takes(tmp_path):
+    gw = start_gateway(tmp_path, TEXT_ONLY_POLICY)
+    try:
+        resp = _post(gw, {"model": "auto", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "what is it?"},
+            {"type": "input_image", "image_url": "https://example.com/a.png"}]}]})
+        err = resp.json()["error"]
+        assert resp.status_code == 400 and err["param"] == "input.0.content.1" and "takes images" in err["message"]
+    finally:
+        gw.stop()

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.responses import Response, ResponseStreamEvent
 
+from backends.call import CallReport
 from backends.errors import BackendServerError
 from gateway.doors.base import DoorCall, Rendered
 from gateway.doors.responses import RESPONSES
-from gateway.doors.responses_input import translate
+from gateway.doors.responses_input import responses_param, translate
 from gateway.doors.responses_stream import ResponsesEncoder
 
 EVENTS = {typing.get_args(cls.model_fields["type"].annotation)[0]: cls
@@ -46,7 +47,10 @@ def test_a_rendered_response_validates_as_the_sdks_response():
             {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12,
                   "prompt_tokens_details": {"cached_tokens": 2}}}
+    call.report = CallReport(cache_write_tokens=3)
     body = RESPONSES.render(chat, call, Rendered(request_id="mr-1", backend="b", model="m", cost_usd=0.5))
+    # The cost is in the x-mixroute-cost-usd header, not in OpenAI's usage object.
+    assert "cost_usd" not in body["usage"] and body["usage"]["input_tokens_details"]["cache_write_tokens"] == 3
     resp = Response.model_validate(body)
     assert resp.output_text == "Let me look." and resp.output[2].call_id == "call_1"
     assert resp.output[0].type == "reasoning" and resp.output[0].content[0].text == "The user wants f."
@@ -85,7 +89,8 @@ def test_any_chunking_gives_a_valid_ordered_event_stream(thoughts, text, tool_ca
     deltas = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
     assert deltas == "".join(text)
     assert "".join(e["delta"] for e in events if e["type"] == "response.reasoning_text.delta") == "".join(thoughts)
-    assert (final["output"][0]["type"] == "reasoning") == bool(thoughts)
+    # (a stream that fails before its first delta has no output item at all)
+    assert bool(final["output"] and final["output"][0]["type"] == "reasoning") == bool(thoughts)
     added = [e["item"]["id"] for e in events if e["type"] == "response.output_item.added"]
     assert added == [i["id"] for i in final["output"]]
     if not failed:
@@ -103,3 +108,25 @@ def test_unknown_fields_pass_through_and_responses_only_ones_do_not():
                       "include": ["reasoning.encrypted_content"], "truncation": "auto", "store": False,
                       "metadata": {"a": "b"}, "stream": False, "previous_response_id": None}, []).body
     assert body == {"model": "auto", "messages": [{"role": "user", "content": "hi"}], "top_k": 5}
+
+
+def test_chat_fields_are_named_as_the_responses_request_has_them():
+    """A chat rule broken after translation is reported at the client's own field."""
+    history = [{"type": "message", "role": "user", "content": "earlier"}]
+    items = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Let me look."},
+             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+             {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "x"},
+             {"type": "function_call_output", "call_id": "c2", "output": "y"}]
+    parsed = translate({"model": "auto", "instructions": "Be brief.", "input": items}, history)
+    # chat: 0 system (instructions), 1 history, 2 input.0, 3 input.1 with both calls, 4 and 5 outputs
+    assert [m["role"] for m in parsed.body["messages"]] == ["system", "user", "user", "assistant", "tool", "tool"]
+    expected = {"messages.0.content": "instructions", "messages.1.content": "previous_response_id",
+                "messages.2.content": "input.0.content", "messages.3.content": "input.1.content",
+                "messages.3.tool_calls.0.function.name": "input.2.name",
+                "messages.3.tool_calls.1.function.arguments": "input.3.arguments",
+                "messages.3.tool_calls.1.id": "input.3.call_id", "messages.5.content": "input.5.content",
+                "messages": "input", "max_completion_tokens": "max_output_tokens",
+                "response_format.json_schema.schema": "text.format.schema", "reasoning_effort": "reasoning.effort",
+                "tools.1.function.parameters": "tools.1.parameters", "temperature": "temperature"}
+    assert {chat: responses_param(chat, parsed) for chat in expected} == expected

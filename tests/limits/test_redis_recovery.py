@@ -5,6 +5,7 @@ counter Redis lost is reconciled with the store before it admits anything (real 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -54,13 +55,13 @@ async def test_settling_twice_counts_once(make) -> None:
 
 async def test_a_counter_redis_lost_is_reconciled_with_the_store_first(make) -> None:
     lim = make()
-    store = {"spent": 0.005}
-    lim.recorded_spend = lambda subject, since: store["spent"]
+    store = LaggingStore()
+    store.add(0.005, written=True, at=time.time() - 600)
+    lim.recorded_spend = store
     limits = Limits(subject="k", budget_usd=0.010, period="total")
     await lim.seed_budget(limits)
-    res = await lim.admit(limits, 10, 0.0001)
-    await lim.settle(res, 10, 0.0001)
-    store["spent"] = 0.010  # what the store holds by now
+    await _spend(lim, limits, store, 0.0001, written=True)
+    store.add(0.0049, written=True, at=time.time() - 300)  # spent through another gateway, long ago
     await lim._redis.delete(f"{lim.prefix}:s:k:total")  # Redis restarted empty
     await lim.seed_budget(limits)  # this process reconciled a moment ago: it does not know
     with pytest.raises(BudgetExceeded):  # ...but the counter lost its mark, so admit asks the store first
@@ -74,7 +75,7 @@ async def test_an_outage_makes_every_replica_reconcile(make) -> None:
     a = make()
     b = make(prefix=a.prefix)  # two gateway replicas on one Redis
     store = {"spent": 0.002}
-    a.recorded_spend = b.recorded_spend = lambda subject, since: store["spent"]
+    a.recorded_spend = b.recorded_spend = lambda subject, since, before=None: store["spent"]
     limits = Limits(subject="k", budget_usd=0.010, period="total")
     for lim in (a, b):
         await lim.seed_budget(limits)
@@ -87,3 +88,115 @@ async def test_an_outage_makes_every_replica_reconcile(make) -> None:
     await b.seed_budget(limits)
     with pytest.raises(BudgetExceeded):
         await b.admit(limits, 10, 0.0002)
+
+
+class LaggingStore:
+    """The store as a rebuild reads it: outcomes with their time, of which only those
+    ``written`` are visible (the rest wait in a writer's queue or a journal)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[float, float, bool]] = []  # (unix time, USD, written)
+
+    def add(self, usd: float, written: bool, at: float | None = None) -> float:
+        at = time.time() if at is None else at
+        self.rows.append((at, usd, written))
+        return at
+
+    def write_all(self) -> None:
+        self.rows = [(at, usd, True) for at, usd, _ in self.rows]
+
+    def __call__(self, subject: str, since, before=None) -> float:
+        cut = before.timestamp() if before is not None else float("inf")
+        return sum(usd for at, usd, written in self.rows if written and at < cut)
+
+
+async def _spend(lim, limits: Limits, store: LaggingStore, usd: float, written: bool, at: float | None = None):
+    at = store.add(usd, written, at)
+    await lim.settle(await lim.admit(limits, 10, usd), 10, usd, at)
+
+
+async def _wipe(lim) -> None:
+    """Redis restarted empty (only this test's keys)."""
+    keys = [k async for k in lim._redis.scan_iter(match=f"{lim.prefix}:*")]
+    if keys:
+        await lim._redis.delete(*keys)
+
+
+async def test_a_counter_lost_while_the_store_lags_keeps_the_budget(make) -> None:
+    """The store has an old part of the spend; the last settlements are still queued for it.
+    Redis restarts empty: the rebuilt counter is the store's part plus what this gateway
+    settled lately, so the budget stays spent (a counter rebuilt from the store alone let
+    the lagging spend be spent again)."""
+    lim = make()
+    store = LaggingStore()
+    lim.recorded_spend = store
+    limits = Limits(subject="k", budget_usd=0.010, period="total")
+    await lim.seed_budget(limits)
+    await _spend(lim, limits, store, 0.004, written=True, at=time.time() - 600)  # long in the store
+    for _ in range(3):
+        await _spend(lim, limits, store, 0.002, written=False)  # queued in the writer
+    await _wipe(lim)
+    with pytest.raises(BudgetExceeded):
+        await lim.admit(limits, 10, 0.0001)
+    assert await lim.spent_usd(limits) == pytest.approx(0.010)
+    store.write_all()  # the writer caught up: the next reconciliation does not count it twice
+    lim.forget_seeds()
+    await lim.seed_budget(limits)
+    assert await lim.spent_usd(limits) == pytest.approx(0.010)
+
+
+async def test_every_replica_adds_its_recent_spend_to_a_rebuilt_counter_once(make) -> None:
+    a = make()
+    b = make(prefix=a.prefix)
+    store = LaggingStore()
+    a.recorded_spend = b.recorded_spend = store
+    limits = Limits(subject="k", budget_usd=0.020, period="total")
+    await _spend(a, limits, store, 0.003, written=True, at=time.time() - 600)
+    await _spend(a, limits, store, 0.004, written=False)
+    await _spend(b, limits, store, 0.005, written=False)
+    await _wipe(a)
+    await _spend(a, limits, store, 0.001, written=False)  # a rebuilds: 0.003 + its 0.004, then 0.001
+    assert await a.spent_usd(limits) == pytest.approx(0.008)
+    await _spend(b, limits, store, 0.001, written=False)  # b meets the new counter: adds its 0.005 once
+    assert await a.spent_usd(limits) == pytest.approx(0.014)
+    await _spend(b, limits, store, 0.001, written=False)
+    await _spend(a, limits, store, 0.001, written=False)
+    assert await a.spent_usd(limits) == pytest.approx(0.016)
+    store.write_all()
+    for lim in (a, b):  # a reconciliation while replicas may still add theirs leaves it alone
+        lim.forget_seeds()
+        await lim.seed_budget(limits)
+    assert await a.spent_usd(limits) == pytest.approx(0.016)
+
+
+async def test_a_request_in_flight_across_a_restart_is_counted_once(make) -> None:
+    lim = make()
+    store = LaggingStore()
+    lim.recorded_spend = store
+    limits = Limits(subject="k", budget_usd=1.0, period="total")
+    await _spend(lim, limits, store, 0.002, written=True, at=time.time() - 600)
+    flying = await lim.admit(limits, 10, 0.005)  # admitted before the restart, settles after it
+    await _wipe(lim)
+    await _spend(lim, limits, store, 0.001, written=False)  # rebuilt: 0.002, then 0.001
+    at = store.add(0.004, written=False)
+    await lim.settle(flying, 10, 0.004, at)
+    await lim.settle(flying, 10, 0.004, at)  # a retried settlement counts once
+    assert await lim.spent_usd(limits) == pytest.approx(0.007)
+    await _wipe(lim)  # and a second restart counts it once, from this gateway's recent spend
+    await lim.seed_budget(limits)
+    lim.forget_seeds()
+    await lim.seed_budget(limits)
+    assert await lim.spent_usd(limits) == pytest.approx(0.007)
+
+
+async def test_spend_admitted_fail_open_counts_in_a_rebuilt_counter(make) -> None:
+    lim = make()
+    store = LaggingStore()
+    lim.recorded_spend = store
+    limits = Limits(subject="k", budget_usd=0.010, period="total")
+    await _spend(lim, limits, store, 0.004, written=True, at=time.time() - 600)
+    at = store.add(0.006, written=False)  # admitted while Redis was down; the store lags
+    lim.count_unadmitted(limits, 0.006, at)
+    await _wipe(lim)
+    with pytest.raises(BudgetExceeded):
+        await lim.admit(limits, 10, 0.0001)

@@ -62,7 +62,7 @@ async def test_a_downgrade_happens_only_when_allowed_and_it_pays_over_the_rest(r
     assert d.record.chosen == "mid" and d.record.reason == "session_moved"
     assert d.record.signals["session"]["switch"]["verdict"] == "move"
     sw = d.record.signals["session"]["switch"]
-    assert weigh(sw["stay_usd"], sw["move_usd"], sw["move_warm_usd"], sw["expected_rest"])
+    assert weigh(sw["stay_usd"], sw["move_usd"], sw["move_warm_usd"], sw["expected_rest"], sw["stay_warm_usd"])
 
 
 async def test_a_cheap_session_is_escalated_when_its_turn_needs_a_stronger_model(router):
@@ -100,3 +100,5 @@ def test_weigh_pays_only_over_enough_turns():
     # moving costs 5 now, then 1 a turn; staying costs 2 a turn
     assert not weigh(2.0, 5.0, 1.0, 2)
     assert weigh(2.0, 5.0, 1.0, 5)
+    # a current backend whose copy expired pays it again once (5 now), then 2 a turn: staying holds
+    assert not weigh(5.0, 5.0, 1.0, 5, stay_warm_usd=1.0)

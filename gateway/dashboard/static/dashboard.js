@@ -41,6 +41,22 @@
     if (!resp.ok) return fail((body.error && body.error.message) || ("HTTP " + resp.status));
     state.data = body;
     render(body);
+    adapters();
+  }
+
+  async function adapters() {
+    let resp;
+    try {
+      resp = await fetch("/dashboard/api/events", { credentials: "same-origin" });
+    } catch (e) {
+      return;
+    }
+    if (!resp.ok) return;
+    const d = await resp.json();
+    $("adapters-active").textContent = "live: " + d.active + (d.shadow ? " · shadow: " + d.shadow : "");
+    $("adapter-events").innerHTML = '<tr><th>When (UTC)</th><th>Event</th><th>From</th><th>To</th><th>By</th><th>Why</th></tr>' +
+      d.events.map((e) => "<tr><td>" + esc(e.at) + "</td><td>" + esc(e.event) + "</td><td>" + esc(e.from) + "</td><td>" +
+        esc(e.version) + "</td><td>" + esc(e.by) + "</td><td>" + esc(e.reason || "") + "</td></tr>").join("");
   }
 
   function fail(message) {
