@@ -60,10 +60,10 @@ def list_(folder: DirOption = None,
     for vid in versions.ids():
         try:
             info = versions.info(vid)
+            heads = versions.heads(vid)[0]
         except VersionError as exc:
-            typer.echo(f"  {vid}  (unreadable: {exc})")
+            typer.echo(f"{'*' if vid == active else ' '} {vid}  (unusable: {exc})")
             continue
-        heads = versions.heads(vid)[0] if vid != "shipped" else "shipped"
         if as_json:
             typer.echo(json.dumps({"version": vid, "active": vid == active, "heads": heads, **vars(info)}))
             continue
