@@ -229,10 +229,10 @@ def metrics_and_smaller() -> Row:
 
 
 SCENARIOS = [
-    ("door-dns-rebinding", dns_rebinding),
-    ("door-dashboard-tenant-keys-no-admin", dashboard_with_tenant_keys),
-    ("door-session-logout", session_logout),
-    ("door-login-origin-throttle", login_origin_and_throttle),
-    ("door-feedback-timing", feedback_timing),
-    ("door-metrics-policy-405-openapi", metrics_and_smaller),
+    ("door-dns-rebinding", 6, dns_rebinding),
+    ("door-dashboard-tenant-keys-no-admin", 7, dashboard_with_tenant_keys),
+    ("door-session-logout", 10, session_logout),
+    ("door-login-origin-throttle", 10, login_origin_and_throttle),
+    ("door-feedback-timing", 11, feedback_timing),
+    ("door-metrics-policy-405-openapi", 12, metrics_and_smaller),
 ]

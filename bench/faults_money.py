@@ -6,6 +6,10 @@ API key under a USD budget, breaks Redis or the store, and checks the goal:
 
 - ``money: redis restart``: Redis restarted empty mid-budget; the next request sees the
   true spend, and spend ends within the budget plus one request.
+- ``money: redis restart, store lagging``: the same while the store lags the gateways (its
+  writers flush every 10 s), so the store alone does not know the spend: after one request
+  per gateway the counter holds at least the spend before the restart, and spend ends within
+  the budget plus one request.
 - ``money: redis outage``: Redis killed while requests are admitted fail-open (the default
   ``on_unavailable: open``), then started; spend ends within the budget plus the window's
   admitted spend plus one request, and the first request after recovery is refused when the
@@ -66,6 +70,7 @@ class Money:
     key_id: str = ""
     answered: list[str] = field(default_factory=list)
     sent: int = 0
+    billed: float = 0.0  # USD the answers said they cost (x-mixroute-cost-usd)
 
     def post(self, route: str = "auto", stream: bool = False) -> httpx.Response:
         """One chat request with the key, round robin over the gateways."""
@@ -77,6 +82,7 @@ class Money:
                           headers={"authorization": f"Bearer {self.key}"})
         if resp.status_code == 200:
             self.answered.append(resp.headers["x-mixroute-request-id"])
+            self.billed += float(resp.headers["x-mixroute-cost-usd"])
         return resp
 
     def spend(self) -> float:
@@ -190,6 +196,27 @@ def redis_restart() -> Row:
         passed = seen >= before - 1e-9 and m.spend() <= BUDGET + one
         return _row(name, m, passed, f"counter after restart ${seen:.4f} (store had ${before:.4f}); "
                                      f"first {first.status_code}; bound budget + ${one:.4f}")
+
+
+def redis_restart_store_lagging() -> Row:
+    name = "money: redis restart, store lagging"
+    with money(env={"MIXROUTE_STORE_FLUSH_INTERVAL_S": "10"}) as m:
+        while m.billed < BUDGET * 0.6:
+            resp = m.post()
+            assert resp.status_code == 200, resp.text
+        time.sleep(0.3)  # the settlements run just after the answers
+        before, in_store = m.billed, m.spend()
+        m.redis.kill()
+        m.redis.start()  # empty
+        firsts = [m.post().status_code for _ in m.gateways]  # one request on each gateway
+        seen = m.counter()["spent"] / 1e9
+        last = m.until_refused()
+        m.settle_store(timeout_s=40)
+        one = _request_cost()
+        passed = (in_store < before and firsts == [200] * len(firsts) and seen >= before - 1e-9
+                  and last.status_code == 429 and m.spend() <= BUDGET + one)
+        return _row(name, m, passed, f"store had ${in_store:.4f} of ${before:.4f} at the restart; counter after "
+                                     f"one request per gateway ${seen:.4f}; bound budget + ${one:.4f}")
 
 
 def redis_outage() -> Row:
@@ -322,10 +349,11 @@ def shared_journal() -> Row:
 
 
 SCENARIOS = [
-    ("money: redis restart", redis_restart),
-    ("money: redis outage", redis_outage),
-    ("money: redis hang", redis_hang),
-    ("money: stream without usage", stream_without_usage),
-    ("money: journal full", journal_full),
-    ("money: shared journal", shared_journal),
+    ("money: redis restart", 1, redis_restart),
+    ("money: redis restart, store lagging", 1, redis_restart_store_lagging),
+    ("money: redis outage", 1, redis_outage),
+    ("money: redis hang", 1, redis_hang),
+    ("money: stream without usage", 2, stream_without_usage),
+    ("money: journal full", 3, journal_full),
+    ("money: shared journal", 4, shared_journal),
 ]

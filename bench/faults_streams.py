@@ -312,9 +312,9 @@ routes:
 """
 
 SCENARIOS = [
-    ("streams/reload-during-long-stream", reload_during_long_stream),
-    ("streams/url-credentials-redacted", url_credentials_redacted),
-    ("streams/slow-bodies", slow_bodies),
-    ("streams/connection-limit", connection_limit),
-    ("streams/large-bodies", large_bodies),
+    ("streams/reload-during-long-stream", 5, reload_during_long_stream),
+    ("streams/url-credentials-redacted", 8, url_credentials_redacted),
+    ("streams/slow-bodies", 9, slow_bodies),
+    ("streams/connection-limit", 9, connection_limit),
+    ("streams/large-bodies", 9, large_bodies),
 ]

@@ -166,7 +166,7 @@ class AdapterWatcher:
                     return
                 if heads_version == self.heads_version:
                     predictor = None  # the live prediction serves: no second encoder pass
-                shadow = Shadow(want, predictor, OutcomeMemory(), baked)
+                shadow = Shadow(want, predictor, OutcomeMemory(baked.offsets if baked is not None else None), baked)
                 found = await self.learner.compute(baked)
                 if found is not None:
                     shadow.outcomes.replace(found[0])

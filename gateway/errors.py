@@ -15,7 +15,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from backends.errors import MixrouteError
+from gateway.doors.messages import MESSAGES
 from router.errors import RequestRejected
+
+
+
+def _messages_path(path: str) -> bool:
+    """``/v1/messages`` and any path below it (``/v1/messages/batches``, which the gateway
+    does not serve): a wrong method or an unknown path there is answered in Anthropic's envelope."""
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
 
 log = logging.getLogger("mixroute.gateway")
 
@@ -29,6 +37,8 @@ def envelope(status: int, message: str, type_: str, code: str | None, param: str
     """The error response: in the envelope of the door that took ``request`` (a door sets
     ``request.state.door`` before anything can fail), else OpenAI's."""
     door = getattr(request.state, "door", None) if request is not None else None
+    if door is None and request is not None and _messages_path(request.url.path):
+        door = MESSAGES  # an unknown path or method of Anthropic's API: its client reads its envelope
     if door is not None:
         body = door.error_body(status, message, type_, code, param)
     else:

@@ -64,8 +64,8 @@ def breaches(engine: Engine, version: str, since: datetime | None, routes: Seque
                 Observation.source.in_(SOURCES))
          .order_by(Decision.created_at.desc())
          .limit(config.window * max(len(routes), 1)))
-    if since is not None:
-        q = q.where(Decision.created_at >= since)
+    if since is not None:  # a decision's observations come after it: both bounds use an index
+        q = q.where(Decision.created_at >= since, Observation.created_at >= since)
     per_route: dict[str, list[tuple[float, float]]] = {}
     with engine.connect() as conn:
         for route, score, signals in conn.execute(q):

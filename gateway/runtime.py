@@ -168,6 +168,7 @@ class PolicyHolder:
     def use_adapters(self, version: str, predictor: Predictor | None, baked: "Baked | None") -> None:
         """Make ``version`` (its predictor and outcome correction) the one new requests use."""
         self.adapter_version, self.adapter_predictor, self.baked = version, predictor, baked
+        self.live.outcomes.offsets = baked.offsets if baked is not None else {}
         if self.current is not None:
             self.current = self.current.with_adapters(predictor, version, self.shadow)
 

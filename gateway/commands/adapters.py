@@ -60,10 +60,10 @@ def list_(folder: DirOption = None,
     for vid in versions.ids():
         try:
             info = versions.info(vid)
+            heads = versions.heads(vid)[0]
         except VersionError as exc:
-            typer.echo(f"  {vid}  (unreadable: {exc})")
+            typer.echo(f"{'*' if vid == active else ' '} {vid}  (unusable: {exc})")
             continue
-        heads = versions.heads(vid)[0] if vid != "shipped" else "shipped"
         if as_json:
             typer.echo(json.dumps({"version": vid, "active": vid == active, "heads": heads, **vars(info)}))
             continue
@@ -81,10 +81,35 @@ def promote(version: Annotated[str, typer.Argument(help="Version id (see `mixrou
     versions = _versions(folder)
     try:
         old = versions.active().version
+        _check_loadable(versions, version)
         versions.promote(version, by="cli")
     except VersionError as exc:
         _fail(str(exc))
     typer.echo(f"promoted {version} (was {old}); gateways switch within MIXROUTE_ADAPTERS_POLL_S")
+
+
+def _check_loadable(versions, version: str) -> None:
+    """What a gateway reads of ``version`` without loading a model: its description, its
+    parents, its correction, and a ``config.json`` in each of its own head folders.
+
+    Raises:
+        VersionError: one line saying what is wrong (the pointer is not touched).
+    """
+    from router.learning.baked import OUTCOMES_FILE, Baked, BakedError
+    from router.learning.versions import VersionError
+
+    versions.info(version)
+    heads_version, heads = versions.heads(version)
+    own = versions.folder(version)
+    if own is not None and (own / OUTCOMES_FILE).is_file():
+        try:
+            Baked.load(own / OUTCOMES_FILE)
+        except BakedError as exc:
+            raise VersionError(f"adapter version {version!r} cannot be loaded: {exc}") from None
+    if heads_version != "shipped" and heads is not None and not any((p / "config.json").is_file()
+                                                                    for p in heads.iterdir() if p.is_dir()):
+        raise VersionError(f"adapter version {version!r} cannot be loaded: {heads} holds no head folder "
+                           "(each with a config.json)")
 
 
 @app.command("rollback")

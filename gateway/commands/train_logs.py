@@ -61,7 +61,7 @@ def read_observations(logs: str, retry_window_s: float) -> list:
     finally:
         engine.dispose()
     return [LogObservation(r["request_id"], r["backend"], float(r["score"]), r["predicted"], r["probability"],
-                           r["source"], r["created_at"]) for r in rows]
+                           r["source"], r["created_at"], r["domain"]) for r in rows]
 
 
 def train_from_logs(logs: str, *, version: str | None, holdout: float, policy: Path | None,
@@ -102,9 +102,12 @@ def train_from_logs(logs: str, *, version: str | None, holdout: float, policy: P
     if baked is None:
         _fail(f"{shown}: every one of the {len(obs)} observation(s) would be held out; lower --holdout")
     heads_of = parent if research is None else "research data"
+    pairs = sum(len(o) for o in baked.offsets.values())
     notes = [f"outcome correction rebuilt from {len(train)} observation(s) of {len(baked.tallies)} backend(s)",
              "prompts are not stored, so the classifier heads cannot be retrained from logs: "
-             + (f"heads are {parent}'s" if research is None else "heads trained on the research data given")]
+             + (f"heads are {parent}'s" if research is None else "heads trained on the research data given"),
+             f"quality estimates corrected per domain for {pairs} (backend, domain) pair(s)" if pairs else
+             "no domain signal in the logs (classifier off?): no per-domain correction"]
     info = VersionInfo(version=version or new_version_id(), created_at=datetime.now(timezone.utc).isoformat(),
                        parent=parent, source="logs", trained_until=baked.trained_until.isoformat(),
                        holdout_from=holdout_from.isoformat() if holdout_from else None, notes=notes,
@@ -128,5 +131,6 @@ def train_from_logs(logs: str, *, version: str | None, holdout: float, policy: P
     typer.echo(f"  {len(train)} observation(s) up to {info.trained_until}; {len(held)} held out"
                + (f" from {info.holdout_from}" if held else "") + f"; heads: {heads_of}")
     typer.echo("  note: " + notes[1])
+    typer.echo("  note: " + notes[2])
     typer.echo(f"  compare: mixroute eval --adapters-version {info.version} --logs {shown} --policy POLICY.yaml")
     typer.echo(f"  promote: mixroute adapters promote {info.version}")

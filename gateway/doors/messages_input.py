@@ -110,18 +110,27 @@ def _check_blocks(m: dict, i: int, last: bool) -> None:
 
 
 def _check_tool_results(messages: list[dict]) -> None:
-    # Anthropic's rule: each tool_result answers a tool_use of the assistant message just before.
-    previous: set[str] = set()
+    # Anthropic's rules: each tool_result answers a tool_use of the assistant message just
+    # before, and each tool_use of an assistant message is answered in the user message after.
+    previous: list[str] = []
     for i, m in enumerate(messages):
         blocks = m["content"] if isinstance(m["content"], list) else []
         if m["role"] == "assistant":
-            previous = {b["id"] for b in blocks if b["type"] == "tool_use"}
+            previous = [b["id"] for b in blocks if b["type"] == "tool_use"]
             continue
+        answered = set()
         for j, b in enumerate(blocks):
-            if b["type"] == "tool_result" and b["tool_use_id"] not in previous:
-                raise bad(f"tool_result for '{b['tool_use_id'][:80]}' has no tool_use with that id in the assistant "
-                          "message before it", f"messages.{i}.content.{j}.tool_use_id", "tool_result_without_tool_use")
-        previous = set()
+            if b["type"] == "tool_result":
+                if b["tool_use_id"] not in previous:
+                    raise bad(f"tool_result for '{b['tool_use_id'][:80]}' has no tool_use with that id in the "
+                              "assistant message before it", f"messages.{i}.content.{j}.tool_use_id",
+                              "tool_result_without_tool_use")
+                answered.add(b["tool_use_id"])
+        missing = [t for t in previous if t not in answered]
+        if missing:
+            raise bad(f"no tool_result for the tool_use '{missing[0][:80]}' of the assistant message before it",
+                      f"messages.{i}.content", "tool_use_without_tool_result")
+        previous = []
 
 
 def check_images(raw: dict, policy) -> None:

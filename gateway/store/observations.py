@@ -165,7 +165,8 @@ def load(engine: Engine, since: datetime) -> list[ObservationRow]:
 def read_all(engine: Engine, retry_window_s: float = RETRY_WINDOW_S) -> list[dict]:
     """Every observation the store holds or its feedback and retries give (those no
     gateway derived yet included), one per id (the newest), without writing anything: for
-    ``mixroute train --from-logs`` on a store opened read-only (blocking).
+    ``mixroute train --from-logs`` on a store opened read-only (blocking). Each row also
+    has ``domain``: its decision's ``signals.domain`` (``None`` without one).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be read.
@@ -175,8 +176,14 @@ def read_all(engine: Engine, retry_window_s: float = RETRY_WINDOW_S) -> list[dic
     with engine.connect() as conn:
         stored = [dict(zip(cols, r)) for r in conn.execute(select(*Observation.__table__.columns))]
         derived = _feedback_rows(conn, epoch) + _retry_rows(conn, epoch, retry_window_s)
-    newest: dict[str, dict] = {}
-    for r in stored + derived:
-        if r["id"] not in newest or r["created_at"] >= newest[r["id"]]["created_at"]:
-            newest[r["id"]] = r
-    return list(newest.values())
+        newest: dict[str, dict] = {}
+        for r in stored + derived:
+            if r["id"] not in newest or r["created_at"] >= newest[r["id"]]["created_at"]:
+                newest[r["id"]] = r
+        ids = sorted({r["request_id"] for r in newest.values()})
+        domain = Decision.signals["domain"].as_string()
+        domains: dict[str, str | None] = {}
+        for i in range(0, len(ids), 500):  # bounded IN lists
+            q = select(Decision.request_id, domain).where(Decision.request_id.in_(ids[i:i + 500]))
+            domains.update(dict(conn.execute(q).all()))
+    return [{**r, "domain": domains.get(r["request_id"])} for r in newest.values()]

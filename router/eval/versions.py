@@ -4,9 +4,9 @@ Each held-out logged request is re-decided twice by the decision engine under on
 (:meth:`router.engine.Router.decide`, a dry run: no exploration): once as **logged** (the
 router's logged estimates, blended with the memory it had: its greedy choice) and once
 per **version** (the estimates before own traffic counted, ``signals.learning.before``,
-blended with the version's outcome correction aged to the request's time,
-:mod:`router.learning.baked`). The realised feedback score and cost of each set of
-choices are estimated from the log by doubly robust and IPS estimates
+blended with the version's outcome correction aged to the request's time and shifted by
+its offset for the request's ``domain`` signal, :mod:`router.learning.baked`). The
+realised feedback score and cost of each set of choices are estimated from the log by doubly robust and IPS estimates
 (:func:`router.eval.offpolicy.realised`; the reward model is each arm's own predicted
 quality), with 95% intervals; these are unbiased where the log randomised
 (``learning.explore``): a deterministic log only scores choices it made.
@@ -118,6 +118,7 @@ async def _decide_all(policy: LoadedPolicy, rows: Sequence[Logged], times: Seque
     from router.live import LiveState
 
     predictor, live = _Replay(before=arm.name != LOGGED), LiveState()
+    live.outcomes.offsets = arm.baked.offsets if arm.baked is not None else {}
     router = Router(policy, predictor, live)
     half_life = (policy.policy.learning.half_life_hours if policy.policy.learning else 168.0)
     out = []

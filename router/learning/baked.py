@@ -9,10 +9,15 @@ half_life)``, and adds to the tally of the live observations after ``trained_unt
 (those before it are already in it, so they are not read again). The result is the memory
 the live loop would have built from the full log, without the log.
 
+The version may also carry per-domain offsets (``offsets``: backend -> domain -> a shift
+of the estimate; :func:`router.learning.from_logs.domain_offsets`), which do not age: they
+describe the estimates, not the traffic.
+
 File shape::
 
     {"trained_until": ISO time, "half_life_hours": 168,
-     "tallies": {"backend": {"weight": A, "square": B, "error": E, "score": S}}}
+     "tallies": {"backend": {"weight": A, "square": B, "error": E, "score": S}},
+     "offsets": {"backend": {"domain": shift}}}
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Baked:
 
     trained_until: datetime
     tallies: dict[str, Tally] = field(default_factory=dict)
+    offsets: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def aged(self, now: datetime, half_life_hours: float) -> dict[str, Tally]:
         """The tallies at ``now``: every sum times ``2 ** (-age / half_life)``; the square
@@ -48,7 +54,8 @@ class Baked:
 
     def save(self, path: Path, half_life_hours: float) -> None:
         data = {"trained_until": self.trained_until.isoformat(), "half_life_hours": half_life_hours,
-                "tallies": {b: asdict(t) for b, t in sorted(self.tallies.items())}}
+                "tallies": {b: asdict(t) for b, t in sorted(self.tallies.items())},
+                "offsets": {b: dict(sorted(o.items())) for b, o in sorted(self.offsets.items())}}
         path.write_text(json.dumps(data, indent=1) + "\n")
 
     @classmethod
@@ -63,11 +70,19 @@ class Baked:
                 if not all(math.isfinite(v) for v in values) or values[0] < 0 or values[1] < 0:
                     raise ValueError(f"backend {backend!r}: sums must be finite, weights not negative")
                 tallies[str(backend)] = Tally(*values)
+            offsets = {str(b): {str(d): _shift(v) for d, v in o.items()} for b, o in data.get("offsets", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise BakedError(f"{path}: not an outcome correction ({type(exc).__name__}: {exc})") from None
         if until.tzinfo is None:
             raise BakedError(f"{path}: trained_until has no time zone")
-        return cls(until, tallies)
+        return cls(until, tallies, offsets)
+
+
+def _shift(value: object) -> float:
+    shift = float(value)  # type: ignore[arg-type]
+    if not -1.0 <= shift <= 1.0:  # NaN included
+        raise ValueError(f"offset {value!r} is not a number in [-1, 1]")
+    return shift
 
 
 def combine(*parts: dict[str, Tally]) -> dict[str, Tally]:

@@ -13,6 +13,15 @@ prompt, cannot be retrained from logs; what the logs keep of each request is the
 estimate per backend, the backend that answered and its score, which is exactly what the
 outcome memory learns from (each backend's error against its estimates). The heads come
 from the parent version, or from research data when it is given.
+
+What the logs keep of the prompt is the classifier's signals; the ``domain`` signal lets a
+version correct the quality head per domain too (:func:`domain_offsets`): a backend whose
+estimates are right on average may be too high on code and too low on math, which one
+error per backend cannot fix. Each (backend, domain) pair gets the difference between its
+mean error and the backend's, shrunk towards 0 by :data:`DOMAIN_SHRINK` pseudo-observations
+(a shrinkage estimator: Efron & Morris, "Data analysis using Stein's estimator and its
+generalizations", JASA 70(350), 1975), so a domain seen a few times moves its estimates
+little. The backend's own error stays in the tallies, applied to every request.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ from router.learning.baked import Baked
 from router.learning.memory import tally
 from router.policy.learning_config import LearningConfig
 
+#: Pseudo-observations a domain's own error is shrunk by (module docstring): with this
+#: many effective observations of a backend in a domain, half of the domain's deviation
+#: from the backend's mean error counts.
+DOMAIN_SHRINK = 20.0
+
 
 @dataclass(frozen=True)
 class LogObservation:
@@ -39,6 +53,7 @@ class LogObservation:
     probability: float | None
     source: str
     created_at: datetime
+    domain: str | None = None
 
 
 def _time(value: Any) -> datetime:
@@ -77,8 +92,10 @@ def from_export(rows: Iterable[dict[str, Any]]) -> list[LogObservation]:
         except (TypeError, ValueError):
             raise ValueError(f"request {rid}: created_at {raw.get('created_at')!r} is not an ISO 8601 time") from None
         backend = str(raw.get("backend") or row.chosen)
+        domain = row.signals.get("domain")
         out.append(LogObservation(rid, backend, row.feedback, _estimate(row.signals, row.candidates, backend),
-                                  row.probability if backend == row.chosen else None, "feedback", at))
+                                  row.probability if backend == row.chosen else None, "feedback", at,
+                                  domain if isinstance(domain, str) else None))
     return out
 
 
@@ -96,9 +113,30 @@ def split(obs: Sequence[LogObservation], holdout: float) -> tuple[list[LogObserv
     return ordered[:cut], ordered[cut:], start
 
 
+def domain_offsets(obs: Sequence[LogObservation], config: LearningConfig, at: datetime,
+                   priors: dict[str, float]) -> dict[str, dict[str, float]]:
+    """backend -> domain -> ``(e_bd - e_b) x n_bd / (n_bd + DOMAIN_SHRINK)``: the domain's
+    mean error against the estimates minus the backend's, shrunk (module docstring); the
+    errors and effective counts are the memory's (:func:`router.learning.memory.tally`,
+    weighted by source, age at ``at`` and importance). Observations without a domain count
+    for the backend only."""
+    overall = tally(obs, config, at, priors)
+    by_domain: dict[str, list[LogObservation]] = {}
+    for o in obs:
+        if o.domain:
+            by_domain.setdefault(o.domain, []).append(o)
+    out: dict[str, dict[str, float]] = {}
+    for domain, rows in by_domain.items():
+        for backend, t in tally(rows, config, at, priors).items():
+            shift = (t.mean_error - overall[backend].mean_error) * t.n / (t.n + DOMAIN_SHRINK)
+            if abs(shift) >= 1e-6:
+                out.setdefault(backend, {})[domain] = round(max(min(shift, 1.0), -1.0), 6)
+    return out
+
+
 def bake(train: Sequence[LogObservation], config: LearningConfig, priors: dict[str, float]) -> Baked | None:
     """The correction of ``train``, at the time of its newest observation (``None``: empty)."""
     if not train:
         return None
     until = max(o.created_at for o in train)
-    return Baked(until, tally(train, config, until, priors))
+    return Baked(until, tally(train, config, until, priors), domain_offsets(train, config, until, priors))

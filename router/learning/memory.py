@@ -135,10 +135,13 @@ def research_weight(quality: float, sd: float | None, config: LearningConfig, ba
 
 class OutcomeMemory:
     """The deployment's own-traffic tallies, swapped whole on every refresh (one dict
-    assignment, so a request never sees half a refresh)."""
+    assignment, so a request never sees half a refresh), and an adapter version's
+    per-domain offsets (:mod:`router.learning.from_logs`): backend -> domain -> a shift of
+    the estimate of a request whose ``domain`` signal is that domain."""
 
-    def __init__(self) -> None:
+    def __init__(self, offsets: dict[str, dict[str, float]] | None = None) -> None:
         self.tallies: dict[str, Tally] = {}
+        self.offsets: dict[str, dict[str, float]] = offsets or {}
 
     def replace(self, tallies: dict[str, Tally]) -> None:
         self.tallies = tallies
@@ -146,12 +149,15 @@ class OutcomeMemory:
     def adjust(self, prediction: Prediction, backends: Sequence[BackendConfig],
                config: LearningConfig | None) -> Prediction:
         """``prediction`` with each backend's quality and standard deviation blended with
-        its own traffic (module docstring); unchanged when ``config`` is ``None`` (the
-        policy has no ``learning`` block). The estimates before blending are kept in
-        ``signals.learning.before``, so observations of this request learn their error."""
+        its own traffic (module docstring), plus its domain's offset; unchanged when
+        ``config`` is ``None`` (the policy has no ``learning`` block). The estimates before
+        blending are kept in ``signals.learning.before``, so observations of this request
+        learn their error; offsets applied are in ``signals.learning.domain_offset``."""
         if config is None:
             return prediction
-        tallies = self.tallies
+        tallies, offsets = self.tallies, self.offsets
+        domain = prediction.signals.get("domain")
+        shifts = {b: o[domain] for b, o in offsets.items() if isinstance(domain, str) and domain in o}
         quality, sd, before, seen = dict(prediction.quality), dict(prediction.quality_sd), {}, {}
         for b in backends:
             q = quality.get(b.name)
@@ -161,9 +167,12 @@ class OutcomeMemory:
             t = tallies.get(b.name, Tally())
             n0 = research_weight(q, prediction.quality_sd.get(b.name), config, b.name)
             n = t.n
-            blended = min(max(q + t.mean_error * n / (n0 + n), 0.0), 1.0)
+            blended = min(max(q + t.mean_error * n / (n0 + n) + shifts.get(b.name, 0.0), 0.0), 1.0)
             quality[b.name] = round(blended, 6)
             sd[b.name] = round(sqrt(blended * (1.0 - blended) / (n0 + n + 1.0)), 6)
             seen[b.name] = round(n, 3)
-        signals = {**prediction.signals, "learning": {"before": before, "observations": seen}}
+        learned = {"before": before, "observations": seen}
+        if shifts:
+            learned["domain_offset"] = {b: round(v, 6) for b, v in shifts.items()}
+        signals = {**prediction.signals, "learning": learned}
         return replace(prediction, quality=quality, quality_sd=sd, signals=signals)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -67,7 +68,7 @@ def test_train_from_a_store_eval_and_promote(logged) -> None:
     res = _cli("train", "--from-logs", gw.settings.database_url, "--version", "v-logs", "--holdout", "0.25",
                "--policy", str(policy), "--adapters-dir", str(folder))
     assert res.exit_code == 0, res.output
-    assert "prompts are not stored" in res.output
+    assert "prompts are not stored" in res.output and "no domain signal in the logs" in res.output
     info = json.loads((folder / "v-logs" / "version.json").read_text())
     assert info["parent"] == "shipped" and info["counts"]["trained"] == 60 and info["counts"]["held_out"] == 20
     assert info["holdout_from"] > info["trained_until"]
@@ -126,3 +127,23 @@ def test_train_from_an_export_file_and_a_corrupt_one(logged) -> None:
     assert not (folder / "v-bad").exists()
     assert Versions(folder).ids() == ["shipped", "v-file"]
 
+
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason=f"shared outcome data not found at {DATA}")
+def test_train_from_logs_with_research_data_trains_the_versions_heads(logged) -> None:
+    pytest.importorskip("peft")
+    gw, tmp = logged
+    folder = tmp / "adapters-research"
+    res = _cli("train", "--from-logs", gw.settings.database_url, "--version", "v-research", "--adapters-dir",
+               str(folder), "--data", str(DATA), "--heads", "domain", "--limit", "120", "--epochs", "1",
+               "--max-tokens", "128")
+    assert res.exit_code == 0, res.output
+    heads = folder / "v-research" / "heads"
+    assert {p.name for p in heads.iterdir()} >= {"quality", "domain", "pii"}  # the parent's, domain retrained
+    assert (heads / "domain" / "MODEL_CARD.md").stat().st_mtime > (heads / "pii" / "MODEL_CARD.md").stat().st_mtime
+    info = json.loads((folder / "v-research" / "version.json").read_text())
+    assert "heads trained on the research data given" in info["notes"][1]
+    assert _cli("adapters", "promote", "v-research", "--dir", str(folder)).exit_code == 0

@@ -133,7 +133,9 @@ def test_a_gateway_starts_on_the_active_version_and_skips_a_broken_one(tmp_path)
     try:
         first = _route(gw)
         assert (first["adapter_version"], first["chosen"]) == ("v2", "strong"), first
-        assert _cli("promote", "v3", "--dir", str(folder)).exit_code == 0  # exists, but cannot be loaded
+        res = _cli("promote", "v3", "--dir", str(folder))  # exists, but cannot be loaded: refused
+        assert res.exit_code == 1 and res.output.count("\n") == 1 and "cannot be loaded" in res.output, res.output
+        versions.promote("v3")  # as if its folder were damaged after its promotion
         time.sleep(0.4)
         still = _route(gw)
         assert (still["adapter_version"], still["chosen"]) == ("v2", "strong"), still

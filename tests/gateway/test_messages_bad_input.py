@@ -58,6 +58,12 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking.budget_tokens"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
     ({"messages": [USER], "system": [{"type": "image", "source": {}}]}, "system"),
+    ({"messages": [USER, CALL, USER]}, "messages.2.content"),
+    ({"messages": [USER, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+        {"type": "tool_use", "id": "toolu_2", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "x"}]}]},
+     "messages.2.content"),
     ({"messages": [{"role": "user", "content": []}]}, "messages.0.content"),
     ({"messages": [{"role": "user", "content": ""}]}, "messages.0.content"),
     ({"messages": [USER, {"role": "assistant", "content": []}, USER]}, "messages.1.content"),
@@ -275,3 +281,21 @@ def test_an_image_that_one_backend_of_the_route_takes(text_only):
     # (the text-only one, unreachable here, fails over to it).
     assert resp.status_code == 200, resp.text
     assert resp.headers["x-mixroute-backend"] == "seeing" and resp.json()["content"][0]["type"] == "text"
+
+
+@pytest.mark.parametrize(("method", "path", "status", "type_"), [
+    ("GET", "/messages", 405, "invalid_request_error"),
+    ("POST", "/messages/batches", 404, "not_found_error"),
+    ("GET", "/messages/count_tokens", 405, "invalid_request_error"),
+])
+def test_unknown_paths_and_methods_of_the_messages_api(demo_gateway, method, path, status, type_):
+    resp = httpx.request(method, demo_gateway.v1 + path, json={}, timeout=10)
+    assert path in _error(resp, status, type_)
+
+
+def test_the_sdk_reads_a_path_the_gateway_does_not_serve_as_its_own_error(demo_gateway):
+    client = anthropic.Anthropic(base_url=demo_gateway.url, api_key="unused", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as err:
+        client.messages.batches.list()
+    assert err.value.body == {"type": "error", "error": {"type": "not_found_error",
+                                                         "message": "Unknown path /v1/messages/batches"}}

@@ -121,8 +121,10 @@ def test_tool_use_round_trip(client, demo_gateway):
                   {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}])
     assert chat.choices[0].message.content == answer
     for r in (first, second):
+        assert r.headers["x-mixroute-route"] == "auto" and r.headers["x-mixroute-backend"] == "gpt-4o-mini"
         decision, outcome = _rows(demo_gateway, r.headers["x-mixroute-request-id"])
         assert decision["signals"]["door"] == "messages" and outcome["status"] == "ok"
+        assert outcome["cost_usd"] == pytest.approx(float(r.headers["x-mixroute-cost-usd"])) and outcome["cost_usd"] > 0
 
 
 def test_a_tool_name_too_long_for_chat_comes_back_whole(client):
@@ -167,9 +169,10 @@ def test_system_prompt_with_cache_control(client, demo_gateway):
                                                    messages=[{"role": "user", "content": "Capital of Peru?"}])
     msg = raw.parse()
     assert raw.headers["x-mixroute-backend"] and "Capital of Peru?" in msg.content[0].text
+    assert raw.headers["x-mixroute-route"] == "auto" and raw.headers["x-mixroute-reason"]
     decision, outcome = _rows(demo_gateway, raw.headers["x-mixroute-request-id"])
     assert decision["signals"]["door"] == "messages" and decision["prefix_hash"]
-    assert outcome["status"] == "ok"
+    assert outcome["status"] == "ok" and outcome["cost_usd"] == pytest.approx(float(raw.headers["x-mixroute-cost-usd"]))
 
 
 def test_metadata_user_id_is_a_session(client, demo_gateway):

@@ -97,8 +97,10 @@ def test_function_tool_round_trip_with_previous_response_id(client, demo_gateway
         {"role": "tool", "tool_call_id": call.call_id, "content": "sunny, 21 C"}])
     assert chat.choices[0].message.content == second.output_text
     for r in (first, raw):
+        assert r.headers["x-mixroute-route"] == "auto" and r.headers["x-mixroute-backend"] == "gpt-4o-mini"
         decision, outcome = _rows(demo_gateway, r.headers["x-mixroute-request-id"])
         assert decision["signals"]["door"] == "responses" and outcome["status"] == "ok"
+        assert outcome["cost_usd"] == pytest.approx(float(r.headers["x-mixroute-cost-usd"])) and outcome["cost_usd"] > 0
 
 
 def test_function_call_streamed(client):
