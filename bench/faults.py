@@ -48,6 +48,11 @@ class Row:
     detail: str = ""
     item: int = 0
 
+    def __post_init__(self) -> None:
+        # A row built with its fields out of order must fail loudly, not print "pass".
+        if not (isinstance(self.passed, bool) and isinstance(self.spend, str) and isinstance(self.detail, str)):
+            raise TypeError(f"Row({self.scenario!r}, ...): fields out of order")
+
 
 Scenario = tuple[str, int, Callable[[], Row]]
 

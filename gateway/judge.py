@@ -128,12 +128,17 @@ class DailySpend:
         with self.engine.connect() as conn:
             return float(conn.execute(q).scalar_one())
 
-    async def today(self) -> float:
-        """USD spent today (the store's figure is re-read at most every :data:`RESEED_S`)."""
+    def _roll(self) -> datetime:
+        """Now (UTC); at a new UTC day, forget the last day's figures."""
         now = datetime.now(timezone.utc)
         day = now.strftime("%Y-%m-%d")
         if day != self._day:
             self._day, self._base, self._since, self._read_at = day, 0.0, 0.0, float("-inf")
+        return now
+
+    async def today(self) -> float:
+        """USD spent today (the store's figure is re-read at most every :data:`RESEED_S`)."""
+        now = self._roll()
         if self.engine is not None and time.monotonic() - self._read_at >= RESEED_S:
             try:
                 stored = await asyncio.to_thread(self._stored, now.replace(hour=0, minute=0, second=0, microsecond=0))
@@ -147,6 +152,7 @@ class DailySpend:
         return self._base + self._since
 
     def add(self, usd: float) -> None:
+        self._roll()
         self._since += usd
 
 

@@ -51,8 +51,25 @@ def validate(model: type[BaseModel], data: dict) -> dict:
 _TYPE_TAGS = {"str", "int", "float", "bool", "none", "dict", "list"}
 
 
-def _is_tag(part: object) -> bool:
+def _is_member(part: object) -> bool:
     return isinstance(part, str) and ("[" in part or part in _TYPE_TAGS)
+
+
+def _walks(node: Any, part: Any) -> bool:
+    return (isinstance(node, dict) and part in node) or (
+        isinstance(node, list) and isinstance(part, int) and part < len(node))
+
+
+def _is_tag(node: Any, part: Any, after: Any) -> bool:
+    """Whether ``part`` of an error location is the tag pydantic puts after an object of a
+    tagged union (its ``type``) rather than one of the object's fields: it is the object's
+    ``type``, and the rest of the location goes on in the object itself rather than in the
+    field of that name (a ``text`` block's ``text``, a ``json_schema`` format's ``json_schema``)."""
+    if not isinstance(node, dict) or node.get("type") != part:
+        return False
+    if part not in node:
+        return True
+    return after is not None and _walks(node, after) and not _walks(node[part], after)
 
 
 def _pick(errors: list[dict]) -> dict:
@@ -63,7 +80,7 @@ def _pick(errors: list[dict]) -> dict:
     names the problem."""
     first = errors[0]
     loc = first["loc"]
-    if first["type"].endswith("_type") and loc and _is_tag(loc[-1]):
+    if first["type"].endswith("_type") and loc and _is_member(loc[-1]):
         base = loc[:-1]
         for err in errors[1:]:
             if err["loc"][:len(base)] == base and len(err["loc"]) > len(loc):
@@ -74,14 +91,13 @@ def _pick(errors: list[dict]) -> dict:
 def _param(data: Any, loc: tuple, at: tuple = ()) -> str:
     """The request field a validation error is about, as ``a.0.b``: the error location
     without pydantic's union-member and validator tags (``str``, ``list[...]``, a tagged
-    union's tag...), then
-    ``at``, the path below that field a validator named (taken as it is)."""
+    union's tag...), then ``at``, the path below that field a validator named (taken as it is)."""
     fields = [p for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_TAGS))]
     parts, node = [], data
-    tagged = None
-    for n, part in enumerate((*fields, *at)):
-        if (n < len(fields) and isinstance(node, dict) and node is not tagged and part not in node
-                and node.get("type") == part):
+    path, tagged = (*fields, *at), None
+    for n, part in enumerate(path):
+        after = path[n + 1] if n + 1 < len(path) else None
+        if n < len(fields) and node is not tagged and _is_tag(node, part, after):
             tagged = node  # a tagged union's member: the tag is the object's own 'type'
             continue
         parts.append(str(part))

@@ -62,7 +62,7 @@ from router.predict import DEFAULT_OUTPUT_TOKENS, UNKNOWN_QUALITY, Predictor, Pr
 from router.records import DecisionRecord
 from router.rewrite import DocumentOptions, RewriteOptions, rewrite
 from router.rules import PromptBlocked, apply_rules, needs_signals, pinned_rules
-from router.session import cached_tokens_of, keep_session, session_signal
+from router.session import cached_tokens_of, keep_session, open_session, session_signal
 
 #: What the engine refuses a read request with (after the model is resolved): each carries
 #: ``record``, the refusal's :class:`DecisionRecord`, for the store.
@@ -298,6 +298,11 @@ class Router:
         switch = None
         if session is not None and session.backend is not None:
             chosen, reason, switch = keep_session(route, session, cands, chosen, reason, tokens_in, self.pricing)
+        elif session is not None:
+            chosen, reason, switch = open_session(cands, chosen, reason, tokens_in, self.pricing,
+                                                  self.live.session_turns(route.name))
+        if session is not None and not req.dry_run:
+            self.live.session_turn(route.name, first=session.turns == 0)
         probability = ctl.probability if ctl is not None and not req.dry_run else 1.0
         learning = self.policy.learning
         if learning is not None and learning.explore > 0 and not req.dry_run and switch is None:

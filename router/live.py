@@ -56,6 +56,7 @@ class LiveState:
         self._s: dict[str, _State] = {}
         self._prefixes: dict[str, OrderedDict[str, float]] = {}
         self._targets: dict[str, tuple[tuple, RouteTarget]] = {}
+        self._sessions: dict[str, list[int]] = {}  # route -> [sessions opened, session turns]
         #: Own-traffic outcome tallies, refreshed from the store (:mod:`router.learning.memory`).
         self.outcomes = OutcomeMemory()
 
@@ -109,6 +110,18 @@ class LiveState:
             s.ttft_ewma = _ewma(s.ttft_ewma, ttft_s)
         if latency_s is not None:
             s.latency_ewma = _ewma(s.latency_ewma, latency_s)
+
+    def session_turn(self, route: str, first: bool) -> None:
+        """Count a decided turn of a session on ``route`` (``first``: the session's first)."""
+        counts = self._sessions.setdefault(route, [0, 0])
+        counts[0] += first
+        counts[1] += 1
+
+    def session_turns(self, route: str) -> float | None:
+        """Turns per session on ``route`` so far (sessions still going count the turns they
+        have had, so the figure errs low), ``None`` before its first session."""
+        counts = self._sessions.get(route)
+        return counts[1] / counts[0] if counts and counts[0] else None
 
     def set_waiting(self, backend: str, waiting: int) -> None:
         """Record a pool's own reported queue depth (requests waiting)."""

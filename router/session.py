@@ -157,7 +157,7 @@ def _trim(entries: OrderedDict, cap: int) -> None:
 class SwitchPricing:
     """Both sides of a weighed switch (USD per turn; recorded in the decision's signals)."""
 
-    on: str
+    on: str | None
     stay_usd: float | None
     stay_warm_usd: float | None = None
     move_to: str | None = None
@@ -165,9 +165,13 @@ class SwitchPricing:
     move_warm_usd: float | None = None
     expected_rest: int = 1
     verdict: str = "stay"
+    #: A first turn's normal choice (the turn's cheapest), priced by ``stay_usd`` and
+    #: ``stay_warm_usd``, when the session opens elsewhere (``verdict: open``).
+    instead_of: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: (round(v, 10) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {k: (round(v, 10) if isinstance(v, float) else v) for k, v in asdict(self).items()
+                if k != "instead_of" or v is not None}
 
 
 def cached_tokens_of(state: SessionState | None, backend: str, tokens_in: int, now: float | None = None) -> int:
@@ -207,13 +211,13 @@ def answered_tokens(tokens_in: int, text_out: str = "", tokens_out: int | None =
     return tokens_in + (tokens_out if tokens_out is not None else estimate_tokens(text_out))
 
 
-def over_rest(candidate: Candidate, state: SessionState, tokens_in: int, pricing: Mapping[str, Pricing],
+def over_rest(candidate: Candidate, prefix: int, tokens_in: int, pricing: Mapping[str, Pricing],
               rest: int) -> tuple[float, float]:
     """``(usd, warm_usd)``: what ``candidate`` costs over ``rest`` turns of the session, and a
     later turn there. This turn is its scored cost (the prefix it does not hold prefilled and
-    written at its prices); each later turn reads the conversation so far from its cache and
-    writes what the turn adds (taken as this turn's size)."""
-    warm = min(tokens_in, state.prefix_tokens)
+    written at its prices); each later turn reads ``prefix`` tokens of the conversation from
+    its cache and writes the rest of a prompt of this turn's size."""
+    warm = min(tokens_in, prefix)
     warm_usd = cost_usd(pricing[candidate.backend], tokens_in, candidate.expected_output_tokens, warm, tokens_in - warm)
     return candidate.expected_cost_usd + (rest - 1) * warm_usd, warm_usd
 
@@ -242,7 +246,7 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
         return chosen, reason, SwitchPricing(on=state.backend, stay_usd=None, move_to=chosen.backend,
                                              move_usd=chosen.expected_cost_usd, verdict="moved_by_rules")
     clearing = [c for c in candidates if c.eligible and c.meets_slo]
-    priced = {c.backend: over_rest(c, state, tokens_in, pricing, rest) for c in [*clearing, chosen, stay]}
+    priced = {c.backend: over_rest(c, state.prefix_tokens, tokens_in, pricing, rest) for c in [*clearing, chosen, stay]}
     switch = SwitchPricing(on=stay.backend, stay_usd=stay.expected_cost_usd, stay_warm_usd=priced[stay.backend][1],
                            expected_rest=rest)
     stays = stay.eligible and stay.meets_slo
@@ -265,6 +269,30 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
         return best, "session_moved", switch
     switch.verdict = "stay"
     return stay, "session_kept", switch
+
+
+def open_session(candidates: list[Candidate], chosen: Candidate, reason: str, tokens_in: int,
+                 pricing: Mapping[str, Pricing], expected_turns: float | None) -> tuple[Candidate, str, SwitchPricing | None]:
+    """A session's first turn: ``(chosen, reason, switch)``. The engine's choice is the turn's
+    cheapest above the bar; a session is expected to go on for as many turns as this route's
+    sessions have had on average (``expected_turns``, from :class:`router.live.LiveState`;
+    ``None`` before any), so it opens on the bar-clearing candidate that costs least over
+    them (:func:`over_rest`: later turns read this turn's prompt from its cache). Where the
+    route's traffic is mostly single requests the average is near one and the turn is
+    decided alone. ``switch`` is ``None`` unless that moves the choice (``verdict: open``,
+    ``instead_of`` the turn's cheapest)."""
+    rest = max(1, min(50, round(expected_turns or 1)))
+    clearing = [c for c in candidates if c.eligible and c.meets_slo]
+    if rest <= 1 or chosen not in clearing:
+        return chosen, reason, None
+    priced = {c.backend: over_rest(c, tokens_in, tokens_in, pricing, rest) for c in clearing}
+    best = min(clearing, key=lambda c: priced[c.backend][0])
+    if priced[best.backend][0] >= priced[chosen.backend][0]:
+        return chosen, reason, None
+    return best, "session_opened", SwitchPricing(
+        on=None, stay_usd=chosen.expected_cost_usd, stay_warm_usd=priced[chosen.backend][1], move_to=best.backend,
+        move_usd=best.expected_cost_usd, move_warm_usd=priced[best.backend][1], expected_rest=rest, verdict="open",
+        instead_of=chosen.backend)
 
 
 def session_signal(state: SessionState, switch: SwitchPricing | None) -> dict:

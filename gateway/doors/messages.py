@@ -13,6 +13,7 @@ as litellm translates it, the chat ``user`` that backends receive.
 from __future__ import annotations
 
 from backends.openai_shapes import prompt_text, prompt_tokens
+from backends.response import Answer
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
 from gateway.doors.messages_input import check, check_images, from_chat, to_chat
 from gateway.doors.messages_shapes import CountTokensRequest
@@ -35,14 +36,17 @@ class MessagesDoor(Door):
                         session_hint=f"metadata.user_id:{user_id}" if user_id else None)
 
     def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
+        # Content blocks are litellm's translation (signed thinking blocks, refusals and the
+        # provider's own blocks of Anthropic-hosted backends); the rest comes from the answer.
+        answer = Answer.from_chat(response, call.report)
         message = from_chat(response, call.extra.get("tool_names"))
         message["id"] = call.extra["message_id"]
-        message["model"] = response.get("model") or done.model
+        message["model"] = answer.model or done.model
         # Anthropic's usage fields only: the cost goes in the x-mixroute-cost-usd header, as on
         # the chat door (a stream, which has no header to spare, reports it in message_delta).
-        message["usage"] = anthropic_usage(response.get("usage"), call.report)
+        message["usage"] = anthropic_usage(answer.usage)
         message.pop("stop_details", None)
-        matched = stop_sequence((response.get("choices") or [{}])[0], _stops(call))
+        matched = stop_sequence(answer.finish_reason, answer.stop_reason, _stops(call))
         if matched is not None:
             message["stop_reason"], message["stop_sequence"] = "stop_sequence", matched
         # litellm leaves a thinking block's signature null when the backend sent reasoning

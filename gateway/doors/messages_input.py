@@ -107,6 +107,13 @@ def _check_blocks(m: dict, i: int, last: bool) -> None:
         if role in BLOCKS_BY_ROLE and kind not in BLOCKS_BY_ROLE[role]:
             raise bad(f"{role} messages do not take '{kind}' blocks (they take {', '.join(BLOCKS_BY_ROLE[role])})",
                       f"messages.{i}.content.{j}.type")
+        inner = block.get("content") if kind == "tool_result" else None
+        for k, part in enumerate(inner if isinstance(inner, list) else ()):
+            if isinstance(part, dict) and part.get("type") in ("image", "document"):
+                # A tool_result becomes a chat 'tool' message, which carries text only.
+                raise bad(f"a tool_result here carries text only, not '{part['type']}' blocks (send the "
+                          f"{part['type']} in a block of the user message beside it)",
+                          f"messages.{i}.content.{j}.content.{k}.type", "unsupported_content_type")
 
 
 def _check_tool_results(messages: list[dict]) -> None:
@@ -134,7 +141,7 @@ def _check_tool_results(messages: list[dict]) -> None:
 
 
 def check_images(raw: dict, policy) -> None:
-    """Refuse images (``image`` blocks, also inside a ``tool_result``) when no backend that
+    """Refuse ``image`` blocks when no backend that
     ``model`` may reach takes them (:func:`gateway.doors.images.refuse_images`).
 
     Raises:
@@ -149,12 +156,8 @@ def _first_image(messages: Any) -> str | None:
         for j, block in enumerate(content if isinstance(content, list) else ()):
             if not isinstance(block, dict):
                 continue
-            if block.get("type") == "image":
+            if block.get("type") == "image":  # (not inside a tool_result: check refused those)
                 return f"messages.{i}.content.{j}"
-            inner = block.get("content") if block.get("type") == "tool_result" else None
-            for k, part in enumerate(inner if isinstance(inner, list) else ()):
-                if isinstance(part, dict) and part.get("type") == "image":
-                    return f"messages.{i}.content.{j}.content.{k}"
     return None
 
 

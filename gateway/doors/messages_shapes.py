@@ -142,7 +142,7 @@ class Tool(BaseModel):
 
     model_config = _STRICT
 
-    name: str = Field(min_length=1, max_length=128)
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,128}$")
     description: str | None = None
     input_schema: InputSchema
     type: Literal["custom"] | None = None

@@ -19,6 +19,7 @@ import uuid
 
 from backends.call import CallReport
 from backends.errors import BackendError
+from backends.response import Delta, ToolCallDelta, Usage
 from gateway.doors.base import StreamEncoder, sse
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
@@ -41,29 +42,22 @@ def error_envelope(status: int, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
 
-def anthropic_usage(usage: dict | None, report: CallReport | None = None) -> dict:
-    """Messages ``usage`` of an OpenAI usage object: Anthropic counts ``input_tokens``
-    without the cache reads and writes, which it reports apart (the writes as the backend
-    reported them, ``report``: the OpenAI usage object has no field for them); the gateway's
-    ``cost_usd`` is kept."""
-    usage = usage or {}
-    details = usage.get("prompt_tokens_details") or {}
-    cached = int(details.get("cached_tokens") or 0)
-    written = int((report.cache_write_tokens if report is not None else None) or 0)
-    out = {"input_tokens": max(0, int(usage.get("prompt_tokens") or 0) - cached - written),
-           "output_tokens": int(usage.get("completion_tokens") or 0),
-           "cache_read_input_tokens": cached, "cache_creation_input_tokens": written}
-    if "cost_usd" in usage:
-        out["cost_usd"] = usage["cost_usd"]
+def anthropic_usage(used: Usage) -> dict:
+    """Messages ``usage``: Anthropic counts ``input_tokens`` without the cache reads and writes,
+    which it reports apart. The gateway's ``cost_usd`` is kept where the usage has it (a
+    stream's final usage, as chat streams report it)."""
+    out = {"input_tokens": used.uncached_tokens, "output_tokens": used.output_tokens,
+           "cache_read_input_tokens": used.cached_tokens, "cache_creation_input_tokens": used.cache_write_tokens}
+    if used.cost_usd is not None:
+        out["cost_usd"] = used.cost_usd
     return out
 
 
-def stop_sequence(choice: dict, stops: list) -> str | None:
-    """The client's stop sequence that ended ``choice``, when the backend says which: vLLM
+def stop_sequence(finish_reason: str | None, stop_reason: object, stops: list) -> str | None:
+    """The client's stop sequence that ended the answer, when the backend says which: vLLM
     puts the matched string in the choice's ``stop_reason`` (OpenAI's API and litellm say
     only ``finish_reason: "stop"``, and the answer is then ``end_turn``)."""
-    matched = choice.get("stop_reason")
-    return matched if choice.get("finish_reason") == "stop" and isinstance(matched, str) and matched in stops else None
+    return stop_reason if finish_reason == "stop" and isinstance(stop_reason, str) and stop_reason in stops else None
 
 
 def new_message_id() -> str:
@@ -94,21 +88,17 @@ class MessagesEncoder(StreamEncoder):
         out = [] if self.started else [self._start(chunk.get("model"))]
         if chunk.get("usage"):
             self.used = chunk["usage"]
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue  # the Messages API has one answer per request
-            delta = choice.get("delta") or {}
-            thinking = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(thinking, str) and thinking:
-                out.append(self._delta("thinking", {"type": "thinking_delta", "thinking": thinking}))
-            if isinstance(delta.get("content"), str) and delta["content"]:
-                out.append(self._delta("text", {"type": "text_delta", "text": delta["content"]}))
-            for call in delta.get("tool_calls") or ():
-                out.append(self._tool(call))
-            if choice.get("finish_reason"):
-                self.stop_sequence = stop_sequence(choice, self.stops)
-                self.stop_reason = "stop_sequence" if self.stop_sequence else STOP_REASONS.get(
-                    choice["finish_reason"], "end_turn")
+        delta = Delta.from_chunk(chunk)  # the first choice: the Messages API has one answer per request
+        if delta.reasoning:
+            out.append(self._delta("thinking", {"type": "thinking_delta", "thinking": delta.reasoning}))
+        if delta.text:
+            out.append(self._delta("text", {"type": "text_delta", "text": delta.text}))
+        for call in delta.tool_calls:
+            out.append(self._tool(call))
+        if delta.finish_reason:
+            self.stop_sequence = stop_sequence(delta.finish_reason, delta.stop_reason, self.stops)
+            self.stop_reason = "stop_sequence" if self.stop_sequence else STOP_REASONS.get(
+                delta.finish_reason, "end_turn")
         return b"".join(out)
 
     def usage(self, chunk: dict, usage: dict) -> bytes:
@@ -120,7 +110,7 @@ class MessagesEncoder(StreamEncoder):
         out.append(self._close())
         out.append(sse({"type": "message_delta", "delta": {"stop_reason": self.stop_reason or "end_turn",
                                                            "stop_sequence": self.stop_sequence},
-                        "usage": anthropic_usage(self.used, self.report)}, "message_delta"))
+                        "usage": anthropic_usage(Usage.from_chat(self.used, self.report))}, "message_delta"))
         out.append(sse({"type": "message_stop"}, "message_stop"))
         return b"".join(out)
 
@@ -155,19 +145,16 @@ class MessagesEncoder(StreamEncoder):
             out = self._open_block(kind, start)
         return out + sse({"type": "content_block_delta", "index": self.index, "delta": delta}, "content_block_delta")
 
-    def _tool(self, call: dict) -> bytes:
-        key = call.get("index", 0)
-        fn = call.get("function") or {}
+    def _tool(self, call: ToolCallDelta) -> bytes:
         out = b""
-        if key not in self.tools:
-            name = fn.get("name") or ""
-            out = self._open_block("tool_use", {"type": "tool_use", "id": call.get("id") or "toolu_" + uuid.uuid4().hex[:24],
+        if call.index not in self.tools:
+            name = call.name or ""
+            out = self._open_block("tool_use", {"type": "tool_use", "id": call.id or "toolu_" + uuid.uuid4().hex[:24],
                                                 "name": self.tool_names.get(name, name), "input": {}})
-            self.tools[key] = self.index
-        args = fn.get("arguments")
-        if isinstance(args, str) and args and self.tools[key] == self.index and self.open == "tool_use":
+            self.tools[call.index] = self.index
+        if call.arguments and self.tools[call.index] == self.index and self.open == "tool_use":
             # A later delta of a call whose block was closed by another block cannot be sent
             # (Anthropic's blocks do not interleave); backends stream calls one after another.
             out += sse({"type": "content_block_delta", "index": self.index,
-                        "delta": {"type": "input_json_delta", "partial_json": args}}, "content_block_delta")
+                        "delta": {"type": "input_json_delta", "partial_json": call.arguments}}, "content_block_delta")
         return out

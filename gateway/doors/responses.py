@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from backends.response import Answer
 from gateway.doors.base import Door, DoorCall, DoorContext, Rendered, StreamEncoder
 from gateway.doors.images import refuse_images
 from gateway.doors.responses_input import ParsedRequest, responses_param, translate
@@ -126,12 +127,10 @@ class ResponsesDoor(Door):
 
     def render(self, response: dict, call: DoorCall, done: Rendered) -> dict:
         call.extra["request_id"] = done.request_id
-        choice = (response.get("choices") or [{}])[0]
+        answer = Answer.from_chat(response, call.report)
         # The cost goes in the x-mixroute-cost-usd header, as on the chat door.
-        used = response.get("usage") or {}
-        return response_object(call.extra["response_id"], call.extra["echo"], response.get("model") or done.model,
-                               output_items(choice.get("message") or {}), finish_reason=choice.get("finish_reason"),
-                               usage_=usage(used, call.report))
+        return response_object(call.extra["response_id"], call.extra["echo"], answer.model or done.model,
+                               output_items(answer), finish_reason=answer.finish_reason, usage_=usage(answer.usage))
 
     def encoder(self, call: DoorCall, request_id: str, backend: str, model: str) -> StreamEncoder:
         call.extra["request_id"] = request_id

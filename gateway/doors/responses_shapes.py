@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from backends.call import CallReport
+from backends.response import Answer, Usage
 
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 """Chat ``finish_reason`` -> the Responses ``incomplete_details.reason`` it means."""
@@ -37,49 +37,30 @@ def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
             "status": status}
 
 
-def reasoning_text(message_or_delta: dict) -> str | None:
-    """The reasoning text of a chat message or delta: ``reasoning_content`` (vLLM's reasoning
-    parsers, litellm) or ``reasoning`` (newer vLLM)."""
-    text = message_or_delta.get("reasoning_content") or message_or_delta.get("reasoning")
-    return text if isinstance(text, str) and text else None
-
-
-def output_items(message: dict) -> list[dict]:
-    """The output items of a chat completion's ``message``: its reasoning, its text (or
-    refusal), then each of its tool calls; one empty message when it has no text or call."""
-    reasoning = reasoning_text(message)
-    items = [reasoning_item(new_id("rs"), reasoning)] if reasoning else []
-    text, refusal = message.get("content"), message.get("refusal")
-    if text or refusal:
-        items.append(message_item(new_id("msg"), text or "", refusal=refusal if not text else None))
-    for call in message.get("tool_calls") or ():
-        fn = call.get("function") or {}
-        items.append(function_call_item(new_id("fc"), call.get("id") or new_id("call"), fn.get("name", ""),
-                                        fn.get("arguments") or ""))
+def output_items(answer: Answer) -> list[dict]:
+    """The output items of an answer: its reasoning, its text (or refusal), then each of its
+    tool calls; one empty message when it has no text or call."""
+    items = [reasoning_item(new_id("rs"), answer.reasoning)] if answer.reasoning else []
+    if answer.text or answer.refusal:
+        items.append(message_item(new_id("msg"), answer.text, refusal=answer.refusal if not answer.text else None))
+    for call in answer.tool_calls:
+        items.append(function_call_item(new_id("fc"), call.id or new_id("call"), call.name, call.arguments))
     if not any(i["type"] != "reasoning" for i in items):  # an empty answer is an empty message
         items.append(message_item(new_id("msg"), ""))
     return items
 
 
-def usage(chat: dict | None, report: CallReport | None = None) -> dict:
-    """Responses usage for chat usage (``prompt_tokens``... -> ``input_tokens``...).
-
-    ``input_tokens`` counts the whole prompt, as OpenAI's does; of it,
+def usage(used: Usage) -> dict:
+    """Responses usage: ``input_tokens`` counts the whole prompt, as OpenAI's does; of it,
     ``input_tokens_details.cached_tokens`` were read from the provider's prompt cache and
-    ``cache_write_tokens`` written to it (as the backend reported them, ``report``: the chat
-    usage object has no field for them). A ``cost_usd`` in ``chat`` (USD: the gateway's cost,
-    which streams report here as chat streams do in their usage chunk) is kept.
-    """
-    chat = chat or {}
-    prompt, completion = int(chat.get("prompt_tokens") or 0), int(chat.get("completion_tokens") or 0)
-    cached = int((chat.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    written = int((report.cache_write_tokens if report is not None else None) or 0)
-    reasoning = int((chat.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
-    out = {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
-           "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
-           "total_tokens": int(chat.get("total_tokens") or prompt + completion)}
-    if chat.get("cost_usd") is not None:
-        out["cost_usd"] = chat["cost_usd"]
+    ``cache_write_tokens`` written to it. The gateway's ``cost_usd`` (USD) is kept where the
+    usage has it (a stream's, as chat streams report it in their usage chunk)."""
+    out = {"input_tokens": used.prompt_tokens,
+           "input_tokens_details": {"cached_tokens": used.cached_tokens, "cache_write_tokens": used.cache_write_tokens},
+           "output_tokens": used.output_tokens, "output_tokens_details": {"reasoning_tokens": used.reasoning_tokens},
+           "total_tokens": used.total_tokens}
+    if used.cost_usd is not None:
+        out["cost_usd"] = used.cost_usd
     return out
 
 

@@ -23,9 +23,10 @@ import time
 
 from backends.call import CallReport
 from backends.errors import BackendError
+from backends.response import Delta, ToolCallDelta, Usage
 from gateway.doors.base import StreamEncoder, sse
-from gateway.doors.responses_shapes import (function_call_item, message_item, new_id, reasoning_item, reasoning_text,
-                                           response_object, usage)
+from gateway.doors.responses_shapes import (function_call_item, message_item, new_id, reasoning_item, response_object,
+                                           usage)
 
 
 class _Item:
@@ -115,54 +116,48 @@ class ResponsesEncoder(StreamEncoder):
 
     def chunk(self, chunk: dict) -> bytes:
         out = self._start()
-        self.model = chunk.get("model") or self.model
-        for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue  # the Responses API has one answer per request
-            delta = choice.get("delta") or {}
-            thought = reasoning_text(delta)
-            if thought and self.text is None and not self.calls:  # reasoning comes before the answer
-                if self.reasoning is None:
-                    self.reasoning, opened = self._open("reasoning")
-                    out += opened
-                self.reasoning.parts.append(thought)
-                out += self._event("response.reasoning_text.delta", item_id=self.reasoning.id,
-                                   output_index=self.reasoning.index, content_index=0, delta=thought)
-            if delta.get("content"):
-                if self.text is None:
-                    if self.reasoning is not None:
-                        out += self._close(self.reasoning)
-                    self.text, opened = self._open("message")
-                    out += opened
-                self.text.parts.append(delta["content"])
-                out += self._event("response.output_text.delta", item_id=self.text.id, output_index=self.text.index,
-                                   content_index=0, delta=delta["content"], logprobs=[])
-            for call in delta.get("tool_calls") or ():
-                out += self._tool_delta(call)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+        delta = Delta.from_chunk(chunk)  # the first choice: the Responses API has one answer per request
+        self.model = delta.model or self.model
+        if delta.reasoning and self.text is None and not self.calls:  # reasoning comes before the answer
+            if self.reasoning is None:
+                self.reasoning, opened = self._open("reasoning")
+                out += opened
+            self.reasoning.parts.append(delta.reasoning)
+            out += self._event("response.reasoning_text.delta", item_id=self.reasoning.id,
+                               output_index=self.reasoning.index, content_index=0, delta=delta.reasoning)
+        if delta.text:
+            if self.text is None:
+                if self.reasoning is not None:
+                    out += self._close(self.reasoning)
+                self.text, opened = self._open("message")
+                out += opened
+            self.text.parts.append(delta.text)
+            out += self._event("response.output_text.delta", item_id=self.text.id, output_index=self.text.index,
+                               content_index=0, delta=delta.text, logprobs=[])
+        for call in delta.tool_calls:
+            out += self._tool_delta(call)
+        if delta.finish_reason:
+            self.finish_reason = delta.finish_reason
         return out
 
-    def _tool_delta(self, call: dict) -> bytes:
+    def _tool_delta(self, call: ToolCallDelta) -> bytes:
         out = b""
-        fn = call.get("function") or {}
-        item = self.calls.get(call.get("index", 0))
+        item = self.calls.get(call.index)
         if item is None:
             for other in [self.reasoning, self.text, *self.calls.values()]:  # one item after another
                 if other is not None:
                     out += self._close(other)
-            item, opened = self._open("function_call", call_id=call.get("id") or new_id("call"),
-                                      name=fn.get("name") or "")
-            self.calls[call.get("index", 0)] = item
+            item, opened = self._open("function_call", call_id=call.id or new_id("call"), name=call.name or "")
+            self.calls[call.index] = item
             out += opened
-        if fn.get("arguments"):
-            item.parts.append(fn["arguments"])
+        if call.arguments:
+            item.parts.append(call.arguments)
             out += self._event("response.function_call_arguments.delta", item_id=item.id, output_index=item.index,
-                               delta=fn["arguments"])
+                               delta=call.arguments)
         return out
 
     def usage(self, chunk: dict, usage_: dict) -> bytes:
-        self.used = usage(usage_, self.report)
+        self.used = usage(Usage.from_chat(usage_, self.report))
         return b""
 
     def _ensure_answer(self) -> None:

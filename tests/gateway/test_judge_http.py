@@ -157,6 +157,20 @@ def test_a_streamed_answer_is_graded_too(gw, provider):
     assert answer and provider.seen[-1]["messages"][1]["content"].endswith("Answer:\n" + answer)
 
 
+def test_an_answer_on_the_messages_door_is_graded(gw, provider):
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=gw.url, api_key="unused", max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="auto", max_tokens=100, messages=[{"role": "user", "content": "Bonjour, ca va?"}])
+    rid = raw.headers["x-mixroute-request-id"]
+    answer = raw.parse().content[0].text
+    fb = _until(lambda: _rows(gw, "SELECT score, source FROM feedback WHERE request_id = :r", r=rid))
+    assert fb == [{"score": 0.8, "source": "judge"}]
+    graded = provider.seen[-1]["messages"][1]["content"]
+    assert "Bonjour, ca va?" in graded and graded.endswith(answer)
+
+
 def test_a_judge_that_is_down_is_counted_and_logged_once(gw, provider, caplog):
     provider.status = 500
     caplog.set_level(logging.WARNING, logger="mixroute.judge")

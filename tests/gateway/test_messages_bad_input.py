@@ -88,6 +88,9 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "top_k": -1}, "top_k"),
     ({"messages": [USER], "stop_sequences": "END"}, "stop_sequences"),
     ({"messages": [USER], "metadata": {"user_id": 42}}, "metadata.user_id"),
+    ({"messages": [USER], "tools": [{"name": "get weather", "input_schema": {"type": "object"}}]}, "tools.0.name"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "forever"}}]}]},
+     "messages.0.content.0.cache_control.type"),
 ])
 def test_refusals_name_the_field(demo_gateway, body, words):
     resp = _post(demo_gateway.v1, {"model": "auto", "max_tokens": 10, **body} if "max_tokens" not in body or
@@ -154,13 +157,15 @@ def test_count_tokens_refusals(demo_gateway):
            "not_found_error")
 
 
-def test_a_chat_rule_breach_after_translation_is_a_400(demo_gateway):
-    # An image inside a tool_result becomes an image part of a chat 'tool' message, which the
-    # chat rules refuse: still a one-line 400, not a 500.
+@pytest.mark.parametrize("block", [{"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+                                   {"type": "document", "source": {"type": "text", "data": "notes"}}])
+def test_media_inside_a_tool_result_is_named(demo_gateway, block):
+    # A tool_result becomes a chat 'tool' message, which carries text only: a one-line 400
+    # naming the block, not a 500 (nor the chat body's field).
     body = {"model": "auto", "max_tokens": 10, "messages": [USER, CALL, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
-            {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]}]}]}
-    _error(_post(demo_gateway.v1, body), 400, "invalid_request_error")
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "see:"}, block]}]}]}
+    message = _error(_post(demo_gateway.v1, body), 400, "invalid_request_error")
+    assert message.startswith("messages.2.content.0.content.1.type:") and block["type"] in message
 
 
 @pytest.mark.parametrize(("content", "headers", "words"), [

@@ -83,3 +83,28 @@ async def test_an_escalation_goes_where_the_rest_of_the_session_is_cheapest(rout
     second = SessionState(id="s", backend="tiny", turns=1, prefix_tokens=20_000)
     d = await router.decide(_req("up", second, "PROVE it. " + "word " * 17_000))
     assert d.record.chosen == "nocache" and d.record.reason == "session_escalated"
+
+
+async def test_a_session_opens_where_a_session_of_its_route_is_cheapest(router):
+    text = "PROVE it. " + "word " * 17_000
+    # No session seen yet on the route: its first turn is decided alone (nocache, the turn's cheapest).
+    alone = await router.decide(_req("up", SessionState(id="a", explicit=False), text))
+    assert alone.record.chosen == "nocache" and alone.record.signals["session"].get("switch") is None
+    # The route's sessions have had ten turns each: a new one opens on haiku, whose cache
+    # write pays back on the turns expected to follow; the record names the turn's cheapest.
+    router.live = type(router.live)()
+    for n in range(3):
+        for turn in range(10):
+            router.live.session_turn("up", first=turn == 0)
+    assert router.live.session_turns("up") == 10
+    d = await router.decide(_req("up", SessionState(id="b", explicit=False), text))
+    assert d.record.chosen == "haiku" and d.record.reason == "session_opened"
+    sw = d.record.signals["session"]["switch"]
+    assert sw["verdict"] == "open" and sw["instead_of"] == "nocache" and sw["move_to"] == "haiku"
+    assert sw["expected_rest"] == 10 and sw["on"] is None
+    assert sw["move_usd"] + 9 * sw["move_warm_usd"] < sw["stay_usd"] + 9 * sw["stay_warm_usd"]
+    assert router.live.session_turns("up") == 31 / 4  # the decision counted a new session
+    # A dry run (/v1/route) shows the same and counts nothing.
+    dry = RoutingRequest("chat", {"model": "up", "messages": [{"role": "user", "content": text}]},
+                         session=SessionState(id="c", explicit=False), dry_run=True)
+    assert (await router.decide(dry)).record.chosen == "haiku" and router.live.session_turns("up") == 31 / 4
