@@ -252,14 +252,24 @@ class Judge:
                                 signals={"judged": item.request_id})
         self.store.record_decision(record)
         report, started = CallReport(), time.perf_counter()
+        # Counted like a routed call: a reload drains it before closing the backend, and the
+        # router sees the load it puts on a backend that also serves traffic.
+        call, live = backend.in_flight.begin(), runtime.router.live
+        live.started(config.backend)
         try:
             resp = await asyncio.wait_for(backend.send("chat", body, report=report), TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001  # down, slow or broken: counted, one line, never raised
+            live.finished(config.backend, ttft_s=None, latency_s=None)
             code = exc.code if isinstance(exc, BackendError) else ("timeout" if isinstance(exc, TimeoutError)
                                                                    else type(exc).__name__)
             self._finish(record, backend, "error", time.perf_counter() - started, error_code=code)
             self._failed(config.backend, code)
             return None
+        else:
+            elapsed = time.perf_counter() - started
+            live.finished(config.backend, ttft_s=elapsed, latency_s=elapsed)
+        finally:
+            call.end()
         usage = resp.get("usage") or {}
         text = _answer(resp)
         if not usage:  # count it ourselves, as dispatch does for an upstream without usage

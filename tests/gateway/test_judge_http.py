@@ -119,8 +119,12 @@ def test_a_sampled_answer_is_graded_off_the_request_path_and_its_cost_recorded(g
     resp = _ask(gw, "Say hello politely")
     assert time.perf_counter() - started < 0.9
     rid = resp.headers["x-mixroute-request-id"]
+    # while it grades, the call counts on its backend (a reload drains it; the router sees the load)
+    grader = gw.server.config.app.state.policies.current.backends["grader"]
+    assert _until(lambda: len(grader.in_flight) == 1, timeout=0.9)
     fb = _until(lambda: _rows(gw, "SELECT * FROM feedback WHERE request_id = :r", r=rid))
     assert [(f["score"], f["source"]) for f in fb] == [(0.8, "judge")]
+    assert len(grader.in_flight) == 0
     # what the judge read: the rubric, the prompt and the answer, within max_tokens
     sent = provider.seen[-1]
     assert sent["model"] == "judge-model" and sent["max_tokens"] == 2
