@@ -205,8 +205,9 @@ def test_a_prompt_a_rule_keeps_from_the_judge_is_not_sent_to_it(gw, provider):
     assert len(provider.seen) == before
 
 
-def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider):
+def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider, caplog):
     provider.reply, provider.status, provider.delay_s = "SCORE: 1", 200, 0.0
+    caplog.set_level(logging.WARNING, logger="mixroute.judge")
     text = policy(provider.server.url, cap=3.0)  # room for one 2-USD grade, not two
     gw = start_gateway(tmp_path, text, store_flush_interval_s=0.02)
     try:
@@ -215,12 +216,16 @@ def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider):
         assert _until(lambda: _metric(gw, "mixroute_judge_total", result="graded") == 1)
         _ask(gw, "second")
         assert _until(lambda: _metric(gw, "mixroute_judge_total", result="over_cap") == 1)
+        _ask(gw, "third")
+        assert _until(lambda: _metric(gw, "mixroute_judge_total", result="over_cap") == 2)
         assert len(provider.seen) == before + 1
+        [line] = [r.getMessage() for r in caplog.records if r.name == "mixroute.judge"]  # once, not per grade
+        assert "daily cap reached" in line and "max_usd_per_day 3.0000" in line
     finally:
         gw.stop()
     again = start_gateway(tmp_path, text, store_flush_interval_s=0.02)  # the store remembers today's spend
     try:
-        _ask(again, "third")
+        _ask(again, "fourth")
         assert _until(lambda: _metric(again, "mixroute_judge_total", result="over_cap") == 1)
         assert len(provider.seen) == before + 1
     finally:
