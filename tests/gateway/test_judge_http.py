@@ -243,3 +243,26 @@ def test_a_client_cannot_pass_for_the_judge(gw):
     assert resp.status_code == 400
     err = resp.json()["error"]
     assert (err["code"], err["param"]) == ("invalid_value", "source") and "judge" in err["message"]
+
+
+def test_a_policy_reload_turns_the_judge_off_and_a_bad_judge_edit_keeps_it(tmp_path, provider, caplog):
+    gw = start_gateway(tmp_path, policy(provider.server.url), store_flush_interval_s=0.02, policy_watch=True)
+    try:
+        path = tmp_path / "policy.yaml"
+        time.sleep(0.5)  # let the watcher start
+        first = httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"]
+        path.write_text(policy(provider.server.url).replace("backend: grader,", "backend: nobody,"))
+        time.sleep(1.0)
+        assert httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"] == first  # refused, judge kept
+        assert any("learning.judge.backend: unknown backend 'nobody'" in r.getMessage() for r in caplog.records)
+        _ask(gw, "still judged")
+        assert _until(lambda: _metric(gw, "mixroute_judge_total", result="graded") == 1)
+        path.write_text(policy(provider.server.url, sample=0.0))
+        assert _until(lambda: httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"] != first)
+        before = len(provider.seen)
+        for i in range(5):
+            _ask(gw, f"not judged {i}")
+        time.sleep(0.5)
+        assert len(provider.seen) == before and _metric(gw, "mixroute_judge_total") == 1
+    finally:
+        gw.stop()
