@@ -192,8 +192,12 @@ class AdapterWatcher:
         if not found:
             return
         reason = found[0].reason()
-        done = await asyncio.to_thread(self.versions.rollback, expect=version, by=self.name, reason=reason,
-                                       event="auto_rollback")
+        try:
+            done = await asyncio.to_thread(self.versions.rollback, expect=version, by=self.name, reason=reason,
+                                           event="auto_rollback")
+        except (OSError, VersionError) as exc:  # e.g. the folder is mounted read-only here
+            self._fail(f"guard:{version}", f"the guard cannot roll version {version!r} back ({reason}): {exc}")
+            return
         if done is not None:
             log.warning("adapters: version %s rolled back to %s by the guard: %s", version, done.version, reason)
         await self.sync()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import socket
 import uuid
 from contextlib import asynccontextmanager
 
@@ -145,7 +146,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         adapters = app.state.adapters = AdapterWatcher(
             versions_of(settings), holder, learner, lambda folder: traced(load_predictor(settings, folder, strict=True)),
             settings.adapters_poll_s, guard_every_s=settings.learning_refresh_s,
-            name=f"guard@{settings.host}:{settings.port}")
+            name=f"guard@{socket.gethostname()}:{settings.port}")
         await adapters.sync(memory=False)
         learner.start()
         adapters.start()

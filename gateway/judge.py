@@ -28,7 +28,7 @@ keeps prompts with PII on self-hosted models, or a tenant's allow list, binds th
 
 Results (``mixroute_judge_total{result}``): ``graded``, ``unparsed`` (the judge answered
 without a score in [0, 1]; the call is still paid), ``error`` (the backend failed: one log
-line, at most one per :data:`LOG_EVERY_S`), ``over_cap``, ``not_allowed`` (a rule keeps the prompt from the judge), ``dropped`` (queue full).
+line, at most one per :data:`LOG_EVERY_S`), ``over_cap`` (one log line per UTC day), ``not_allowed`` (a rule keeps the prompt from the judge), ``dropped`` (queue full).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class DailySpend:
 
     def __init__(self, engine: Engine | None) -> None:
         self.engine = engine
-        self._day: str | None = None
+        self.day: str | None = None  # the UTC day counted (YYYY-MM-DD)
         self._base = 0.0  # the store's figure at the last read
         self._since = 0.0  # spent here since that read
         self._read_at = float("-inf")
@@ -128,12 +128,17 @@ class DailySpend:
         with self.engine.connect() as conn:
             return float(conn.execute(q).scalar_one())
 
-    async def today(self) -> float:
-        """USD spent today (the store's figure is re-read at most every :data:`RESEED_S`)."""
+    def _roll(self) -> datetime:
+        """Now (UTC); at a new UTC day, forget the last day's figures."""
         now = datetime.now(timezone.utc)
         day = now.strftime("%Y-%m-%d")
-        if day != self._day:
-            self._day, self._base, self._since, self._read_at = day, 0.0, 0.0, float("-inf")
+        if day != self.day:
+            self.day, self._base, self._since, self._read_at = day, 0.0, 0.0, float("-inf")
+        return now
+
+    async def today(self) -> float:
+        """USD spent today (the store's figure is re-read at most every :data:`RESEED_S`)."""
+        now = self._roll()
         if self.engine is not None and time.monotonic() - self._read_at >= RESEED_S:
             try:
                 stored = await asyncio.to_thread(self._stored, now.replace(hour=0, minute=0, second=0, microsecond=0))
@@ -147,6 +152,7 @@ class DailySpend:
         return self._base + self._since
 
     def add(self, usd: float) -> None:
+        self._roll()
         self._since += usd
 
 
@@ -168,6 +174,7 @@ class Judge:
         self._workers: list[asyncio.Task] = []
         self._logged_at = float("-inf")
         self._quiet = 0  # failures not logged since the last line
+        self._capped_on: str | None = None  # the UTC day the cap was last logged
 
     def config(self) -> JudgeConfig | None:
         runtime = self.holder.current
@@ -232,22 +239,37 @@ class Judge:
         pricing = runtime.router.pricing.get(config.backend)
         prompt_tokens = estimate_tokens(system + user)
         worst = cost_usd(pricing, prompt_tokens, config.max_tokens) if pricing is not None else 0.0
-        if await self.spend.today() + worst > config.max_usd_per_day:
+        spent = await self.spend.today()
+        if spent + worst > config.max_usd_per_day:
             self._count("over_cap")
+            if self._capped_on != self.spend.day:  # one line per UTC day
+                self._capped_on = self.spend.day
+                log.warning("judge: daily cap reached: %.4f USD spent today, max_usd_per_day %.4f, a grade may cost "
+                            "%.4f; answers stay ungraded until UTC midnight", spent, config.max_usd_per_day, worst)
             return None
         record = DecisionRecord(request_id=f"judge-{uuid.uuid4().hex}", route=ROUTE, policy_hash=runtime.loaded.hash,
                                 chosen=config.backend, reason="judge", candidates=[], pinned=True,
                                 signals={"judged": item.request_id})
         self.store.record_decision(record)
         report, started = CallReport(), time.perf_counter()
+        # Counted like a routed call: a reload drains it before closing the backend, and the
+        # router sees the load it puts on a backend that also serves traffic.
+        call, live = backend.in_flight.begin(), runtime.router.live
+        live.started(config.backend)
         try:
             resp = await asyncio.wait_for(backend.send("chat", body, report=report), TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001  # down, slow or broken: counted, one line, never raised
+            live.finished(config.backend, ttft_s=None, latency_s=None)
             code = exc.code if isinstance(exc, BackendError) else ("timeout" if isinstance(exc, TimeoutError)
                                                                    else type(exc).__name__)
             self._finish(record, backend, "error", time.perf_counter() - started, error_code=code)
             self._failed(config.backend, code)
             return None
+        else:
+            elapsed = time.perf_counter() - started
+            live.finished(config.backend, ttft_s=elapsed, latency_s=elapsed)
+        finally:
+            call.end()
         usage = resp.get("usage") or {}
         text = _answer(resp)
         if not usage:  # count it ourselves, as dispatch does for an upstream without usage

@@ -16,7 +16,9 @@ How the request body is passed through:
   litellm translates them for non-OpenAI providers.
 - Every other field goes in ``extra_body`` (merged over ``options["extra_body"]``), which
   litellm forwards into the provider's JSON body without validation (checked against the
-  fake upstream for OpenAI-compatible providers). They are never passed as keyword
+  fake upstream for OpenAI-compatible providers); but the fields of a provider's own API
+  that litellm does not merge from ``extra_body`` (:data:`NATIVE_PARAMS`: Anthropic's
+  ``top_k``) are keyword arguments too. They are never passed as keyword
   arguments: litellm treats many names (``api_base``, ``base_url``, ``api_key``,
   ``metadata``, ``mock_response``...) as its own controls, and a client must not be able to
   redirect the call, with our key, to another host.
@@ -87,6 +89,14 @@ OPENAI_PARAMS = frozenset({
 completions and legacy completions). ``store`` and ``metadata`` are not here: litellm uses
 ``metadata`` for its own logging, so they travel in ``extra_body``."""
 
+NATIVE_PARAMS = {"anthropic": ("top_k",)}
+"""Per litellm provider, request fields of the provider's own API (beside OpenAI's) passed as
+keyword arguments, which litellm puts in the provider's body. The other fields go in
+``extra_body``, which litellm merges into the body only for providers it calls through the
+OpenAI SDK: for the others (Anthropic) it sends an ``extra_body`` key as it is, which the
+provider refuses; hence the fields those providers take are named here (a name, never a
+client's, so that no field can reach litellm's own controls)."""
+
 OPENAI_KEYS = {
     "response": frozenset({"id", "object", "created", "model", "choices", "usage", "system_fingerprint",
                            "service_tier"}),
@@ -128,6 +138,9 @@ class HostedBackend(Backend):
             if key in ("model", "stream", "stream_options"):
                 continue
             (known if key in OPENAI_PARAMS else extra)[key] = value
+        for key in NATIVE_PARAMS.get(self.provider or "", ()):
+            if key in extra:
+                known[key] = extra.pop(key)
         kwargs: dict[str, Any] = {"max_retries": 0, **options, **known}
         if extra:
             kwargs["extra_body"] = extra

@@ -4,7 +4,7 @@ and what ``/v1/messages`` declares in its OpenAPI schema.
 Field reference: https://docs.anthropic.com/en/api/messages. Models take unknown keys
 (``extra="allow"``) so that newer Anthropic fields pass through; the fields of OpenAI's
 Chat Completions that the Messages API does not have are refused by
-:func:`gateway.doors.messages_input.check_dialect` before these models run.
+:func:`gateway.doors.messages_input.check` before these models run.
 """
 
 from __future__ import annotations

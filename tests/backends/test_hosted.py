@@ -42,6 +42,13 @@ def test_call_kwargs_split_known_and_unknown_fields():
     assert kwargs["timeout"].connect == 5.0 and kwargs["timeout"].read == 600.0
 
 
+def test_anthropics_own_fields_are_keyword_arguments_not_extra_body():
+    # litellm sends extra_body to Anthropic as a literal key, which Anthropic refuses.
+    kwargs = hosted(model="anthropic/claude-sonnet-4-5").call_kwargs({"model": "x", **CHAT, "top_k": 5, "odd": 1})
+    assert kwargs["top_k"] == 5 and kwargs["extra_body"] == {"odd": 1}
+    assert "top_k" not in hosted().call_kwargs({"model": "x", **CHAT, "top_k": 5})  # OpenAI's: in extra_body
+
+
 def test_call_kwargs_defaults():
     kwargs = hosted(api_key=None).call_kwargs({"model": "x", **CHAT})
     assert kwargs["max_retries"] == 0 and "extra_body" not in kwargs

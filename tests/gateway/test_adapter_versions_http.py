@@ -141,3 +141,23 @@ def test_a_gateway_starts_on_the_active_version_and_skips_a_broken_one(tmp_path)
         assert (still["adapter_version"], still["chosen"]) == ("v2", "strong"), still
     finally:
         gw.stop()
+
+
+def test_a_policy_reload_keeps_the_adapter_version(tmp_path) -> None:
+    folder = tmp_path / "adapters"
+    versions = Versions(folder)
+    versions.create(VersionInfo(version="v2", created_at="2026-12-06T01:00:00+00:00"), _bad_cheap)
+    versions.promote("v2")
+    gw = start_gateway(tmp_path, POLICY, adapters_dir=folder, adapters_poll_s=0.1, policy_watch=True)
+    try:
+        before = _route(gw)
+        assert (before["adapter_version"], before["chosen"]) == ("v2", "strong")
+        (tmp_path / "policy.yaml").write_text(POLICY.replace("min_quality: 0.7", "min_quality: 0.75"))
+        deadline = time.monotonic() + 15
+        while _route(gw)["policy_hash"] == before["policy_hash"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        after = _route(gw)
+        assert after["policy_hash"] != before["policy_hash"] and after["quality_bar"] == 0.75
+        assert (after["adapter_version"], after["chosen"]) == ("v2", "strong"), after
+    finally:
+        gw.stop()

@@ -119,8 +119,12 @@ def test_a_sampled_answer_is_graded_off_the_request_path_and_its_cost_recorded(g
     resp = _ask(gw, "Say hello politely")
     assert time.perf_counter() - started < 0.9
     rid = resp.headers["x-mixroute-request-id"]
+    # while it grades, the call counts on its backend (a reload drains it; the router sees the load)
+    grader = gw.server.config.app.state.policies.current.backends["grader"]
+    assert _until(lambda: len(grader.in_flight) == 1, timeout=0.9)
     fb = _until(lambda: _rows(gw, "SELECT * FROM feedback WHERE request_id = :r", r=rid))
     assert [(f["score"], f["source"]) for f in fb] == [(0.8, "judge")]
+    assert len(grader.in_flight) == 0
     # what the judge read: the rubric, the prompt and the answer, within max_tokens
     sent = provider.seen[-1]
     assert sent["model"] == "judge-model" and sent["max_tokens"] == 2
@@ -157,6 +161,20 @@ def test_a_streamed_answer_is_graded_too(gw, provider):
     assert answer and provider.seen[-1]["messages"][1]["content"].endswith("Answer:\n" + answer)
 
 
+def test_an_answer_on_the_messages_door_is_graded(gw, provider):
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=gw.url, api_key="unused", max_retries=0)
+    raw = client.messages.with_raw_response.create(
+        model="auto", max_tokens=100, messages=[{"role": "user", "content": "Bonjour, ca va?"}])
+    rid = raw.headers["x-mixroute-request-id"]
+    answer = raw.parse().content[0].text
+    fb = _until(lambda: _rows(gw, "SELECT score, source FROM feedback WHERE request_id = :r", r=rid))
+    assert fb == [{"score": 0.8, "source": "judge"}]
+    graded = provider.seen[-1]["messages"][1]["content"]
+    assert "Bonjour, ca va?" in graded and graded.endswith(answer)
+
+
 def test_a_judge_that_is_down_is_counted_and_logged_once(gw, provider, caplog):
     provider.status = 500
     caplog.set_level(logging.WARNING, logger="mixroute.judge")
@@ -191,8 +209,9 @@ def test_a_prompt_a_rule_keeps_from_the_judge_is_not_sent_to_it(gw, provider):
     assert len(provider.seen) == before
 
 
-def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider):
+def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider, caplog):
     provider.reply, provider.status, provider.delay_s = "SCORE: 1", 200, 0.0
+    caplog.set_level(logging.WARNING, logger="mixroute.judge")
     text = policy(provider.server.url, cap=3.0)  # room for one 2-USD grade, not two
     gw = start_gateway(tmp_path, text, store_flush_interval_s=0.02)
     try:
@@ -201,12 +220,16 @@ def test_the_daily_cap_skips_grades_and_survives_a_restart(tmp_path, provider):
         assert _until(lambda: _metric(gw, "mixroute_judge_total", result="graded") == 1)
         _ask(gw, "second")
         assert _until(lambda: _metric(gw, "mixroute_judge_total", result="over_cap") == 1)
+        _ask(gw, "third")
+        assert _until(lambda: _metric(gw, "mixroute_judge_total", result="over_cap") == 2)
         assert len(provider.seen) == before + 1
+        [line] = [r.getMessage() for r in caplog.records if r.name == "mixroute.judge"]  # once, not per grade
+        assert "daily cap reached" in line and "max_usd_per_day 3.0000" in line
     finally:
         gw.stop()
     again = start_gateway(tmp_path, text, store_flush_interval_s=0.02)  # the store remembers today's spend
     try:
-        _ask(again, "third")
+        _ask(again, "fourth")
         assert _until(lambda: _metric(again, "mixroute_judge_total", result="over_cap") == 1)
         assert len(provider.seen) == before + 1
     finally:
@@ -220,3 +243,26 @@ def test_a_client_cannot_pass_for_the_judge(gw):
     assert resp.status_code == 400
     err = resp.json()["error"]
     assert (err["code"], err["param"]) == ("invalid_value", "source") and "judge" in err["message"]
+
+
+def test_a_policy_reload_turns_the_judge_off_and_a_bad_judge_edit_keeps_it(tmp_path, provider, caplog):
+    gw = start_gateway(tmp_path, policy(provider.server.url), store_flush_interval_s=0.02, policy_watch=True)
+    try:
+        path = tmp_path / "policy.yaml"
+        time.sleep(0.5)  # let the watcher start
+        first = httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"]
+        path.write_text(policy(provider.server.url).replace("backend: grader,", "backend: nobody,"))
+        time.sleep(1.0)
+        assert httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"] == first  # refused, judge kept
+        assert any("learning.judge.backend: unknown backend 'nobody'" in r.getMessage() for r in caplog.records)
+        _ask(gw, "still judged")
+        assert _until(lambda: _metric(gw, "mixroute_judge_total", result="graded") == 1)
+        path.write_text(policy(provider.server.url, sample=0.0))
+        assert _until(lambda: httpx.get(gw.url + "/readyz", timeout=5).json()["policy_hash"] != first)
+        before = len(provider.seen)
+        for i in range(5):
+            _ask(gw, f"not judged {i}")
+        time.sleep(0.5)
+        assert len(provider.seen) == before and _metric(gw, "mixroute_judge_total") == 1
+    finally:
+        gw.stop()

@@ -86,3 +86,16 @@ def test_streamed_through_the_hosted_backend(gateway):
     # The write the provider reported, as in Anthropic's own message_delta usage.
     assert final.usage.cache_creation_input_tokens == tokens(stable.strip())
     assert final.usage.input_tokens == tokens("Hi there")
+
+
+def test_sampling_and_thinking_fields_reach_anthropic_as_its_own(gateway, provider):
+    client = anthropic.Anthropic(base_url=gateway.url, api_key="unused", max_retries=0)
+    client.messages.create(model="auto", max_tokens=4000, messages=[{"role": "user", "content": "Hi"}],
+                           stop_sequences=["END"], metadata={"user_id": "u-1"},
+                           thinking={"type": "enabled", "budget_tokens": 2048},
+                           # Sampling fields: in the API, no longer parameters of this SDK's create().
+                           extra_body={"top_k": 5, "temperature": 0.3})
+    sent = provider.state.last_body
+    assert sent["top_k"] == 5 and "extra_body" not in sent  # litellm would send extra_body as a key
+    assert sent["stop_sequences"] == ["END"] and sent["metadata"] == {"user_id": "u-1"}
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048} and sent["temperature"] == 0.3

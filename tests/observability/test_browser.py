@@ -48,6 +48,7 @@ def test_every_chart_has_points_and_savings_match(gw, tmp_path):
     points = {m[0]: int(m[1]) for m in re.findall(r'<canvas id="(chart-[a-z]+)"[^>]*data-points="(\d+)"', dom)}
     assert set(points) == CHARTS, dom[:2000]
     assert all(n > 0 for n in points.values()), points
+    assert re.search(r'<p id="adapters-active"[^>]*>live: shipped</p>', dom), "adapter versions card not filled"
     shown = re.search(r'data-kpi="Saved vs strongest model" data-value="([^"]+)"', dom)
     api = httpx.get(gw.url + "/dashboard/api/summary").json()
     assert shown and float(shown.group(1)) == pytest.approx(api["savings"]["saved_vs_strongest_usd"])
