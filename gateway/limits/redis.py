@@ -14,8 +14,8 @@ that reached Redis again after losing it, so that every replica reconciles;
 Losing Redis (docs/LIMITS.md). A counter without ``seeded`` (Redis restarted empty) is
 rebuilt before it admits anything: the store's spend up to a cut :data:`RECENT_S` ago plus
 what this process settled since (the store may not have it yet), then each other replica adds
-its own part when it first meets the new ``gen``, and a reservation admitted before the
-restart adds its spend when it settles. A call that fails marks the limiter
+its own part when it first meets the new ``gen``; reservations in flight are held again
+(each process its own, ``_open``), and one settled outside its counter adds its spend once. A call that fails marks the limiter
 stale: its next request pings Redis, reconciles every budget again (spend admitted
 fail-open meanwhile is in the store), and retries the settlements and releases that
 failed. Settling removes the reservation's member first, so a retried settlement (or one
@@ -34,7 +34,7 @@ from gateway.limits.base import (NANO, RECONCILE_S, RESERVATION_TTL_S, BudgetExc
                                  Limits, RateLimitExceeded, Reservation, period_id, period_retry_after, period_start,
                                  ratelimit_headers, to_nano, window_now)
 from gateway.limits.recent import RECENT_S, RecentSpend
-from gateway.limits.redis_scripts import ADMIT, CONTRIBUTE, RECONCILE, SETTLE
+from gateway.limits.redis_scripts import ADMIT, CONTRIBUTE, RECONCILE, REHOLD, SETTLE
 
 log = logging.getLogger("mixroute.limits")
 
@@ -76,6 +76,10 @@ class RedisLimiter(Limiter):
         self._settle = self._redis.register_script(SETTLE)
         self._reconcile_script = self._redis.register_script(RECONCILE)
         self._contribute = self._redis.register_script(CONTRIBUTE)
+        self._rehold_script = self._redis.register_script(REHOLD)
+        # (subject, period id) -> {member: (generation admitted under, expiry unix ms)}: this
+        # process's budget reservations in flight, held again in a rebuilt counter.
+        self._open: dict[tuple[str, str], dict[str, tuple[str, int]]] = {}
         self.recent = RecentSpend()
         self._gens: dict[tuple[str, str], str] = {}  # (subject, period id) -> counter generation accounted for
         self._stale = False  # a call failed: reconcile and retry the pending settlements first
@@ -204,6 +208,8 @@ class RedisLimiter(Limiter):
                 f"Budget of {limits.budget_usd:.6f} USD {limits.per_period} is spent "
                 f"({int(spent) / NANO:.6f} USD used)",
                 retry_after_s=period_retry_after(limits.period))
+        if limits.budget_usd is not None:
+            self._open.setdefault((limits.subject, pid), {})[member] = (_text(gen), args[8])
         return Reservation(limits, window, pid, tokens, cost, int(requests), int(window_tokens), left,
                            member=member, gen=_text(gen))
 
@@ -233,6 +239,7 @@ class RedisLimiter(Limiter):
         last = time.monotonic()
         if built:
             self._gens[(limits.subject, pid)] = _text(gen)
+            await self._rehold(limits.subject, pid, _text(gen))
             # Once the other replicas' recent spend is in the store, take the store's whole figure.
             last -= RECONCILE_S - (_JOIN_S - RECENT_S + 5.0)
             log.info("budget counter of %s built (new, or lost by Redis): %.6f USD", limits.subject, rebuilt / NANO)
@@ -256,6 +263,7 @@ class RedisLimiter(Limiter):
         if not gen or self._gens.get((subject, pid)) == gen:
             return
         self._gens[(subject, pid)] = gen
+        await self._rehold(subject, pid, gen)
         if time.time() > cut + _JOIN_S:
             return
         extra = self.recent.total(subject, pid, cut, landed_outside=gen)
@@ -264,8 +272,28 @@ class RedisLimiter(Limiter):
             log.warning("budget counter of %s was rebuilt by another replica: added this gateway's recent "
                         "%.6f USD", subject, extra / NANO)
 
+    async def _rehold(self, subject: str, pid: str, gen: str) -> None:
+        """Hold this process's reservations in flight that were admitted under an earlier
+        counter generation again in ``gen``: Redis lost them with the counter, and until they
+        settle the rebuilt counter would not count them (docs/LIMITS.md)."""
+        now_ms = int(time.time() * 1000)
+        held = [(m, expiry) for m, (g, expiry) in self._open.get((subject, pid), {}).items()
+                if g != gen and expiry > now_ms]
+        if not held:
+            return
+        keys = self._keys(subject, 0, pid)
+        args: list = [gen, _PERIOD_TTL_S.get(_period_of(pid), 0)]
+        for member, expiry in held:
+            args += [member, expiry]
+        await self._call(self._rehold_script, [keys[1], keys[2], *(f"{self.prefix}:l:{m}" for m, _ in held)], args)
+
     async def settle(self, reservation: Reservation, tokens: int, cost_usd: float, at: float | None = None) -> None:
         limits = reservation.limits
+        flying = self._open.get((limits.subject, reservation.period_id))
+        if flying is not None:
+            flying.pop(reservation.member, None)
+            if not flying:
+                del self._open[(limits.subject, reservation.period_id)]
         keys = self._settle_keys(limits.subject, reservation.window, reservation.period_id, reservation.member)
         nano = to_nano(cost_usd)
         args = [tokens - reservation.tokens, -reservation.cost_nano, nano, reservation.member, reservation.gen,
@@ -323,3 +351,8 @@ class RedisLimiter(Limiter):
 def _text(value) -> str:
     """A script's string result (bytes from redis-py) as ``str``."""
     return value.decode() if isinstance(value, bytes) else str(value or "")
+
+
+def _period_of(pid: str) -> str:
+    """The budget period of a period id (``20261206`` day, ``202612`` month, ``total``)."""
+    return {8: "day", 6: "month"}.get(len(pid), "total")

@@ -42,15 +42,22 @@ return {0, r, t, 0, epoch, gen, cut}
 # spend); 0 when it counts nowhere now (settled already, or its reservation expired).
 # Idempotent: only the call that removes the reservation's member counts, except for a
 # reservation admitted under an earlier generation (the counter was lost and rebuilt since):
-# its spend is added once (``{p}:l:<member>``), since the rebuild could not know it.
+# its spend is added once, since the rebuild could not know it. ``{p}:l:<member>`` marks a
+# reservation settled outside its counter, so that REHOLD does not hold it again.
 SETTLE = """
 if redis.call('ZREM', KEYS[3], ARGV[4]) == 1 then
   if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBY', KEYS[1], 't', ARGV[1]) end
   redis.call('HINCRBY', KEYS[2], 'reserved', ARGV[2])
   redis.call('HINCRBY', KEYS[2], 'spent', ARGV[3])
-  return redis.call('HGET', KEYS[2], 'gen') or ''
+  local held = redis.call('HGET', KEYS[2], 'gen') or ''
+  -- held again after a rebuild (REHOLD): mark it settled, so that a retry does not count it late
+  if ARGV[5] ~= '' and held ~= ARGV[5] then redis.call('SET', KEYS[4], '1', 'EX', ARGV[6]) end
+  return held
 end
-if redis.call('HEXISTS', KEYS[2], 'seeded') == 0 then return '' end
+if redis.call('HEXISTS', KEYS[2], 'seeded') == 0 then
+  redis.call('SET', KEYS[4], '1', 'EX', ARGV[6])
+  return ''
+end
 local gen = redis.call('HGET', KEYS[2], 'gen')
 if gen and ARGV[5] ~= '' and gen ~= ARGV[5] and tonumber(ARGV[3]) > 0
    and redis.call('SET', KEYS[4], '1', 'NX', 'EX', ARGV[6]) then
@@ -87,4 +94,22 @@ CONTRIBUTE = """
 if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[2] or redis.call('HEXISTS', KEYS[1], 'closed') == 1 then return 0 end
 redis.call('HINCRBY', KEYS[1], 'spent', ARGV[1])
 return 1
+"""
+
+# A process's reservations in flight, admitted under a counter Redis lost, held again in the
+# rebuilt generation ARGV[1] (KEYS: the counter, its reservations, then ``{p}:l:<member>`` of
+# each; ARGV: gen, the period key's TTL, then member and expiry, unix ms, of each), except
+# those settled meanwhile. Returns how many were held.
+REHOLD = """
+if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then return 0 end
+local n = 0
+for i = 3, #ARGV, 2 do
+  local m = ARGV[i]
+  if redis.call('EXISTS', KEYS[(i - 3) / 2 + 3]) == 0 and redis.call('ZADD', KEYS[2], 'NX', ARGV[i + 1], m) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'reserved', string.match(m, ':(%d+)$'))
+    n = n + 1
+  end
+end
+if n > 0 and tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[2], ARGV[2]) end
+return n
 """

@@ -114,14 +114,14 @@ def _rows(gw, sql: str, **params) -> list[dict]:
 
 
 def test_a_sampled_answer_is_graded_off_the_request_path_and_its_cost_recorded(gw, provider):
-    provider.delay_s = 1.0  # a slow judge: the client must not wait for it
+    provider.delay_s = 2.0  # a slow judge: the client must not wait for it
     started = time.perf_counter()
     resp = _ask(gw, "Say hello politely")
-    assert time.perf_counter() - started < 0.9
+    assert time.perf_counter() - started < 1.5
     rid = resp.headers["x-mixroute-request-id"]
     # while it grades, the call counts on its backend (a reload drains it; the router sees the load)
     grader = gw.server.config.app.state.policies.current.backends["grader"]
-    assert _until(lambda: len(grader.in_flight) == 1, timeout=0.9)
+    assert _until(lambda: len(grader.in_flight) == 1, timeout=1.5)
     fb = _until(lambda: _rows(gw, "SELECT * FROM feedback WHERE request_id = :r", r=rid))
     assert [(f["score"], f["source"]) for f in fb] == [(0.8, "judge")]
     assert len(grader.in_flight) == 0

@@ -169,24 +169,52 @@ async def test_every_replica_adds_its_recent_spend_to_a_rebuilt_counter_once(mak
     assert await a.spent_usd(limits) == pytest.approx(0.016)
 
 
-async def test_a_request_in_flight_across_a_restart_is_counted_once(make) -> None:
+async def test_a_request_in_flight_across_a_restart_is_held_and_counted_once(make) -> None:
+    """A reservation Redis lost with the counter is held again in the rebuilt one, so the
+    budget it holds is not admitted twice; its settlement counts once, retried or not, and
+    across a second restart."""
     lim = make()
     store = LaggingStore()
     lim.recorded_spend = store
-    limits = Limits(subject="k", budget_usd=1.0, period="total")
+    limits = Limits(subject="k", budget_usd=0.007, period="total")
     await _spend(lim, limits, store, 0.002, written=True, at=time.time() - 600)
     flying = await lim.admit(limits, 10, 0.005)  # admitted before the restart, settles after it
     await _wipe(lim)
-    await _spend(lim, limits, store, 0.001, written=False)  # rebuilt: 0.002, then 0.001
+    with pytest.raises(BudgetExceeded):  # rebuilt: 0.002 spent and the 0.005 in flight held again
+        await lim.admit(limits, 10, 0.001)
     at = store.add(0.004, written=False)
     await lim.settle(flying, 10, 0.004, at)
     await lim.settle(flying, 10, 0.004, at)  # a retried settlement counts once
-    assert await lim.spent_usd(limits) == pytest.approx(0.007)
-    await _wipe(lim)  # and a second restart counts it once, from this gateway's recent spend
+    assert await lim.spent_usd(limits) == pytest.approx(0.006)
+    assert int(await lim._redis.hget(f"{lim.prefix}:s:k:total", "reserved")) == 0
+    await _spend(lim, limits, store, 0.0005, written=False)
+    await _wipe(lim)  # a second restart counts it once, from this gateway's recent spend
     await lim.seed_budget(limits)
     lim.forget_seeds()
     await lim.seed_budget(limits)
-    assert await lim.spent_usd(limits) == pytest.approx(0.007)
+    assert await lim.spent_usd(limits) == pytest.approx(0.0065)
+
+
+async def test_a_reservation_settled_outside_its_counter_counts_once(make) -> None:
+    """Settled while its counter was gone (before the rebuild), or after a rebuild that did
+    not hold it (another replica rebuilt it): counted once, and never held again."""
+    a = make()
+    b = make(prefix=a.prefix)
+    store = LaggingStore()
+    a.recorded_spend = b.recorded_spend = store
+    limits = Limits(subject="k", budget_usd=1.0, period="total")
+    await _spend(a, limits, store, 0.002, written=True, at=time.time() - 600)
+    early, late = await a.admit(limits, 10, 0.003), await a.admit(limits, 10, 0.004)
+    await _wipe(a)
+    await a.settle(early, 10, 0.003, store.add(0.003, written=False))  # no counter yet: a's recent spend
+    await _spend(b, limits, store, 0.001, written=False)  # b rebuilds: 0.002 (the store), then 0.001
+    assert await a.spent_usd(limits) == pytest.approx(0.003)
+    await a.settle(late, 10, 0.004, store.add(0.004, written=False))  # late: added to b's counter once
+    await a.settle(late, 10, 0.004)
+    assert await a.spent_usd(limits) == pytest.approx(0.007)
+    await _spend(a, limits, store, 0.001, written=False)  # a meets b's counter: adds early's 0.003 only
+    assert await a.spent_usd(limits) == pytest.approx(0.011)
+    assert int(await a._redis.hget(f"{a.prefix}:s:k:total", "reserved")) == 0
 
 
 async def test_spend_admitted_fail_open_counts_in_a_rebuilt_counter(make) -> None:
