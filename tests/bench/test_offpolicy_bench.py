@@ -34,7 +34,8 @@ def test_estimates_against_the_realised_figures() -> None:
                            "cost_ips": None}}
     assert set(estimates(whatif)) == {("quality", "dr"), ("quality", "ips"), ("cost", "dr")}
     assert estimates({"realised": {}}) == {}
-    report = {"requests": [{"model": "a", "score": 1.0, "cost_usd": 2e-3}, {"model": "a", "score": 0.4, "cost_usd": 0.0},
+    report = {"requests": [{"model": "a", "score": 1.0, "cost_usd": 2e-3},
+                           {"model": "a", "score": 0.4, "cost_usd": 0.0},
                            {"model": None, "score": None, "cost_usd": None}]}  # a failed request is not counted
     real = realised(report)
     assert real == pytest.approx({"quality": 0.7, "cost": 1e-3})
