@@ -11,11 +11,13 @@ for the session-aware policies, the gateway's session tracking (:class:`gateway.
 in process). Three backends stand for the usual mix: ``strong`` and ``mid`` hosted, billed
 as Anthropic or OpenAI bill a prefix cache (``--prices``), ``local`` a self-hosted vLLM
 pool whose prefix cache evicts an idle conversation (``--local-ttl``). Prices, bills, cache
-lifetimes, difficulty and the cost floor: :mod:`bench.sessions_model`.
+lifetimes, difficulty, the cost floor and the best in hindsight: :mod:`bench.sessions_model`.
 
 Time is simulated: turns are separated by gaps drawn per profile (``agent``: model and tool
 time; ``chat``: a person reading and typing). The engine sees the same ages (the session
-state's timestamps are set from the simulated clock before each decision). TTFT is a
+state's timestamps are set from the simulated clock before each decision), and judges them
+by :data:`router.live.PREFIX_TTL_S` for every backend: it does not know when the local pool
+evicts. TTFT is a
 prefill model: a base latency plus uncached tokens over the backend's prefill rate.
 
 Turn difficulty (``--difficulty``): drawn per turn, so per-request routing moves a
