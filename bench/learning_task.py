@@ -102,10 +102,12 @@ def aiqs(points: dict[str, list[tuple[float, float]]], singles: dict[str, tuple[
     return out
 
 
-def replay(files: list[Path], policy: Path, seed: int, feedback: bool, refresh: float, pace: float) -> dict:
-    """Replay the task's rows through a local gateway serving ``policy``, one at a time,
-    ``pace`` seconds apart (with ``feedback``: each answer rated before the pause), and
-    return the report ``mixroute replay --json`` writes.
+def replay(files: list[Path], policy: Path, seed: int, feedback: bool, refresh: float, pace: float, *,
+           n: int | None = None, store: Path | None = None) -> dict:
+    """Replay the task's rows (the first ``n`` after the shuffle, default all) through a
+    local gateway serving ``policy``, one at a time, ``pace`` seconds apart (with
+    ``feedback``: each answer rated before the pause), and return the report ``mixroute
+    replay --json`` writes. With ``store``, the gateway's SQLite store is that file, kept.
 
     Why paced, and not ``mixroute replay --feedback``: a replay sends a prompt every few
     milliseconds, faster than the gateway's store flushes and its memory refreshes (a
@@ -120,7 +122,7 @@ def replay(files: list[Path], policy: Path, seed: int, feedback: bool, refresh: 
 
     os.environ.update({"MIXROUTE_CLASSIFIER": "off", "MIXROUTE_LEARNING_REFRESH_S": str(refresh),
                        "MIXROUTE_STORE_FLUSH_INTERVAL_S": str(min(refresh, 0.2))})
-    plan, rows = prepare(files, seed=seed)
+    plan, rows = prepare(files, n=n, seed=seed)
 
     async def run(url: str) -> list:
         answered = []
@@ -131,7 +133,7 @@ def replay(files: list[Path], policy: Path, seed: int, feedback: bool, refresh: 
                     await asyncio.sleep(pace)
         return answered
 
-    with local_gateway(plan, policy=policy) as url:
+    with local_gateway(plan, policy=policy, store=store) as url:
         answered = asyncio.run(run(url))
     report = build_report(plan, answered)
     failed = [a.error for a in answered if a.error] + [a.feedback_error for a in answered if a.feedback_error]

@@ -256,7 +256,8 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
                default=None if stays else chosen)
     if best is None or best is stay:
         return stay, "session_kept", switch
-    switch.move_to, switch.move_usd, switch.move_warm_usd = best.backend, best.expected_cost_usd, priced[best.backend][1]
+    switch.move_to, switch.move_usd = best.backend, best.expected_cost_usd
+    switch.move_warm_usd = priced[best.backend][1]
     if not stays:
         # The bar is the route's promise: a turn its model cannot clear moves, whatever
         # the switches so far.
@@ -272,26 +273,34 @@ def keep_session(route: RouteConfig, state: SessionState, candidates: list[Candi
 
 
 def open_session(candidates: list[Candidate], chosen: Candidate, reason: str, tokens_in: int,
-                 pricing: Mapping[str, Pricing], expected_turns: float | None) -> tuple[Candidate, str, SwitchPricing | None]:
+                 pricing: Mapping[str, Pricing],
+                 expected_turns: float | None) -> tuple[Candidate, str, SwitchPricing | None]:
     """A session's first turn: ``(chosen, reason, switch)``. The engine's choice is the turn's
     cheapest above the bar; a session is expected to go on for as many turns as this route's
     sessions have had on average (``expected_turns``, from :class:`router.live.LiveState`;
     ``None`` before any), so it opens on the bar-clearing candidate that costs least over
-    them (:func:`over_rest`: later turns read this turn's prompt from its cache). Where the
-    route's traffic is mostly single requests the average is near one and the turn is
-    decided alone. ``switch`` is ``None`` unless that moves the choice (``verdict: open``,
+    them: this turn writes its prompt to the cache, later turns read it (:func:`over_rest`).
+    Where the route's traffic is mostly single requests the average is near one and the turn
+    is decided alone. ``switch`` is ``None`` unless that moves the choice (``verdict: open``,
     ``instead_of`` the turn's cheapest)."""
     rest = max(1, min(50, round(expected_turns or 1)))
     clearing = [c for c in candidates if c.eligible and c.meets_slo]
     if rest <= 1 or chosen not in clearing:
         return chosen, reason, None
-    priced = {c.backend: over_rest(c, tokens_in, tokens_in, pricing, rest) for c in clearing}
+    # The turn's scored cost leaves cache writes out (backends.pricing: a lone request may not
+    # be written); a session's first turn is, so each side pays its write here.
+    first = {c.backend: cost_usd(pricing[c.backend], tokens_in, c.expected_output_tokens, c.expected_cached_tokens,
+                                 tokens_in - c.expected_cached_tokens) for c in clearing}
+    priced = {}
+    for c in clearing:
+        _, warm_usd = over_rest(c, tokens_in, tokens_in, pricing, rest)
+        priced[c.backend] = (first[c.backend] + (rest - 1) * warm_usd, warm_usd)
     best = min(clearing, key=lambda c: priced[c.backend][0])
     if priced[best.backend][0] >= priced[chosen.backend][0]:
         return chosen, reason, None
     return best, "session_opened", SwitchPricing(
-        on=None, stay_usd=chosen.expected_cost_usd, stay_warm_usd=priced[chosen.backend][1], move_to=best.backend,
-        move_usd=best.expected_cost_usd, move_warm_usd=priced[best.backend][1], expected_rest=rest, verdict="open",
+        on=None, stay_usd=first[chosen.backend], stay_warm_usd=priced[chosen.backend][1], move_to=best.backend,
+        move_usd=first[best.backend], move_warm_usd=priced[best.backend][1], expected_rest=rest, verdict="open",
         instead_of=chosen.backend)
 
 

@@ -18,7 +18,7 @@ How the request body is passed through:
   litellm forwards into the provider's JSON body without validation (checked against the
   fake upstream for OpenAI-compatible providers); but the fields of a provider's own API
   that litellm does not merge from ``extra_body`` (:data:`NATIVE_PARAMS`: Anthropic's
-  ``top_k``) are keyword arguments too. They are never passed as keyword
+  ``top_k``, ``thinking``...) are keyword arguments too. They are never passed as keyword
   arguments: litellm treats many names (``api_base``, ``base_url``, ``api_key``,
   ``metadata``, ``mock_response``...) as its own controls, and a client must not be able to
   redirect the call, with our key, to another host.
@@ -89,7 +89,7 @@ OPENAI_PARAMS = frozenset({
 completions and legacy completions). ``store`` and ``metadata`` are not here: litellm uses
 ``metadata`` for its own logging, so they travel in ``extra_body``."""
 
-NATIVE_PARAMS = {"anthropic": ("top_k",)}
+NATIVE_PARAMS = {"anthropic": ("top_k", "thinking", "container", "mcp_servers", "context_management")}
 """Per litellm provider, request fields of the provider's own API (beside OpenAI's) passed as
 keyword arguments, which litellm puts in the provider's body. The other fields go in
 ``extra_body``, which litellm merges into the body only for providers it calls through the

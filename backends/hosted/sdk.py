@@ -1,7 +1,8 @@
 """litellm, imported once on first use (:func:`load_litellm`): importing it takes about a
 second and reads its price map, so the gateway's start and a policy without hosted backends
 never pay for it. ``LITELLM_LOCAL_MODEL_COST_MAP=True`` keeps that import from fetching the
-price map over the network. The hosted backend (:mod:`backends.hosted.backend`), its price
+price map over the network, and ``LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS=True`` its Anthropic
+provider from fetching its beta-header table. The hosted backend (:mod:`backends.hosted.backend`), its price
 lookups (:mod:`backends.hosted.pricing`) and the policy's checks of hosted backends all load
 it from here.
 """
@@ -23,6 +24,9 @@ def load_litellm() -> Any:
     global _litellm  # the imported module, cached: importing litellm takes about a second
     if _litellm is None:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        # Its first Anthropic call with a beta header (context_management, mcp_servers...)
+        # would otherwise fetch a config from GitHub: an outbound call from the gateway.
+        os.environ.setdefault("LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS", "True")
         import litellm
 
         litellm.suppress_debug_info = True

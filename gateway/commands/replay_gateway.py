@@ -36,11 +36,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path | None = None) -> Iterator[str]:
+def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path | None = None,
+                  store: Path | None = None) -> Iterator[str]:
     """Serve ``plan``'s policy (or the ``policy`` file) from a gateway subprocess; yield its base URL.
 
     The subprocess runs in a temporary folder (policy, SQLite store, log) removed at the
-    end; it is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits. It does
+    end; with ``store``, its SQLite store is that file instead, kept afterwards (to read
+    the run's decisions, e.g. with ``mixroute policy what-if --logs``). It is stopped (SIGTERM, then SIGKILL after 15 s) however the block exits. It does
     not inherit ``MIXROUTE_ADMIN_KEY`` (its throw-away store has no keys, so auth is off on
     loopback) nor ``MIXROUTE_REDIS_URL`` (a replay must not touch shared limits or budgets).
     Its classifier ignores outcome-memory rows identical to a replayed prompt
@@ -62,7 +64,8 @@ def local_gateway(plan: "ReplayPlan", *, timeout_s: float = 180.0, policy: Path 
             policy = plan.write_policy(folder / "policy.yaml")
         port = free_port()
         cmd = [sys.executable, "-m", "gateway.cli", "serve", "--policy", str(policy), "--host", "127.0.0.1",
-               "--port", str(port), "--database-url", f"sqlite:///{folder / 'replay.db'}"]
+               "--port", str(port), "--database-url",
+               f"sqlite:///{store.resolve() if store is not None else folder / 'replay.db'}"]
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         env["MIXROUTE_POLICY_WATCH"] = "false"  # the generated policy never changes
         if env.get("MIXROUTE_CLASSIFIER_MEMORY", "on") == "on":

@@ -4,6 +4,7 @@ items and usage, as the openai SDK reads them (``openai/types/responses/response
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 
@@ -35,6 +36,28 @@ def reasoning_item(item_id: str, text: str, status: str = "completed") -> dict:
     """A ``reasoning`` output item holding the model's reasoning text."""
     return {"type": "reasoning", "id": item_id, "summary": [], "content": [{"type": "reasoning_text", "text": text}],
             "status": status}
+
+
+_LISTED_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+def listed_item(item: dict, response_id: str, index: int) -> dict:
+    """A stored input item as ``GET /v1/responses/{id}/input_items`` lists it: with an ``id``
+    (the client's, else one derived from the response and the item's place, so that it is
+    the same on every read and ``after`` can page by it), a ``status``, and a message's
+    content as parts (a string is one ``input_text`` part, ``output_text`` for the assistant)."""
+    kind = item.get("type", "message")
+    digest = hashlib.sha256(f"{response_id}:{index}".encode()).hexdigest()[:32]
+    out = {"id": item.get("id") or f"{_LISTED_PREFIX.get(kind, 'item')}_{digest}", "type": kind, **{
+        k: v for k, v in item.items() if k not in ("id", "type")}}
+    if kind == "message":
+        content = item.get("content")
+        if isinstance(content, str):
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            out["content"] = [{"type": part, "text": content, **({"annotations": []} if part == "output_text" else {})}]
+    if kind != "reasoning":
+        out.setdefault("status", "completed")
+    return out
 
 
 def output_items(answer: Answer) -> list[dict]:

@@ -117,6 +117,15 @@ def get(engine: Engine, response_id: str, tenant: str | None, cutoff: datetime) 
         return conn.execute(select(t.body).where(t.id == response_id, _mine(tenant), t.created_at >= cutoff)).scalar()
 
 
+def input_items(engine: Engine, response_id: str, tenant: str | None, cutoff: datetime) -> list[dict] | None:
+    """The stored input items of the request that made ``response_id`` (not the chain
+    before it), or ``None`` (blocking)."""
+    t = StoredResponse
+    with engine.connect() as conn:
+        return conn.execute(select(t.input_items).where(t.id == response_id, _mine(tenant),
+                                                        t.created_at >= cutoff)).scalar()
+
+
 def remove(engine: Engine, response_id: str, tenant: str | None) -> bool:
     """Delete the tenant's response ``response_id``; whether there was one (blocking)."""
     t = StoredResponse
@@ -172,6 +181,10 @@ class ResponseStore:
     async def get(self, response_id: str, tenant: str | None) -> dict | None:
         """See :func:`get`."""
         return await asyncio.to_thread(get, self.engine, response_id, tenant, self.cutoff())
+
+    async def input_items(self, response_id: str, tenant: str | None) -> list[dict] | None:
+        """See :func:`input_items`."""
+        return await asyncio.to_thread(input_items, self.engine, response_id, tenant, self.cutoff())
 
     async def remove(self, response_id: str, tenant: str | None) -> bool:
         """See :func:`remove`."""

@@ -44,9 +44,21 @@ def test_call_kwargs_split_known_and_unknown_fields():
 
 def test_anthropics_own_fields_are_keyword_arguments_not_extra_body():
     # litellm sends extra_body to Anthropic as a literal key, which Anthropic refuses.
-    kwargs = hosted(model="anthropic/claude-sonnet-4-5").call_kwargs({"model": "x", **CHAT, "top_k": 5, "odd": 1})
-    assert kwargs["top_k"] == 5 and kwargs["extra_body"] == {"odd": 1}
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    kwargs = hosted(model="anthropic/claude-sonnet-4-5").call_kwargs(
+        {"model": "x", **CHAT, "top_k": 5, "thinking": thinking, "container": "c1", "odd": 1})
+    assert (kwargs["top_k"], kwargs["thinking"], kwargs["container"]) == (5, thinking, "c1")
+    assert kwargs["extra_body"] == {"odd": 1}
     assert "top_k" not in hosted().call_kwargs({"model": "x", **CHAT, "top_k": 5})  # OpenAI's: in extra_body
+
+
+def test_litellm_fetches_no_config_over_the_network(monkeypatch):
+    litellm = load_litellm()
+    from litellm import anthropic_beta_headers_manager as beta
+
+    monkeypatch.setattr(beta, "_BETA_HEADERS_CONFIG", None)
+    monkeypatch.setattr(beta.httpx, "get", lambda *a, **k: pytest.fail(f"litellm fetched {a}"))
+    assert beta.get_beta_headers_config(litellm.anthropic_beta_headers_url)  # its bundled table
 
 
 def test_call_kwargs_defaults():

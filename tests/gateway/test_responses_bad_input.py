@@ -155,6 +155,7 @@ def test_previous_response_of_another_tenant_is_not_found(tenants_gateway):
     auth = {"authorization": f"Bearer {keys['globex']}"}
     assert httpx.get(f"{gw.v1}/responses/{mine['id']}", headers=auth).status_code == 404
     assert httpx.delete(f"{gw.v1}/responses/{mine['id']}", headers=auth).status_code == 404
+    assert httpx.get(f"{gw.v1}/responses/{mine['id']}/input_items", headers=auth).status_code == 404
     # Still there for its owner, and continued by it.
     owner = {"authorization": f"Bearer {keys['acme']}"}
     assert httpx.get(f"{gw.v1}/responses/{mine['id']}", headers=owner).json()["id"] == mine["id"]

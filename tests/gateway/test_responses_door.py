@@ -173,3 +173,32 @@ def test_the_sdk_stream_helper(client):
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
     assert final.output_text == "".join(deltas) and "Stream through the helper" in final.output_text
+
+
+def test_input_items_list_the_requests_own_items(client):
+    first = client.responses.create(model="auto", input="Weather in Paris?", tools=[WEATHER], instructions="Be brief.")
+    call = first.output[0]
+    second = client.responses.create(model="auto", previous_response_id=first.id, tools=[WEATHER], input=[
+        {"type": "function_call_output", "call_id": call.call_id, "output": "sunny"},
+        {"role": "user", "content": [{"type": "input_text", "text": "And tomorrow?"}]}])
+    listed = client.responses.input_items.list(second.id, order="asc")
+    # This request's own input, not the chain before it, nor the instructions.
+    assert [i.type for i in listed.data] == ["function_call_output", "message"]
+    assert listed.data[0].call_id == call.call_id and listed.data[0].output == "sunny"
+    assert listed.data[1].content[0].text == "And tomorrow?" and listed.data[1].role == "user"
+    assert all(i.id and i.status == "completed" for i in listed.data) and listed.has_more is False
+    # A string input is one user message of one input_text part; ids are the same on every read.
+    only = client.responses.input_items.list(first.id)
+    assert [(i.type, i.role, i.content[0].type, i.content[0].text) for i in only.data] == [
+        ("message", "user", "input_text", "Weather in Paris?")]
+    assert client.responses.input_items.list(first.id).data[0].id == only.data[0].id
+    # Newest first by default; paged with limit and after.
+    newest = client.responses.input_items.list(second.id, limit=1)
+    assert [i.type for i in newest.data] == ["message"] and newest.has_more and newest.first_id == newest.last_id
+    rest = client.responses.input_items.list(second.id, limit=1, after=newest.last_id)
+    assert [i.type for i in rest.data] == ["function_call_output"] and rest.has_more is False
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.input_items.list(second.id, limit=500)
+    assert err.value.body["param"] == "limit"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_items.list("resp_unknown")

@@ -102,6 +102,10 @@ async def test_a_session_opens_where_a_session_of_its_route_is_cheapest(router):
     sw = d.record.signals["session"]["switch"]
     assert sw["verdict"] == "open" and sw["instead_of"] == "nocache" and sw["move_to"] == "haiku"
     assert sw["expected_rest"] == 10 and sw["on"] is None
+    # Opening a session writes its prompt: haiku's first turn pays its 1.25x write, which the
+    # turn's own price (a lone request may not be written) leaves out; nocache has no premium.
+    costs = {c.backend: c.expected_cost_usd for c in d.candidates}
+    assert sw["move_usd"] > costs["haiku"] and sw["stay_usd"] == pytest.approx(costs["nocache"])
     assert sw["move_usd"] + 9 * sw["move_warm_usd"] < sw["stay_usd"] + 9 * sw["stay_warm_usd"]
     assert router.live.session_turns("up") == 31 / 4  # the decision counted a new session
     # A dry run (/v1/route) shows the same and counts nothing.
