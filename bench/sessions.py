@@ -11,11 +11,13 @@ for the session-aware policies, the gateway's session tracking (:class:`gateway.
 in process). Three backends stand for the usual mix: ``strong`` and ``mid`` hosted, billed
 as Anthropic or OpenAI bill a prefix cache (``--prices``), ``local`` a self-hosted vLLM
 pool whose prefix cache evicts an idle conversation (``--local-ttl``). Prices, bills, cache
-lifetimes, difficulty and the cost floor: :mod:`bench.sessions_model`.
+lifetimes, difficulty, the cost floor and the best in hindsight: :mod:`bench.sessions_model`.
 
 Time is simulated: turns are separated by gaps drawn per profile (``agent``: model and tool
 time; ``chat``: a person reading and typing). The engine sees the same ages (the session
-state's timestamps are set from the simulated clock before each decision). TTFT is a
+state's timestamps are set from the simulated clock before each decision), and judges them
+by :data:`router.live.PREFIX_TTL_S` for every backend: it does not know when the local pool
+evicts. TTFT is a
 prefill model: a base latency plus uncached tokens over the backend's prefill rate.
 
 Turn difficulty (``--difficulty``): drawn per turn, so per-request routing moves a
@@ -25,7 +27,8 @@ the prefix the new backend does not hold; or once per conversation, shared by it
 Policies, side by side on the same conversations: ``per_request`` (sessions off),
 ``session`` (the default session block), ``session_downgrade`` (``allow_downgrade: true``),
 ``downgrade_uncapped`` (the same with ``max_switches: 1000``), ``always_strongest``,
-``always_cheapest``, and ``floor`` (not a policy: the cost floor). Printed per profile,
+``always_cheapest``; and two bounds, not policies: ``hindsight`` (the cheapest bar-holding
+choices knowing every turn in advance) and ``floor`` (the cost floor). Printed per profile,
 prices, difficulty and policy: USD per session (mean), cached share of input tokens after
 the second turn, switches per session (median), TTFT p50/p99 (s), the share of turns whose
 chosen model's predicted quality clears the bar of the full route (0.9 x the best of the
@@ -44,7 +47,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from bench.sessions_model import (DIFFICULTY, PREFILL, PRICES, TARGET, Caches, TurnPredictor, backends_yaml, clears,
-                                  difficulties)
+                                  difficulties, hindsight)
 from gateway.sessions import Sessions
 from router.engine import Router, RoutingRequest
 from router.live import PREFIX_TTL_S
@@ -173,6 +176,20 @@ def floor(conversations: list[dict], prices: str, local_ttl: float | None) -> To
     return totals
 
 
+def hindsight_totals(conversations: list[dict], prices: str, local_ttl: float | None) -> Totals:
+    """The best each conversation could do knowing its turns (:func:`bench.sessions_model.hindsight`)."""
+    totals = Totals()
+    for conv in conversations:
+        turns = [(tokens_in, tokens_out, d, gap) for _m, tokens_in, _a, tokens_out, d, gap in _turns(conv)]
+        usd, switches, path = hindsight(prices, len(conv["system"]) // 4, local_ttl, turns)
+        totals.usd.append(usd)
+        totals.switches.append(switches)
+        totals.used.update(path)
+        totals.turns += len(path)
+        totals.cleared += len(path)
+    return totals
+
+
 def _row(name: str, t: Totals) -> dict:
     q = statistics.quantiles(t.ttft, n=100) if t.ttft else None
     return {"policy": name, "usd_per_session": statistics.fmean(t.usd),
@@ -187,7 +204,8 @@ async def run(n: int, seed: int, profile: str, prices: str = "anthropic", diffic
     conversations = _conversations(n, seed, PROFILES[profile], difficulty)
     tag = {"profile": profile, "prices": prices, "difficulty": difficulty}
     rows = [{**tag, **_row(name, await run_policy(name, conversations, prices, local_ttl))} for name in POLICIES]
-    return rows + [{**tag, **_row("floor", floor(conversations, prices, local_ttl))}]
+    return rows + [{**tag, **_row("hindsight", hindsight_totals(conversations, prices, local_ttl))},
+                   {**tag, **_row("floor", floor(conversations, prices, local_ttl))}]
 
 
 def _f(v, fmt: str, width: int) -> str:

@@ -161,3 +161,38 @@ class Caches:
             ttl = self.ttl(b)
             return min(tokens_in, max(before if ttl is None or gap <= ttl else 0, self.system_tokens))
         return min((bill(self.prices, b, tokens_in, tokens_out, cached(b)), b) for b in clears(d))
+
+
+def hindsight(prices: str, system_tokens: int, local_ttl_s: float | None,
+              turns: list[tuple[int, int, float, float]]) -> tuple[float, int, list[str]]:
+    """The cheapest way through one conversation that clears the bar on every turn, knowing
+    every turn in advance: ``(usd, switches, backend per turn)``. ``turns``: per turn (prompt
+    tokens, answer tokens, difficulty, seconds since the last turn).
+
+    Dynamic programming over the cache state, the turn each backend last served (its copy:
+    that turn's prompt and answer, alive within its lifetime), with the system prompt warm
+    everywhere, as the floor has it. An online policy knows less and pays at least this; the
+    floor is lower still, since it lets every backend hold the whole conversation."""
+    caches = Caches(prices, system_tokens, set(BACKENDS), local_ttl_s)
+    times, sizes, now = [], [], 0.0
+    for tokens_in, tokens_out, _, gap in turns:
+        now += gap
+        times.append(now)
+        sizes.append(tokens_in + tokens_out)
+    # state: the turn each backend last served (-1: none) -> (usd, switches, path)
+    states: dict[tuple[int, ...], tuple[float, int, tuple[str, ...]]] = {(-1,) * len(BACKENDS): (0.0, 0, ())}
+    for t, (tokens_in, tokens_out, d, _gap) in enumerate(turns):
+        nxt: dict[tuple[int, ...], tuple[float, int, tuple[str, ...]]] = {}
+        for state, (usd, switches, path) in states.items():
+            for b in clears(d):
+                i = BACKENDS.index(b)
+                last = state[i]
+                caches.held = {b: (sizes[last], times[last])} if last >= 0 else {}
+                cost = bill(prices, b, tokens_in, tokens_out, caches.cached(b, tokens_in, times[t]))
+                key = state[:i] + (t,) + state[i + 1:]
+                value = (usd + cost, switches + (bool(path) and path[-1] != b), path + (b,))
+                if key not in nxt or value[0] < nxt[key][0]:
+                    nxt[key] = value
+        states = nxt
+    usd, switches, path = min(states.values(), key=lambda v: v[0])
+    return usd, switches, list(path)

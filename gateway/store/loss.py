@@ -16,6 +16,11 @@ RESERVE_BYTES = 1 << 20
 refusing (bytes; at most a quarter of ``store_journal_max_bytes``): a decision and outcome
 pair is about 1.5 KB, so this covers several hundred requests in flight."""
 
+ROW_BYTES = 1024
+"""Journal bytes counted for each row still queued for the database (a decision or outcome
+row is about 750 bytes; counted generously): while the database is down those rows are on
+their way to the journal, so its room must hold them too."""
+
 
 class LossGuard:
     """Tracks whether the journal can still take rows while the database is down.
@@ -42,11 +47,16 @@ class LossGuard:
         """The database took rows again: the journal is only needed at the next outage."""
         self._failed = False
 
-    def keeps(self, database_down: bool) -> bool:
+    def keeps(self, database_down: bool, unwritten_rows: int = 0) -> bool:
         """Whether a new request's records can be kept: the database is up, or the journal has
-        more than :attr:`reserve` bytes of room (under its cap and on its disk) and no append
-        failed since the database went down. Logs when the answer changes."""
-        keeps = not database_down or (not self._failed and self.journal.room() >= self.reserve)
+        more than :attr:`reserve` bytes of room (under its cap and on its disk) besides what
+        the ``unwritten_rows`` still queued will take (:data:`ROW_BYTES` each: a writer slowed
+        down by the outage spills many at once), and no append failed since the database
+        went down. Once refusing, twice :attr:`reserve` is needed to accept again, so that
+        the answer does not flip as queued rows reach the journal. Logs when it changes."""
+        need = self.reserve * (2 if self._refusing else 1)
+        keeps = not database_down or (not self._failed
+                                      and self.journal.room() - unwritten_rows * ROW_BYTES >= need)
         if keeps == self._refusing:
             self._refusing = not keeps
             if keeps:

@@ -225,7 +225,7 @@ class Store:
 
     def keeps_records(self) -> bool:
         """Whether a new request's records can be kept (:class:`LossGuard`)."""
-        return self.loss.keeps(self._down)
+        return self.loss.keeps(self._down, self._queue.qsize() + len(self._batch))
 
     def _put(self, item: Item) -> None:
         if self._loop is not None and threading.get_ident() != self._loop_thread:

@@ -20,8 +20,10 @@ async def test_the_policies_hold_their_shape_on_a_small_run():
     assert rows["always_cheapest"]["strong_share"] == 0 and rows["always_cheapest"]["bar_cleared_share"] < 1
     for name in HOLD_THE_BAR:
         assert rows[name]["bar_cleared_share"] == 1  # the bar holds on every turn
-        # No policy that holds the bar pays less than the floor.
-        assert rows["floor"]["usd_per_session"] <= rows[name]["usd_per_session"] + 1e-12
+        # No policy that holds the bar pays less than the best in hindsight, nor that less than the floor.
+        assert rows["hindsight"]["usd_per_session"] <= rows[name]["usd_per_session"] + 1e-12
+    assert rows["floor"]["usd_per_session"] <= rows["hindsight"]["usd_per_session"] + 1e-12
+    assert rows["hindsight"]["bar_cleared_share"] == 1
     assert rows["session"]["switches_median"] <= 1 < rows["per_request"]["switches_median"]
     assert rows["session"]["cached_share_after_turn_2"] > rows["per_request"]["cached_share_after_turn_2"]
 
@@ -42,7 +44,7 @@ async def test_hosted_copies_expire_with_long_gaps_and_the_local_pool_evicts_idl
 async def test_a_conversation_shares_its_difficulty_when_asked():
     rows = {r["policy"]: r for r in await bench.run(4, 3, "agent", difficulty="session")}
     # Every turn of a conversation clears the bar on the same models: nothing moves.
-    assert rows["per_request"]["switches_median"] == 0
+    assert rows["per_request"]["switches_median"] == 0 == rows["hindsight"]["switches_median"]
     convs = bench._conversations(4, 3, bench.PROFILES["agent"], "session")
     assert all(len(set(c["difficulty"])) == 1 for c in convs)
     turn = bench._conversations(4, 3, bench.PROFILES["agent"], "turn")

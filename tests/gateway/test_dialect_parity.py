@@ -9,6 +9,8 @@ import json
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.gateway.conftest import wait_row
 
@@ -98,3 +100,28 @@ def test_route_detects_messages_by_its_own_fields_or_is_told(demo_gateway):
 def test_route_refuses_what_the_door_refuses(demo_gateway, params, body, param):
     resp = httpx.post(demo_gateway.v1 + "/route", params=params, json=body, timeout=30)
     assert resp.status_code == 400 and resp.json()["error"]["param"] == param, resp.text
+
+
+text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=60).filter(
+    lambda s: s.strip())
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(system=text, prompt=text)
+def test_any_prompt_routes_alike_through_every_dialect(demo_gateway, system, prompt):
+    """Whatever the text (spaces at the ends, any script), the three dialects' bodies are
+    decided alike: the translations keep the text the router reads."""
+    bodies = {
+        "chat": {"model": "auto", "max_tokens": 300, "messages": [
+            {"role": "system", "content": system}, {"role": "user", "content": prompt}]},
+        "responses": {"model": "auto", "max_output_tokens": 300, "instructions": system, "input": prompt},
+        "messages": {"model": "auto", "max_tokens": 300, "system": system,
+                     "messages": [{"role": "user", "content": prompt}]},
+    }
+    seen = {}
+    for dialect, body in bodies.items():
+        route = httpx.post(demo_gateway.v1 + "/route", json=body, timeout=30).json()
+        assert route["dialect"] == dialect, route
+        seen[dialect] = (route["chosen"], route["prefix_hash"], route["rewritten_request"]["messages"],
+                         {c["backend"]: c["predicted_quality"] for c in route["candidates"]})
+    assert seen["chat"] == seen["responses"] == seen["messages"]
