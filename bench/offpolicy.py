@@ -15,7 +15,9 @@ policy realises?
    cost (mean recorded USD per request).
 
 Prints, per policy and estimator, the estimate with its interval, the realised figure and
-whether it lies inside.
+whether it lies inside, and per policy how many logged choices agree with its own (IPS
+counts only those; where they are a dozen explored answers, the normal-approximation
+interval rests on a dozen scores and can miss).
 
 What makes the comparison fair: ``what-if`` re-decides each logged request on the
 predictions the exploration run logged, so the real run must decide on the same ones.
@@ -118,21 +120,25 @@ def estimates(whatif: dict) -> dict[tuple[str, str], dict]:
 
 
 def table(rows: list[dict]) -> list[str]:
-    """The printed table: one line per policy, reward and estimator."""
-    head = f"{'policy':28s} {'reward':8s} {'estimator':14s} {'estimate [95% interval]':>34s} {'realised':>10s}  inside?"
+    """The printed table: one line per policy, reward and estimator. ``agree``: logged
+    requests whose logged choice is the policy's (the only ones IPS counts)."""
+    head = (f"{'policy':28s} {'agree':>5s} {'reward':8s} {'estimator':14s} {'estimate [95% interval]':>34s} "
+            f"{'realised':>10s}  inside?")
     lines = [head, "-" * len(head)]
     for r in rows:
         fmt = ".3f" if r["reward"] == "quality" else ".3e"
         cell = f"{r['value']:{fmt}} [{r['ci'][0]:{fmt}}, {r['ci'][1]:{fmt}}]"
-        lines.append(f"{r['policy']:28s} {r['reward']:8s} {ESTIMATORS[r['estimator']]:14s} {cell:>34s} "
-                     f"{r['realised']:>10{fmt}}  {'yes' if r['inside'] else 'NO'}")
+        lines.append(f"{r['policy']:28s} {r['agree']:5d} {r['reward']:8s} {ESTIMATORS[r['estimator']]:14s} "
+                     f"{cell:>34s} {r['realised']:>10{fmt}}  {'yes' if r['inside'] else 'NO'}")
     return lines
 
 
 def compare(name: str, whatif: dict, real: dict[str, float]) -> list[dict]:
-    """One row per reward and estimator: the estimate, its interval, the realised figure."""
+    """One row per reward and estimator: the estimate, its interval, the realised figure,
+    and how many logged choices agree with the policy's (``what-if``'s ``n`` x (1 - ``changed``))."""
+    agree = round(whatif["n"] * (1 - whatif["changed"])) if whatif.get("changed") is not None else 0
     return [{"policy": name, "reward": reward, "estimator": est, "value": e["value"], "ci": e["ci"], "n": e["n"],
-             "realised": real[reward], "inside": e["ci"][0] <= real[reward] <= e["ci"][1]}
+             "agree": agree, "realised": real[reward], "inside": e["ci"][0] <= real[reward] <= e["ci"][1]}
             for (reward, est), e in estimates(whatif).items()]
 
 

@@ -172,6 +172,9 @@ class RouteTarget:
         probability: probability of the share :meth:`add` returned for the last request
             (1.0 unless it was drawn): the decision's selection probability, for
             off-policy evaluation.
+        other_level: the level of the side of that draw not taken (``None``: not drawn),
+            chosen with probability ``1 - probability``, so that exploration can record the
+            chance the other side's choice really had (:mod:`router.learning.explore`).
         held: (property) the window's summed predicted quality of the choices actually made
             (as reported by :meth:`chose`) over its summed best; 1.0 before any choice.
     """
@@ -192,6 +195,7 @@ class RouteTarget:
         self._pending: list | None = None  # the row add() just added, until chose()
         self.level = self.target if allocation == "share" else 0.0
         self.probability = 1.0
+        self.other_level: float | None = None
 
     @property
     def share(self) -> float:
@@ -256,7 +260,7 @@ class RouteTarget:
         it must reach, or the willingness to pay); report the choice with :meth:`chose`. A
         request with no usable prediction is not added."""
         row = self._pending = self._row(points)
-        self.probability = 1.0
+        self.probability, self.other_level = 1.0, None
         if row is None:
             return self.level
         self._rows.append(row)
@@ -276,11 +280,12 @@ class RouteTarget:
     def _draw(self, row: list) -> float:
         """The level for ``row``'s request: :attr:`level` (crossing the solve's last bucket)
         with probability ``p``, else one bucket lower; sets :attr:`probability`."""
-        self.probability = 1.0
+        self.probability, self.other_level = 1.0, None
         if self._bucket < 0 or self._bucket not in row[2]:
             return self.level  # the last bucket holds none of this request's steps
         high = self._rng.random() < self._p_high
         self.probability = self._p_high if high else 1.0 - self._p_high
+        self.other_level = self._edge(self._bucket) if high else self.level
         return self.level if high else self._edge(self._bucket)
 
     def peek(self, points: Sequence[tuple[float, float]]) -> float:

@@ -51,7 +51,7 @@ from router.decision import Candidate, Decision, RoutingRequest
 from router.embeddings import decide_embedding
 from router.errors import (BackendNotAllowed, ContextTooLong, InvalidRequest, NoAllowedCandidate, NoCandidate,
                            RequestRejected, UnknownModel, WrongTask)
-from router.learning.explore import explore
+from router.learning.explore import explore, other_choice
 from router.learning.prompt import prompt_key
 from router.learning.shadow import Shadow, shadow_signal
 from router.live import LiveState
@@ -306,7 +306,11 @@ class Router:
         probability = ctl.probability if ctl is not None and not req.dry_run else 1.0
         learning = self.policy.learning
         if learning is not None and learning.explore > 0 and not req.dry_run and switch is None:
-            pick = explore(learning.explore, cands, chosen, probability, self._rng, route.on_no_candidate == "reject")
+            other = None if ctl is None or ctl.other_level is None else other_choice(
+                route, cands, held, ctl.other_level, ctl.allocation == "lagrangian", price,
+                lambda cs, s, p: self._bar(route, cs, s, held, p))
+            pick = explore(learning.explore, cands, chosen, probability, self._rng, route.on_no_candidate == "reject",
+                           other)
             chosen, probability = pick.chosen, pick.propensity
             reason = "explore" if pick.explored else reason
         on_fallback = None

@@ -4,15 +4,18 @@ With probability ``eps`` a request goes to a candidate drawn from the exploratio
 with probability ``u(a)`` proportional to its estimate's standard deviation (uniform when
 every estimate is exact), so the memory's uncertain backends get traffic and the certain
 ones almost none; otherwise to the engine's own choice ``g`` (itself drawn with probability
-``p_g`` by a ``route_target`` bar). The probability of the candidate actually sent,
+``p_g`` by a ``route_target`` bar, whose other side would have chosen ``h``). The
+probability of the candidate actually sent,
 
-    pi(a) = (1 - eps) x p_g x [a = g] + eps x u(a)
+    pi(a) = (1 - eps) x (p_g x [a = g] + (1 - p_g) x [a = h]) + eps x u(a)
 
 is recorded as the decision's ``probability`` (and ``signals.propensity``), which is what
 inverse-propensity and doubly robust estimates of another policy divide by (Dudík,
-Langford & Li, "Doubly robust policy evaluation and learning", ICML 2011). The engine's
-own choice under ``route_target`` is taken as ``g`` with ``p_g``; its other side of the draw
-is not re-derived here, so ``pi`` of that other candidate is its exploration share only.
+Langford & Li, "Doubly robust policy evaluation and learning", ICML 2011). It is the
+chance of ``a`` over every path to it: ``h`` sent by exploration after the draw took ``g``
+has the same ``pi`` as ``h`` taken by the draw, which IPS needs (counting the exploration
+share alone there overweighted those answers). The engine finds ``h`` by deciding the
+other side of its draw again (:func:`other_choice`); with no draw there is no ``h``.
 
 ``A`` is the candidates the engine already kept (rules, tenant allow lists, context
 windows, expected and hard cost limits applied) that meet the route's TTFT SLO; on a route
@@ -24,10 +27,15 @@ already placed never explore.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from math import isfinite
 
+from router.aggregate import BAR_TOLERANCE
+from router.choice import choose
 from router.decision import Candidate
+from router.errors import NoCandidate, RequestRejected
+from router.policy.models import RouteConfig
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,36 @@ def shares(pool: Sequence[Candidate]) -> dict[str, float]:
     return {c.backend: sd / total for c, sd in zip(pool, sds)}
 
 
+def other_choice(route: RouteConfig, cands: Sequence[Candidate], held: dict[str, float], level: float,
+                 lagrangian: bool, price: float | None,
+                 bar: Callable[[list[Candidate], float | None, float | None], float]) -> Candidate | None:
+    """``h``: the candidate the engine would have chosen on the other side of its
+    ``route_target`` draw, at that side's ``level`` (the route share, or under ``lagrangian``
+    the willingness to pay), decided on copies so that the request's own candidates keep
+    what was decided. ``None`` when that side would refuse.
+
+    Args:
+        held: backend -> the quality the bar is tested on; price: the engine's
+            willingness to pay outside ``lagrangian`` (a route's, or ``None``).
+        bar: the engine's bar of some candidates at a ``(share, price)``.
+    """
+    copies = [replace(c) for c in cands]
+    share, price = (None, level) if lagrangian else (level, price)
+    if lagrangian and isfinite(level):
+        for c in copies:
+            c.utility_usd = level * held[c.backend] - c.expected_cost_usd
+    line = bar(copies, share, price)
+    for c in copies:
+        c.eligible = held[c.backend] + BAR_TOLERANCE >= line
+    try:
+        picked, _ = choose(route, copies)
+    except (NoCandidate, RequestRejected):
+        return None
+    return next(c for c in cands if c.backend == picked.backend)
+
+
 def explore(eps: float, cands: Sequence[Candidate], chosen: Candidate, p_greedy: float,
-            rng: random.Random, bar_only: bool = False) -> Pick:
+            rng: random.Random, bar_only: bool = False, other: Candidate | None = None) -> Pick:
     """Draw the candidate to send (module docstring).
 
     Args:
@@ -64,14 +100,19 @@ def explore(eps: float, cands: Sequence[Candidate], chosen: Candidate, p_greedy:
         chosen: the engine's own choice ``g``; p_greedy: the probability it was chosen with.
         rng: the draw's generator.
         bar_only: explore only among candidates that clear the bar.
+        other: ``h``, the engine's choice on the other side of its draw (chosen there with
+            probability ``1 - p_greedy``); ``None`` when it did not draw.
     """
     pool = exploration_set(cands, bar_only)
     if eps <= 0 or len(pool) < 2:
         return Pick(chosen, p_greedy, False)
+    greedy = {chosen.backend: p_greedy}
+    if other is not None:
+        greedy[other.backend] = greedy.get(other.backend, 0.0) + 1.0 - p_greedy
     u = shares(pool)
     if rng.random() < eps:
         pick = rng.choices(pool, weights=[u[c.backend] for c in pool])[0]
     else:
         pick = chosen
-    p = eps * u.get(pick.backend, 0.0) + ((1.0 - eps) * p_greedy if pick is chosen else 0.0)
+    p = eps * u.get(pick.backend, 0.0) + (1.0 - eps) * greedy.get(pick.backend, 0.0)
     return Pick(pick, p, pick is not chosen)

@@ -28,19 +28,20 @@ def test_the_logging_and_the_other_policies() -> None:
 
 
 def test_estimates_against_the_realised_figures() -> None:
-    whatif = {"realised": {"quality_dr": {"value": 0.7, "ci": [0.6, 0.8], "n": 10, "method": "doubly_robust"},
+    whatif = {"n": 10, "changed": 0.7, "realised": {"quality_dr": {"value": 0.7, "ci": [0.6, 0.8], "n": 10, "method": "doubly_robust"},
                            "quality_ips": {"value": 0.5, "ci": [0.1, 0.65], "n": 10, "method": "ips"},
                            "cost_dr": {"value": 1e-3, "ci": [8e-4, 1.2e-3], "n": 9, "method": "doubly_robust"},
                            "cost_ips": None}}
     assert set(estimates(whatif)) == {("quality", "dr"), ("quality", "ips"), ("cost", "dr")}
     assert estimates({"realised": {}}) == {}
-    report = {"requests": [{"model": "a", "score": 1.0, "cost_usd": 2e-3}, {"model": "a", "score": 0.4, "cost_usd": 0.0},
+    report = {"requests": [{"model": "a", "score": 1.0, "cost_usd": 2e-3},
+                           {"model": "a", "score": 0.4, "cost_usd": 0.0},
                            {"model": None, "score": None, "cost_usd": None}]}  # a failed request is not counted
     real = realised(report)
     assert real == pytest.approx({"quality": 0.7, "cost": 1e-3})
     rows = compare("p", whatif, real)
-    assert [(r["reward"], r["estimator"], r["inside"]) for r in rows] == [
-        ("quality", "dr", True), ("quality", "ips", False), ("cost", "dr", True)]
+    assert [(r["reward"], r["estimator"], r["inside"], r["agree"]) for r in rows] == [
+        ("quality", "dr", True, 3), ("quality", "ips", False, 3), ("cost", "dr", True, 3)]
     lines = table(rows)
     assert len(lines) == 2 + len(rows) and lines[2].endswith("yes") and lines[3].endswith("NO")
     assert "0.500 [0.100, 0.650]" in lines[3] and "1.000e-03 [8.000e-04, 1.200e-03]" in lines[4]
@@ -62,7 +63,7 @@ def test_a_few_real_rows_end_to_end(data_dir: Path, tmp_path: Path, monkeypatch,
     for r in rows:
         assert all(math.isfinite(x) for x in (r["value"], *r["ci"], r["realised"]))
         assert r["ci"][0] <= r["value"] <= r["ci"][1] and r["n"] == 40
-        assert r["inside"] == (r["ci"][0] <= r["realised"] <= r["ci"][1])
+        assert r["inside"] == (r["ci"][0] <= r["realised"] <= r["ci"][1]) and 0 <= r["agree"] <= 40
         if r["reward"] == "quality":
             assert 0.0 <= r["realised"] <= 1.0
     # the exploration run explored, and its store holds every decision with its probability
