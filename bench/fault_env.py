@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 _RUN_AS = "postgres"
+_REPO = Path(__file__).resolve().parents[1]
 
 
 def _bindir() -> Path | None:
@@ -160,8 +161,11 @@ class GatewayProcess:
                  port: int | None = None) -> None:
         self.port = port or _free_port()
         self.policy = policy
+        # The checkout this module is in comes first on the path: the child runs in another
+        # directory, where an installed (or editable-installed elsewhere) mixroute would win.
+        path = os.pathsep.join(p for p in (str(_REPO), os.environ.get("PYTHONPATH", "")) if p)
         self.env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
-                    "MIXROUTE_CLASSIFIER": "off", **(env or {})}
+                    "MIXROUTE_CLASSIFIER": "off", "PYTHONPATH": path, **(env or {})}
         self.cwd = cwd or Path(tempfile.mkdtemp(prefix="mixroute-gw-"))
         self.proc: subprocess.Popen | None = None
         self.log = self.cwd / f"gateway-{self.port}.log"

@@ -10,6 +10,9 @@ API key under a USD budget, breaks Redis or the store, and checks the goal:
   writers flush every 10 s), so the store alone does not know the spend: after one request
   per gateway the counter holds at least the spend before the restart, and spend ends within
   the budget plus one request.
+- ``money: redis restart, requests in flight``: Redis restarted empty while slow requests
+  hold reservations on both gateways; the rebuilt counter holds them again, so spend ends
+  within the budget plus one request (without it, plus the requests in flight).
 - ``money: redis outage``: Redis killed while requests are admitted fail-open (the default
   ``on_unavailable: open``), then started; spend ends within the budget plus the window's
   admitted spend plus one request, and the first request after recovery is refused when the
@@ -44,15 +47,19 @@ from bench.faults import Row
 BUDGET = 0.05
 PRICE_PER_1M = 150.0  # USD per million tokens, in and out: a request costs a few thousandths
 MAX_TOKENS = 20  # a ceiling, so a reservation is the most a request can cost
+SLOW_S = 4.0  # the slow route's wait before its first token: requests in flight across a restart
 POLICY = f"""version: 1
 backends:
   - {{name: priced, kind: fake, model: priced-model, quality: 0.9,
       pricing: {{input_per_1m: {PRICE_PER_1M}, output_per_1m: {PRICE_PER_1M}}}}}
   - {{name: silent, kind: fake, model: silent-no-usage, quality: 0.9,
       pricing: {{input_per_1m: {PRICE_PER_1M}, output_per_1m: {PRICE_PER_1M}}}}}
+  - {{name: sluggish, kind: fake, model: priced-model-slow, quality: 0.9, options: {{first_token_delay_s: {SLOW_S}}},
+      pricing: {{input_per_1m: {PRICE_PER_1M}, output_per_1m: {PRICE_PER_1M}}}}}
 routes:
   - {{name: auto, backends: [priced]}}
   - {{name: no-usage, backends: [silent]}}
+  - {{name: slow, backends: [sluggish]}}
 """
 BASE_ENV = {"MIXROUTE_REDIS_TIMEOUT_S": "0.5", "MIXROUTE_STORE_FLUSH_INTERVAL_S": "0.05",
             "MIXROUTE_POLICY_WATCH": "false", "MIXROUTE_KEY_CACHE_TTL_S": "1"}
@@ -219,6 +226,37 @@ def redis_restart_store_lagging() -> Row:
                                      f"one request per gateway ${seen:.4f}; bound budget + ${one:.4f}")
 
 
+def redis_restart_in_flight() -> Row:
+    import concurrent.futures
+
+    name = "money: redis restart, requests in flight"
+    with money() as m:
+        m.spend_to(BUDGET * 0.4)
+
+        def slow(gw: GatewayProcess) -> httpx.Response:
+            return httpx.post(gw.url + "/v1/chat/completions", timeout=60, headers={"authorization": f"Bearer {m.key}"},
+                              json={"model": "slow", "max_tokens": MAX_TOKENS,
+                                    "messages": [{"role": "user", "content": "a slow question, please"}]})
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            flying = [pool.submit(slow, gw) for gw in m.gateways for _ in range(2)]
+            time.sleep(1.0)  # all four admitted, their reservations held
+            m.redis.kill()
+            m.redis.start()  # empty
+            last = m.until_refused()  # while the four are still in flight
+            early = sum(f.done() for f in flying)
+            slow_answers = [f.result() for f in flying]
+        for resp in slow_answers:
+            if resp.status_code == 200:
+                m.answered.append(resp.headers["x-mixroute-request-id"])
+        m.settle_store()
+        one = _request_cost()
+        passed = (early == 0 and [r.status_code for r in slow_answers] == [200] * 4 and last.status_code == 429
+                  and m.spend() <= BUDGET + one)
+        return _row(name, m, passed, f"4 requests in flight across the restart ({early} ended before the refusal); "
+                                     f"bound budget + ${one:.4f} (in flight: up to ${4 * one:.4f})")
+
+
 def redis_outage() -> Row:
     name = "money: redis outage"
     with money() as m:
@@ -351,6 +389,7 @@ def shared_journal() -> Row:
 SCENARIOS = [
     ("money: redis restart", 1, redis_restart),
     ("money: redis restart, store lagging", 1, redis_restart_store_lagging),
+    ("money: redis restart, requests in flight", 1, redis_restart_in_flight),
     ("money: redis outage", 1, redis_outage),
     ("money: redis hang", 1, redis_hang),
     ("money: stream without usage", 2, stream_without_usage),

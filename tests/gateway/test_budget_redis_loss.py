@@ -19,6 +19,7 @@ pytestmark = [
 
 
 @pytest.mark.parametrize("scenario", [faults_money.redis_restart, faults_money.redis_restart_store_lagging,
+                                      faults_money.redis_restart_in_flight,
                                       faults_money.redis_outage,
                                       faults_money.redis_hang, faults_money.stream_without_usage])
 def test_budget_survives_redis_loss(scenario) -> None:
