@@ -1,7 +1,8 @@
 """Off-policy evaluation against a real run: does ``policy what-if`` predict what another
 policy realises?
 
-1. **Exploration run.** ``--rows`` recorded prompts, shuffled with ``--seed``, are replayed
+1. **Exploration run.** ``--rows`` recorded prompts, shuffled with ``--seed`` (also the
+   seed of exploration's draws, ``learning.seed``), are replayed
    one at a time through a local gateway serving the policy ``mixroute replay
    --write-policy`` generates (every model's ``quality`` prior = its mean recorded score;
    an ``auto`` route with ``route_target: 0.95``) with ``learning: {explore: E}``, each answer
@@ -82,13 +83,14 @@ OTHERS: dict[str, Callable[[dict], dict]] = {
 }
 
 
-def logging_policy(base: dict, explore: float) -> dict:
+def logging_policy(base: dict, explore: float, seed: int = 0) -> dict:
     """The exploration run's policy: ``base`` with every bar on the estimates themselves
-    (``uncertainty_z: 0``) and ``learning: {explore}``."""
+    (``uncertainty_z: 0``) and ``learning: {explore, seed}`` (the seed of exploration's
+    draws: without it every run would explore the same positions of its order the same way)."""
     policy = json.loads(json.dumps(base))
     for route in policy["routes"]:
         route["quality_bar"]["uncertainty_z"] = 0
-    policy["learning"] = {"explore": explore}
+    policy["learning"] = {"explore": explore, "seed": seed}
     return policy
 
 
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", action="append", required=True, help="outcome data file or folder; repeat for more")
     ap.add_argument("--rows", type=int, default=1000, help="prompts replayed (after the shuffle)")
-    ap.add_argument("--seed", type=int, default=0, help="shuffles the prompts")
+    ap.add_argument("--seed", type=int, default=0, help="shuffles the prompts and seeds exploration's draws")
     ap.add_argument("--explore", type=float, default=EXPLORE, help="learning.explore of the exploration run")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     subprocess.run([sys.executable, "-m", "gateway.cli", "replay", *(a for d in args.data for a in ("--data", d)),
                     "--write-policy", str(generated)], check=True, env={**os.environ, "MIXROUTE_CLASSIFIER": "off"},
                    stdout=subprocess.DEVNULL)
-    logged = logging_policy(yaml.safe_load(generated.read_text()), args.explore)
+    logged = logging_policy(yaml.safe_load(generated.read_text()), args.explore, args.seed)
     logged_path = args.out / "explore.yaml"
     logged_path.write_text(yaml.safe_dump(logged, sort_keys=False))
     store = args.out / "explore.db"

@@ -96,7 +96,8 @@ class Router:
         self.pricing: dict[str, Pricing] = {b.name: resolve_pricing(b) for b in self.policy.backends}
         self.context: dict[str, int | None] = {b.name: resolve_context(b) for b in self.policy.backends}
         self._route_backends: dict[str, tuple[RouteConfig, list[BackendConfig]]] = {}
-        self._rng = random.Random(0)  # exploration's draws: seeded, so a replay decides the same
+        # exploration's draws: seeded (learning.seed), so a replay decides the same
+        self._rng = random.Random(self.policy.learning.seed if self.policy.learning is not None else 0)
         docs = self.policy.rewrite.documents
         self._documents = DocumentOptions(enabled=docs.enabled, order=docs.order, tags=tuple(docs.tags),
                                           markers=tuple((m.start, m.end) for m in docs.markers))

@@ -88,6 +88,8 @@ class LearningConfig(Strict):
         explore: share of a route's requests sent to a candidate chosen at random,
             weighted by how uncertain its estimate is, among the candidates rules,
             allow lists and cost limits leave (0: never explore).
+        seed: the seed of exploration's draws (each policy load starts the same sequence,
+            so replaying the same traffic decides the same; another seed, other draws).
         half_life_hours: an observation's weight halves every this many hours (hours).
         prior_weight: how many observations a backend's policy ``quality`` prior counts
             as, for a backend the predictor has no research data on.
@@ -109,6 +111,7 @@ class LearningConfig(Strict):
     """
 
     explore: Number = Field(default=0.0, ge=0, le=0.5)
+    seed: Integer = Field(default=0, ge=0, le=2**63 - 1)
     half_life_hours: Number = Field(default=168.0, gt=0, le=24 * 3650)
     prior_weight: Number = Field(default=2.0, gt=0, le=10_000)
     prior_weights: dict[str, Annotated[float, Field(gt=0, le=1_000_000, allow_inf_nan=False)]] = Field(

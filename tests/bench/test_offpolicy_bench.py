@@ -16,8 +16,8 @@ BASE = {"backends": [{"name": "a", "quality": 0.6}, {"name": "gpt-4-1106-preview
 
 
 def test_the_logging_and_the_other_policies() -> None:
-    logged = logging_policy(BASE, 0.2)
-    assert logged["learning"] == {"explore": 0.2}
+    logged = logging_policy(BASE, 0.2, 5)
+    assert logged["learning"] == {"explore": 0.2, "seed": 5}
     assert logged["routes"][0]["quality_bar"] == {"route_target": 0.95, "uncertainty_z": 0}
     assert "learning" not in BASE and "uncertainty_z" not in BASE["routes"][0]["quality_bar"]  # a copy
     same, lower, fewer = (other_policy(logged, change) for change in OTHERS.values())
