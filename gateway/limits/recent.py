@@ -46,7 +46,7 @@ class RecentSpend:
         if nano <= 0:
             return
         now = time.time()
-        if now - self._pruned > 1.0:
+        if now - self._pruned > 10.0:  # each prune walks every bucket
             self._prune(now)
         buckets = self._buckets.setdefault((subject, pid), {})
         key = (int(at_s), gen)

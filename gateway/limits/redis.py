@@ -277,8 +277,10 @@ class RedisLimiter(Limiter):
         counter generation again in ``gen``: Redis lost them with the counter, and until they
         settle the rebuilt counter would not count them (docs/LIMITS.md)."""
         now_ms = int(time.time() * 1000)
-        held = [(m, expiry) for m, (g, expiry) in self._open.get((subject, pid), {}).items()
-                if g != gen and expiry > now_ms]
+        flying = self._open.get((subject, pid), {})
+        for member in [m for m, (_, expiry) in flying.items() if expiry <= now_ms]:
+            del flying[member]  # expired in Redis too; its settlement (if any) counts nothing
+        held = [(m, expiry) for m, (g, expiry) in flying.items() if g != gen]
         if not held:
             return
         keys = self._keys(subject, 0, pid)
