@@ -14,6 +14,11 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+#: ``endpoint`` (and ``reason``) of the decision row of a Messages ``count_tokens`` request:
+#: answered and recorded, but nothing was routed, dispatched or billed.
+COUNT_TOKENS = "count_tokens"
+
+
 @dataclass
 class DecisionRecord:
     """What the router decided, and why.
@@ -37,7 +42,7 @@ class DecisionRecord:
         tenant: tenant name, ``None`` when auth is off.
         key_id: id of the API key that sent the request (``mixroute keys list``), ``None``
             when auth is off and for the admin key.
-        endpoint: ``chat`` or ``completions``.
+        endpoint: ``chat``, ``completions``, ``embeddings`` or :data:`COUNT_TOKENS`.
         pinned: the client named a backend directly.
         prefix_hash: hash of the rewritten request's stable prefix.
         created_at: UTC time of the decision.

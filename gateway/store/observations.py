@@ -27,10 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, or_, select
 
 from gateway.store.models import Decision, Feedback, Observation, Outcome
 from gateway.store.upsert import _insert
+from router.records import COUNT_TOKENS
 
 #: Seconds after an answer within which the same prompt from the same tenant counts as a
 #: retry of it, when the policy does not say (``learning.retry_window_s``).
@@ -67,7 +68,9 @@ def _feedback_rows(conn: Connection, since: datetime) -> list[dict]:
                 Decision.candidates, Decision.probability)
          .join(Decision, Decision.request_id == Feedback.request_id)
          .outerjoin(Outcome, Outcome.request_id == Feedback.request_id)
-         .where(Feedback.score.is_not(None), Feedback.created_at >= since))
+         .where(Feedback.score.is_not(None), Feedback.created_at >= since,
+                # a token count was never answered by a model: nothing to rate
+                or_(Decision.endpoint.is_(None), Decision.endpoint != COUNT_TOKENS)))
     out = []
     for fid, rid, at, score, source, route, tenant, chosen, answered, signals, cands, prob in conn.execute(q):
         backend = answered or chosen

@@ -147,14 +147,20 @@ def test_tool_use_streamed(client):
     assert final.stop_reason == "tool_use"
 
 
-def test_count_tokens(client):
+def test_count_tokens(client, demo_gateway):
     body = {"model": "auto", "system": "Answer briefly.",
             "messages": [{"role": "user", "content": "What is the capital of France?"}]}
     raw = client.messages.with_raw_response.count_tokens(**body)
     counted = raw.parse().input_tokens
     # Not routed (nothing is dispatched or billed): the route it names, no backend.
     assert raw.headers["x-mixroute-route"] == "auto" and raw.headers["x-mixroute-request-id"]
-    assert "x-mixroute-backend" not in raw.headers
+    assert "x-mixroute-backend" not in raw.headers and raw.headers["x-mixroute-cost-usd"] == "0"
+    # Still a request the gateway answered: its decision and outcome rows, marked so that the
+    # readers of routed answers (what-if, eval, learning) skip it.
+    decision, outcome = _rows(demo_gateway, raw.headers["x-mixroute-request-id"])
+    assert decision["endpoint"] == decision["reason"] == "count_tokens" and decision["pinned"]
+    assert decision["signals"]["input_tokens"] == counted and "prompt_hash" not in decision["signals"]
+    assert outcome["status"] == "ok" and outcome["cost_usd"] == 0 and not outcome["tokens_in"]
     # The fake backend bills the prompt with the router's estimate: the counts agree.
     assert counted == client.messages.create(max_tokens=50, **body).usage.input_tokens > 0
     # Tool definitions are billed as prompt tokens too.
