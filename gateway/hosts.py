@@ -6,7 +6,7 @@ resolve to ``127.0.0.1``, and the browser then treats the gateway as the page's 
 and reads its answers. The browser always sends the page's name as ``Host``, so refusing
 every ``Host`` that is not a loopback name or address closes that door (Starlette's
 ``TrustedHostMiddleware`` does the same check, but for every request: here it applies only
-while auth is off, and it answers in the OpenAI envelope). Names in ``MIXROUTE_ALLOWED_HOSTS``
+while auth is off, and it answers in the door's envelope: Anthropic's below ``/v1/messages``, else OpenAI's). Names in ``MIXROUTE_ALLOWED_HOSTS``
 are served too (a reverse proxy on the same host that keeps the public name, say).
 With auth on, any ``Host`` is served: a page cannot present a key it does not have.
 
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+
+from starlette.requests import Request
 
 from gateway.auth.guard import AuthUnavailable
 from gateway.errors import envelope
@@ -83,7 +85,7 @@ class LoopbackHostMiddleware:
         response = envelope(400, f"Host {host[:100]!r} is not served while auth is off (a web page could reach this "
                             "gateway through DNS rebinding): use localhost or 127.0.0.1, add the name to "
                             "MIXROUTE_ALLOWED_HOSTS, or set MIXROUTE_ADMIN_KEY", "invalid_request_error",
-                            "host_not_allowed", "host")
+                            "host_not_allowed", "host", request=Request(scope))
         await response(scope, receive, send)
 
     @staticmethod

@@ -23,7 +23,8 @@ from gateway.doors.messages_shapes import CountTokensRequest, MessagesRequest, r
 from gateway.request_body import read_json, refuse_cross_site
 from gateway.responses import FastJSONResponse
 from router.decision import new_request_id
-from router.errors import UnknownModel
+from router.errors import UnknownModel, WrongTask
+from router.policy.tasks import target_task, wrong_task_message
 from router.records import COUNT_TOKENS, DecisionRecord, OutcomeRecord
 
 router = APIRouter()
@@ -50,6 +51,9 @@ async def count_message_tokens(request: Request):
     route, backend = policy.route(model), policy.backend(model)
     if route is None and backend is None:
         raise UnknownModel(f"The model '{model[:100]}' does not exist", param="model")
+    task = target_task(policy, route, backend)
+    if task != "chat":  # checked like the Messages request it counts for
+        raise WrongTask(wrong_task_message(policy, model, task, "chat"), param="model")
     # Counting is not routing: no classifier pass and nothing dispatched or billed. It is still
     # a request the gateway answered, so it gets its decision and outcome rows like every other
     # (a client's count shows in the logs and the request counts). The decision is marked

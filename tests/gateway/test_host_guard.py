@@ -29,6 +29,16 @@ def test_a_rebound_name_is_refused_while_auth_is_off(open_gw, path) -> None:
     assert (err["type"], err["code"], err["param"]) == ("invalid_request_error", "host_not_allowed", "host")
 
 
+def test_the_messages_door_refuses_in_anthropic_envelope(open_gw) -> None:
+    body = {"model": "auto", "max_tokens": 5, **CHAT}
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        resp = httpx.post(open_gw.url + path, json=body, headers={"host": "rebind.attacker.example"})
+        assert resp.status_code == 400, resp.text
+        got = resp.json()
+        assert got["type"] == "error" and got["error"]["type"] == "invalid_request_error", got
+        assert "rebind.attacker.example" in got["error"]["message"]
+
+
 @pytest.mark.parametrize("host", ["localhost", "localhost:8000", "LOCALHOST:1", "127.0.0.1:9", "127.0.0.2",
                                   "[::1]:8000", "[::1]", "gw.internal.example:443", "a.corp.example"])
 def test_loopback_and_listed_names_are_served(open_gw, host) -> None:

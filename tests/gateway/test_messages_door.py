@@ -169,6 +169,16 @@ def test_count_tokens(client, demo_gateway):
     assert longer.input_tokens > counted + 300
 
 
+def test_count_tokens_refuses_an_embedding_model(demo_gateway):
+    # Checked like the Messages request it counts for: an embedding model serves no messages.
+    embedders = [m["id"] for m in httpx.get(demo_gateway.v1 + "/models").json()["data"] if "embed" in m["id"]]
+    assert embedders, "the demo policy has an embedding backend"
+    resp = httpx.post(demo_gateway.v1 + "/messages/count_tokens",
+                      json={"model": embedders[0], "messages": [{"role": "user", "content": "hi"}]})
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["type"] == "error" and "embedding model" in resp.json()["error"]["message"]
+
+
 def test_system_prompt_with_cache_control(client, demo_gateway):
     system = [{"type": "text", "text": "You are a terse geography tutor. " * 20, "cache_control": {"type": "ephemeral"}}]
     raw = client.messages.with_raw_response.create(model="auto", max_tokens=100, system=system,
