@@ -138,6 +138,18 @@ def test_bad_input_is_a_400_envelope(gw, method, path, body, param):
     assert err["type"] == "invalid_request_error" and err["param"] == param, err
 
 
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/keys"), ("PATCH", "/keys/some-key"), ("POST", "/tenants"), ("PATCH", "/tenants/acme"),
+])
+def test_a_body_that_is_not_json_says_where(gw, method, path):
+    r = httpx.request(method, gw.v1 + "/admin" + path, content=b'{"budget_usd": 1,\n bad', timeout=30,
+                      headers={"authorization": f"Bearer {ADMIN}", "content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_json" and err["param"] is None, err
+    assert err["message"].startswith("The request body is not valid JSON: ") and "line 2 column 2" in err["message"]
+
+
 def test_only_the_admin_key_may_use_it(gw):
     key = _admin(gw, "POST", "/keys", json={"tenant": "delta"}).json()["key"]
     for presented in (key, "wrong"):
