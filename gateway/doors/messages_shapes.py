@@ -169,6 +169,14 @@ class Thinking(BaseModel):
     type: Literal["enabled", "disabled", "adaptive"]
     budget_tokens: int | None = Field(default=None, ge=1024)
 
+    @model_validator(mode="after")
+    def _budget(self) -> "Thinking":
+        # Anthropic's API requires a budget for enabled thinking; refusing it here names the
+        # field instead of relaying the provider's error after routing.
+        if self.type == "enabled" and self.budget_tokens is None:
+            raise ValueError("budget_tokens is required when type is 'enabled'")
+        return self
+
 
 class Metadata(BaseModel):
     model_config = _STRICT

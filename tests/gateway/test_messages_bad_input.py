@@ -56,6 +56,7 @@ def _error(resp: httpx.Response, status: int, type_: str) -> str:
     ({"messages": [USER], "tools": [{"name": "f", "input_schema": {"type": "object"}}],
       "tool_choice": {"type": "tool", "name": "g"}}, "tool_choice.name"),
     ({"messages": [USER], "thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking.budget_tokens"),
+    ({"messages": [USER], "thinking": {"type": "enabled"}}, "thinking: budget_tokens is required"),
     ({"messages": [{"role": "user", "content": 3}]}, "messages.0.content"),
     ({"messages": [USER], "system": [{"type": "image", "source": {}}]}, "system"),
     ({"messages": [USER, CALL, USER]}, "messages.2.content"),
