@@ -60,8 +60,10 @@ class Spend:
 
 
 def check_tenant_name(name: str, param: str = "tenant") -> None:
-    """Raises :class:`KeyError_` for an empty, padded, reserved, over-long tenant name, or
-    one with control characters (they would corrupt terminal output and log lines)."""
+    """Raises :class:`KeyError_` for an empty, padded, reserved, over-long tenant name, one
+    with control characters (they would corrupt terminal output and log lines), or one that
+    cannot be a URL path segment. The one rule for a key's tenant and a tenant's name, in
+    the admin API and the CLI alike."""
     if not name.strip() or all(unicodedata.category(c) in ("Cf", "Zs", "Zl", "Zp") for c in name):
         raise KeyError_(f"{param} must not be empty (or only invisible characters)", param=param)
     if name != name.strip():
@@ -74,6 +76,12 @@ def check_tenant_name(name: str, param: str = "tenant") -> None:
     if bad:
         raise KeyError_(f"{param} must not contain control characters, found "
                         f"{', '.join(f'U+{ord(c):04X}' for c in bad)}", param=param)
+    # A tenant is addressed as /v1/admin/tenants/{name}: a '/' (even sent as %2F, which the
+    # server decodes before routing) or a dot segment, which clients collapse, could never
+    # reach it there, so it could be created but not read, changed or deleted.
+    if "/" in name or name in (".", ".."):
+        raise KeyError_(f"{param} must not contain '/' or be '.' or '..' (it is a path segment in "
+                        f"/v1/admin/tenants/{{name}}), got {name!r}", param=param)
 
 
 def check_routes(routes: list[str] | None, known: list[str] | None, param: str = "routes") -> None:

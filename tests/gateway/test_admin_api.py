@@ -129,6 +129,9 @@ def test_revoking_a_tenant_revokes_its_keys(gw):
     ("POST", "/keys", {"tenant": "acme", "routes": ["nope"]}, "routes"),
     ("POST", "/keys", {"tenant": "acme", "period": "week", "budget_usd": 1}, "period"),
     ("POST", "/tenants", {"name": " padded", "budget_usd": 1}, "name"),
+    ("POST", "/tenants", {"name": "x/y", "budget_usd": 1}, "name"),  # could never be read at /tenants/x%2Fy
+    ("POST", "/tenants", {"name": "..", "budget_usd": 1}, "name"),
+    ("POST", "/keys", {"tenant": "x/y"}, "tenant"),
     ("PATCH", "/tenants/acme", {"budget_usd": "lots"}, "budget_usd"),
 ])
 def test_bad_input_is_a_400_envelope(gw, method, path, body, param):

@@ -245,3 +245,17 @@ def test_period_without_a_budget_and_budgets_below_a_millionth(db):
     assert tenants.exit_code == 0 and "1.00e-07 USD per month" in tenants.stdout
     assert "1.00e-07" in CliRunner().invoke(app, ["tenants", "list", "--database-url", db]).stdout
     assert keys_cmd._usd(2.5) == "2.500000" and keys_cmd._usd(0) == "0.000000"
+
+
+@pytest.mark.parametrize("args", [("tenants", "set", "x/y", "--budget-usd", "1"),
+                                  ("keys", "create", "--tenant", "x/y")])
+def test_a_tenant_name_with_a_slash_is_refused_in_one_line(tmp_path, args):
+    """From a fresh-user pass: `tenants set x/y` succeeded, and the admin API could then not
+    reach the tenant at /v1/admin/tenants/x%2Fy (404)."""
+    url = f"sqlite:///{tmp_path}/t.db"
+    res = CliRunner().invoke(app, [*args, "--database-url", url])
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "'/'" in lines[0], res.output
+    listed = CliRunner().invoke(app, ["tenants", "list", "--json", "--database-url", url])
+    assert "x/y" not in listed.output
