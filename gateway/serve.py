@@ -151,7 +151,7 @@ def _check_database_url_or_exit(url: str) -> None:
     folder journaled every row forever, another file failed start-up with a traceback);
     nothing is connected."""
     from gateway.commands.db import fail, shown_url
-    from gateway.store.db import make_engine, normalize_url, sqlite_path
+    from gateway.store.db import make_engine, normalize_url, sqlite_file_problem, sqlite_path
 
     try:
         engine = make_engine(url)
@@ -165,32 +165,11 @@ def _check_database_url_or_exit(url: str) -> None:
     elif parsed.get_backend_name() == "sqlite" and sqlite_path(parsed) is None:
         problem = "an in-memory SQLite store keeps no row past exit; give a file (sqlite:///mixroute.db)"
     elif parsed.get_backend_name() == "sqlite":
-        problem = _sqlite_file_problem(sqlite_path(parsed))
+        problem = sqlite_file_problem(sqlite_path(parsed))
     if problem:
         print(f"mixroute: invalid setting MIXROUTE_DATABASE_URL (or --database-url) {shown_url(url)!r}: {problem}",
               file=sys.stderr)
         raise SystemExit(2)
-
-
-def _sqlite_file_problem(path: Path) -> str | None:
-    """Why the SQLite store at ``path`` could never be opened, or ``None`` (a missing file is
-    created, in a folder that exists; an empty file is a new database to SQLite)."""
-    from gateway.store.db import SQLITE_HEADER
-
-    if path.is_dir():
-        return f"{path} is a folder; name a database file in it (sqlite:///{path / 'mixroute.db'})"
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(SQLITE_HEADER))
-    except FileNotFoundError:
-        if not path.parent.is_dir():  # a typo in the path: the spill journal used to create it
-            return f"folder {path.parent} does not exist; create it first or fix the path"
-        return None
-    except OSError as exc:
-        return f"{path} cannot be read: {exc.strerror or exc}"
-    if head and head != SQLITE_HEADER:
-        return f"{path} is not a SQLite database"
-    return None
 
 
 def _check_journal_path_or_exit(settings) -> None:

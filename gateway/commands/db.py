@@ -111,6 +111,11 @@ def upgrade(
         raise typer.Exit(2)
     try:
         known = _check_revision(revision)
+        path = db.sqlite_path(url)
+        problem = db.sqlite_file_problem(path) if path is not None else None
+        if problem:  # SQLite's own word for these is "unable to open database file"
+            typer.echo(f"error: {shown_url(url)}: {problem}", err=True)
+            raise typer.Exit(2)
         at = db.current(url)
         if revision != "head" and at in known and known.index(at) > known.index(revision):
             # Alembic's upgrade to an older revision is a no-op that printed "at revision <newer>".

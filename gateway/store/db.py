@@ -73,6 +73,26 @@ def sqlite_path(url: str | URL) -> Path | None:
     return Path(parsed.database)
 
 
+def sqlite_file_problem(path: Path) -> str | None:
+    """Why the SQLite store at ``path`` could never be opened, or ``None`` (a missing file is
+    created, in a folder that exists; an empty file is a new database to SQLite). One check
+    for ``mixroute serve`` and ``mixroute db upgrade``."""
+    if path.is_dir():
+        return f"{path} is a folder; name a database file in it (sqlite:///{path / 'mixroute.db'})"
+    try:
+        with path.open("rb") as fh:
+            first = fh.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        if not path.parent.is_dir():  # a typo in the path: the spill journal used to create it
+            return f"folder {path.parent} does not exist; create it first or fix the path"
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if first and first != SQLITE_HEADER:
+        return f"{path} is not a SQLite database"
+    return None
+
+
 def missing_sqlite_file(url: str | URL) -> Path | None:
     """The file of a SQLite URL when it does not exist yet (connecting would create an empty
     store there), else ``None``: reading commands refuse such a URL instead of answering

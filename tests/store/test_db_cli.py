@@ -111,3 +111,16 @@ def test_an_in_memory_database_is_refused(url: str):
     """It printed "at revision None" with exit 0 (break-it pass): nothing is kept."""
     res = _run("db", "upgrade", "--database-url", url)
     assert res.exit_code == 2 and "in-memory SQLite database" in _one_clean_line(res)
+
+
+def test_a_missing_folder_is_named_as_serve_names_it(tmp_path: Path):
+    """From a fresh-user pass: it said "upgrade failed: OperationalError: unable to open
+    database file" where `mixroute serve` names the missing folder."""
+    url = f"sqlite:///{tmp_path}/newdir/sub/x.db"
+    res = _run("db", "upgrade", "--database-url", url)
+    line = _one_clean_line(res)
+    assert res.exit_code == 2, res.output
+    assert f"folder {tmp_path}/newdir/sub does not exist; create it first" in line, line
+    assert not (tmp_path / "newdir").exists()
+    folder = _run("db", "upgrade", "--database-url", f"sqlite:///{tmp_path}")
+    assert folder.exit_code == 2 and "is a folder; name a database file in it" in _one_clean_line(folder)
