@@ -9,7 +9,9 @@ Rows are written by the request itself, not by the batched writer of
 :mod:`gateway.store.writer`: a client sends the next turn as soon as it has read this one,
 possibly to another replica, and a row still waiting in this replica's queue would not be
 found there. So :meth:`ResponseStore.save` commits in a worker thread and the door awaits it
-before the client reads the end of the answer.
+before the client reads the end of the answer. Saves that arrive while a commit is under way
+wait for it and then go in together, one transaction for all (group commit): under
+concurrent requests a commit per response was most of the Responses door's cost.
 
 Every read is scoped to the caller's tenant and ignores rows older than the retention
 (``MIXROUTE_RESPONSES_RETENTION_S``); expired rows are deleted by the process that writes,
@@ -78,8 +80,13 @@ def _mine(tenant: str | None):
 
 def save(engine: Engine, row: ResponseRow) -> None:
     """Insert ``row`` and commit (blocking)."""
+    save_many(engine, [row])
+
+
+def save_many(engine: Engine, rows: list[ResponseRow]) -> None:
+    """Insert ``rows`` and commit them in one transaction: all or none (blocking)."""
     with engine.begin() as conn:
-        conn.execute(StoredResponse.__table__.insert().values(**row.__dict__))
+        conn.execute(StoredResponse.__table__.insert(), [row.__dict__ for row in rows])
 
 
 def load_chain(engine: Engine, response_id: str, tenant: str | None, cutoff: datetime) -> list[dict] | None:
@@ -157,6 +164,8 @@ class ResponseStore:
         self.engine = engine
         self.retention_s = retention_s
         self._purged_at = float("-inf")
+        self._pending: list[tuple[ResponseRow, asyncio.Future]] = []
+        self._flusher: asyncio.Task | None = None
 
     def cutoff(self) -> datetime:
         """The creation time before which a stored response has expired (UTC)."""
@@ -168,11 +177,46 @@ class ResponseStore:
         Raises:
             sqlalchemy.exc.SQLAlchemyError: the database refused or is down.
         """
-        await asyncio.to_thread(save, self.engine, row)
+        done = asyncio.get_running_loop().create_future()
+        self._pending.append((row, done))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush())
+        await done
         now = time.monotonic()
         if now - self._purged_at >= PURGE_EVERY_S:
             self._purged_at = now
             await asyncio.to_thread(purge, self.engine, self.cutoff())
+
+    async def _flush(self) -> None:
+        """Commit the waiting rows, all that came meanwhile in one transaction, until none wait.
+        A batch that fails is retried row by row, so that each save gets its own row's
+        outcome (one bad row does not fail the others)."""
+        batch: list[tuple[ResponseRow, asyncio.Future]] = []
+        try:
+            await self._flush_all(batch)
+        finally:  # cancelled (the loop is closing): nobody may wait forever
+            for _, done in batch + self._pending:
+                _settle(done, RuntimeError("the response store's writer stopped"))
+
+    async def _flush_all(self, batch: list[tuple[ResponseRow, asyncio.Future]]) -> None:
+        while self._pending:
+            batch[:], self._pending = self._pending, []
+            try:
+                await asyncio.to_thread(save_many, self.engine, [row for row, _ in batch])
+            except Exception as exc:  # noqa: BLE001  # handed to the waiters, who raise it
+                if len(batch) == 1:
+                    _settle(batch[0][1], exc)
+                    continue
+                for row, done in batch:
+                    try:
+                        await asyncio.to_thread(save, self.engine, row)
+                    except Exception as one:  # noqa: BLE001
+                        _settle(done, one)
+                    else:
+                        _settle(done, None)
+            else:
+                for _, done in batch:
+                    _settle(done, None)
 
     async def chain(self, response_id: str, tenant: str | None) -> list[dict] | None:
         """See :func:`load_chain`."""
@@ -189,6 +233,15 @@ class ResponseStore:
     async def remove(self, response_id: str, tenant: str | None) -> bool:
         """See :func:`remove`."""
         return await asyncio.to_thread(remove, self.engine, response_id, tenant)
+
+
+def _settle(done: asyncio.Future, exc: BaseException | None) -> None:
+    if done.done():  # the waiter was cancelled (its client left); the row is saved all the same
+        return
+    if exc is None:
+        done.set_result(None)
+    else:
+        done.set_exception(exc)
 
 
 _BY_STORE: WeakKeyDictionary[Any, ResponseStore] = WeakKeyDictionary()

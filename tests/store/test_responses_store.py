@@ -3,10 +3,13 @@ PostgreSQL: chains read oldest first, per tenant, expiry and purge."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 
 from gateway.store import current, head, upgrade
 from gateway.store.db import make_engine
@@ -121,4 +124,23 @@ async def test_the_async_store_purges_when_it_saves(tmp_path) -> None:
     assert [r[0] for r in rows(url, "SELECT id FROM responses")] == ["new"]
     assert _texts(await store.chain("new", "acme")) == ["in new", "out new"]
     assert await store.get("old", "acme") is None
+    engine.dispose()
+
+
+async def test_concurrent_saves_commit_together_and_fail_alone(db_url: str) -> None:
+    upgrade(db_url)
+    engine = make_engine(db_url)
+    commits = []
+    event.listen(engine, "commit", lambda _conn: commits.append(1))
+    store = ResponseStore(engine, retention_s=3600)
+    await store.save(_row("first", None))  # alone: nothing else waits
+    commits.clear()
+    await asyncio.gather(*(store.save(_row(f"c{i}", None)) for i in range(20)))
+    assert len(commits) == 1  # one transaction for the 20 that waited together
+    # A row the database refuses (a taken id) fails its own save only; the others are stored.
+    outcomes = await asyncio.gather(store.save(_row("ok1", None)), store.save(_row("c3", None)),
+                                    store.save(_row("ok2", None)), return_exceptions=True)
+    assert outcomes[0] is None and outcomes[2] is None and isinstance(outcomes[1], IntegrityError)
+    assert len(rows(db_url, "SELECT id FROM responses WHERE id IN ('ok1', 'ok2')")) == 2
+    assert rows(db_url, "SELECT count(*) FROM responses")[0][0] == 23
     engine.dispose()
