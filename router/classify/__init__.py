@@ -185,6 +185,9 @@ def load_predictor(adapters_dir: Path | None = None, *, heads: list[str] | None 
         from router.classify.predictor import ClassifierPredictor
     except ImportError as exc:  # numpy first, on a plain install: name the extra, not just numpy
         raise _missing(exc) from exc
+    # Before the outcome memory is read: it imports safetensors, and a bare "No module named
+    # 'safetensors'" from there named neither the extra nor how to install it.
+    _runtime_libraries()
 
     folder = adapters_dir or default_adapters_dir()
     path = folder / "quality" / MEMORY_FILE
