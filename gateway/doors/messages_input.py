@@ -231,6 +231,42 @@ def _adapter():
 def from_chat(response: dict, names: dict[str, str] | None = None) -> dict:
     """litellm's Messages ``message`` for a canonical ``chat.completion`` (content blocks,
     ``stop_reason``, usage), tool names restored with ``names`` (:func:`to_chat`); the door
-    sets the id, model and usage it knows better."""
+    sets the id, model and usage it knows better (a plain text answer's message has no
+    ``usage``)."""
+    plain = _plain_text_message(response)
+    if plain is not None:
+        return plain
     model_response = load_litellm().ModelResponse(**response)
     return dict(_adapter().translate_openai_response_to_anthropic(model_response, tool_name_mapping=names or None))
+
+
+_PLAIN_STOPS = {"stop": "end_turn", "length": "max_tokens"}
+_CHOICE_KEYS = frozenset(("index", "message", "finish_reason", "logprobs"))
+
+
+def _plain_text_message(response: dict) -> dict | None:
+    """The message of an answer that is one choice of text only (role and non-empty string
+    content, nothing else set; finished by ``stop`` or ``length``), built here; ``None`` for
+    any other answer, which litellm translates.
+
+    Why not litellm for these: building its ``ModelResponse`` and translating it was most
+    of this door's cost per request (issue 41, door parity), and for such an answer its
+    result is fixed: one text block and the mapped stop reason
+    (``tests/gateway/test_messages_plain_answer.py`` holds the two to the same output).
+    """
+    choices = response.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    reason = choice.get("finish_reason")
+    message, stop = choice.get("message"), _PLAIN_STOPS.get(reason) if isinstance(reason, str) else None
+    if stop is None or not isinstance(message, dict) or not _CHOICE_KEYS.issuperset(choice):
+        return None
+    content = message.get("content")
+    if not isinstance(content, str) or not content or message.get("role", "assistant") != "assistant":
+        return None
+    if any(v is not None for k, v in message.items() if k not in ("role", "content")):
+        return None
+    return {"id": response.get("id"), "type": "message", "role": "assistant",
+            "model": response.get("model") or "unknown-model", "stop_sequence": None,
+            "content": [{"type": "text", "text": content}], "stop_reason": stop}
