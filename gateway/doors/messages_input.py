@@ -168,6 +168,11 @@ def to_chat(raw: dict) -> tuple[dict, dict[str, str]]:
     restored in the answer."""
     # Explicit nulls are absent fields in the request model; litellm reads some of them as
     # values (a tool's "type": null fails on .startswith).
+    body = _plain_chat(raw)
+    if body is not None:
+        if raw.get("stream") is True:
+            body["stream"] = True
+        return body, {}
     request = {k: _without_nulls(v) for k, v in raw.items() if k != "stream" and v is not None}
     request["messages"] = [_documents_as_text(m) for m in request["messages"]]
     # The provider named only keeps litellm from asking its provider registry about the
@@ -178,6 +183,41 @@ def to_chat(raw: dict) -> tuple[dict, dict[str, str]]:
     if raw.get("stream") is True:
         body["stream"] = True
     return body, dict(names or {})
+
+
+_PLAIN_FIELDS = ("max_tokens", "temperature", "top_p")
+_PLAIN_KEYS = frozenset(("model", "messages", "system", "stream", *_PLAIN_FIELDS))
+
+
+def _plain_chat(raw: dict) -> dict | None:
+    """The chat body of a checked request of plain text turns only (user and assistant
+    messages of non-empty string content, an optional non-empty string ``system``, and no
+    field beyond ``max_tokens``, ``temperature``, ``top_p`` and ``stream``), built here
+    without ``stream``; ``None`` for any other request, which litellm translates.
+
+    Why not litellm for these: its translation (which looks the model up in its registry
+    to decide whether encrypted reasoning blocks may be replayed) was most of this door's
+    cost per request (issue 41, door parity), and such a request has no block, tool or
+    field whose translation depends on the model: litellm's result is the same messages
+    with the system prompt first (``tests/gateway/test_messages_plain_answer.py`` holds
+    the two to the same output).
+    """
+    if not _PLAIN_KEYS.issuperset(k for k, v in raw.items() if v is not None):
+        return None
+    system = raw.get("system")
+    if system is not None and not (isinstance(system, str) and system):
+        return None
+    messages = [{"role": "system", "content": system}] if system else []
+    for m in raw.get("messages") or ():
+        if not (isinstance(m, dict) and len(m) == 2 and m.get("role") in ("user", "assistant")
+                and isinstance(m.get("content"), str) and m["content"]):
+            return None
+        messages.append({"role": m["role"], "content": m["content"]})
+    if not messages or messages[-1]["role"] == "system":
+        return None
+    body = {"model": raw["model"], "messages": messages}
+    body.update((k, raw[k]) for k in _PLAIN_FIELDS if raw.get(k) is not None)
+    return body
 
 
 def _without_nulls(value: Any) -> Any:
